@@ -1,0 +1,1 @@
+//! softrnic-provider: not yet written (see the open issues).

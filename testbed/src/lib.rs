@@ -1,0 +1,1 @@
+//! softrnic-testbed: not yet written (see the open issues).

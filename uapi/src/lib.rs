@@ -1,0 +1,1 @@
+//! softrnic-uapi: not yet written (see the open issues).

@@ -1,0 +1,461 @@
+//! Whole RoCEv2 frames: Ethernet, IPv4 or IPv6, UDP to port 4791, then the transport packet
+//! (IBTA annex A17.2 "RoCEv2 packet format").
+//!
+//! The outer headers are smoltcp's (`EthernetRepr`, `Ipv4Repr`, `Ipv6Repr`, `UdpPacket`). Their
+//! `Repr`s drop fields that a RoCE peer sets and the ICRC covers (the IPv4 identification and
+//! DF flag, DSCP/ECN, the IPv6 flow label), so [`Ipv4Header`] and [`Ipv6Header`] keep those
+//! beside the smoltcp `Repr`; that is what lets a parsed frame be emitted byte for byte.
+//!
+//! [`DatagramRepr::emit_headers`] plus [`DatagramRepr::icrc`] is the data-path builder: it
+//! writes every header into the caller's buffer without allocating, and checksums the payload
+//! wherever it lies, in pieces.
+
+use core::fmt;
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{
+    EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
+    Ipv6Repr, UdpPacket,
+};
+
+use crate::icrc::{Icrc, ICRC_LEN};
+use crate::roce::{pad_len, RoceRepr};
+use crate::{bth, check_len, Error, Result, ROCE_V2_UDP_PORT};
+
+/// Ethernet II header length.
+pub const ETHERNET_HEADER_LEN: usize = 14;
+/// IPv4 header length (softrnic neither sends nor accepts IP options).
+pub const IPV4_HEADER_LEN: usize = 20;
+/// IPv6 header length (no extension headers).
+pub const IPV6_HEADER_LEN: usize = 40;
+/// UDP header length.
+pub const UDP_HEADER_LEN: usize = 8;
+
+/// An IPv4 header: smoltcp's `Repr` and the fields it leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Header {
+    /// Addresses, protocol, hop limit (TTL); `payload_len` is recomputed on emit.
+    pub repr: Ipv4Repr,
+    /// Identification (covered by the ICRC).
+    pub ident: u16,
+    /// Differentiated services code point.
+    pub dscp: u8,
+    /// ECN bits (RoCEv2 congestion marking, A17.9).
+    pub ecn: u8,
+    /// Don't Fragment (kernel rxe sets it).
+    pub dont_frag: bool,
+}
+
+/// An IPv6 header: smoltcp's `Repr` and the fields it leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Header {
+    /// Addresses, next header, hop limit; `payload_len` is recomputed on emit.
+    pub repr: Ipv6Repr,
+    /// Traffic class (DSCP and ECN).
+    pub traffic_class: u8,
+    /// Flow label (20 bits).
+    pub flow_label: u32,
+}
+
+/// The IP header of a RoCEv2 datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpHeader {
+    /// IPv4.
+    V4(Ipv4Header),
+    /// IPv6.
+    V6(Ipv6Header),
+}
+
+impl IpHeader {
+    /// The header's length.
+    pub const fn len(&self) -> usize {
+        match self {
+            IpHeader::V4(_) => IPV4_HEADER_LEN,
+            IpHeader::V6(_) => IPV6_HEADER_LEN,
+        }
+    }
+
+    /// Source address.
+    pub fn src_addr(&self) -> core::net::IpAddr {
+        match self {
+            IpHeader::V4(h) => h.repr.src_addr.into(),
+            IpHeader::V6(h) => h.repr.src_addr.into(),
+        }
+    }
+
+    /// Destination address.
+    pub fn dst_addr(&self) -> core::net::IpAddr {
+        match self {
+            IpHeader::V4(h) => h.repr.dst_addr.into(),
+            IpHeader::V6(h) => h.repr.dst_addr.into(),
+        }
+    }
+}
+
+/// The UDP header of a RoCEv2 datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpHeader {
+    /// Source port: RoCEv2 uses it for flow entropy (kernel rxe: one port >= 0xC000 per QP).
+    pub src_port: u16,
+    /// Destination port, 4791.
+    pub dst_port: u16,
+    /// The checksum as sent: RoCEv2 senders usually send 0 ("none"), since the ICRC protects
+    /// the packet. It is emitted verbatim, never computed.
+    pub checksum: u16,
+}
+
+/// IP + UDP + transport headers of a RoCEv2 datagram (everything but the Ethernet header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramRepr {
+    /// IP header.
+    pub ip: IpHeader,
+    /// UDP header.
+    pub udp: UdpHeader,
+    /// Transport headers and payload length.
+    pub roce: RoceRepr,
+}
+
+/// A parsed datagram: headers, payload, and the ICRC check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The headers.
+    pub repr: DatagramRepr,
+    /// The payload, pad excluded.
+    pub payload: &'a [u8],
+    /// The ICRC found on the wire (little-endian value).
+    pub icrc: u32,
+    /// Whether it matches the ICRC computed over the packet.
+    pub icrc_ok: bool,
+}
+
+/// A whole Ethernet frame carrying a RoCEv2 datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRepr {
+    /// Ethernet header.
+    pub ethernet: EthernetRepr,
+    /// The datagram.
+    pub datagram: DatagramRepr,
+}
+
+/// A parsed frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// Ethernet header.
+    pub ethernet: EthernetRepr,
+    /// The datagram.
+    pub datagram: Datagram<'a>,
+}
+
+impl<'a> Frame<'a> {
+    /// Parses an Ethernet frame. Frames that are not IP/UDP to port 4791 give
+    /// [`Error::NotRoce`]; Ethernet padding after the IP packet is ignored.
+    pub fn parse(bytes: &'a [u8]) -> Result<Frame<'a>> {
+        check_len("Ethernet header", bytes, ETHERNET_HEADER_LEN)?;
+        let eth = EthernetFrame::new_unchecked(bytes);
+        let ethernet = EthernetRepr::parse(&eth).map_err(|_| Error::Truncated {
+            what: "Ethernet header",
+            need: ETHERNET_HEADER_LEN,
+            have: bytes.len(),
+        })?;
+        match ethernet.ethertype {
+            EthernetProtocol::Ipv4 | EthernetProtocol::Ipv6 => {}
+            _ => return Err(Error::NotRoce("the EtherType is not IPv4 or IPv6")),
+        }
+        Ok(Frame {
+            ethernet,
+            datagram: DatagramRepr::parse(&bytes[ETHERNET_HEADER_LEN..])?,
+        })
+    }
+
+    /// The `Repr` of the whole frame.
+    pub fn repr(&self) -> FrameRepr {
+        FrameRepr {
+            ethernet: self.ethernet,
+            datagram: self.datagram.repr,
+        }
+    }
+}
+
+impl FrameRepr {
+    /// Length of the whole frame.
+    pub fn buffer_len(&self) -> usize {
+        ETHERNET_HEADER_LEN + self.datagram.buffer_len()
+    }
+
+    /// Writes the whole frame — headers, `payload` (the concatenation of its pieces, which must
+    /// add up to `roce.payload_len`), pad and ICRC — into `buf`; returns its length.
+    pub fn emit(&self, buf: &mut [u8], payload: &[&[u8]]) -> Result<usize> {
+        let need = self.buffer_len();
+        if buf.len() < need {
+            return Err(Error::BufferTooSmall {
+                need,
+                have: buf.len(),
+            });
+        }
+        self.ethernet.emit(&mut EthernetFrame::new_unchecked(
+            &mut buf[..ETHERNET_HEADER_LEN],
+        ));
+        Ok(ETHERNET_HEADER_LEN
+            + self
+                .datagram
+                .emit(&mut buf[ETHERNET_HEADER_LEN..], payload)?)
+    }
+}
+
+impl DatagramRepr {
+    /// Parses an IP datagram (from the IP header on) and verifies its ICRC.
+    pub fn parse(bytes: &[u8]) -> Result<Datagram<'_>> {
+        check_len("IP header", bytes, 1)?;
+        let (ip, ip_len, rest) = match bytes[0] >> 4 {
+            4 => parse_ipv4(bytes)?,
+            6 => parse_ipv6(bytes)?,
+            v => {
+                return Err(Error::BadVersion {
+                    what: "IP version",
+                    version: v,
+                })
+            }
+        };
+        check_len("UDP header", rest, UDP_HEADER_LEN)?;
+        let udp = UdpPacket::new_unchecked(rest);
+        let udp_len = udp.len() as usize;
+        if udp_len < UDP_HEADER_LEN {
+            return Err(Error::BadField {
+                what: "UDP length",
+                value: udp_len as u64,
+            });
+        }
+        check_len("UDP datagram", rest, udp_len)?;
+        if udp.dst_port() != ROCE_V2_UDP_PORT {
+            return Err(Error::NotRoce("the UDP destination port is not 4791"));
+        }
+        let udp_hdr = UdpHeader {
+            src_port: udp.src_port(),
+            dst_port: udp.dst_port(),
+            checksum: udp.checksum(),
+        };
+        let datagram = &rest[..udp_len];
+        let packet = RoceRepr::parse(&datagram[UDP_HEADER_LEN..])?;
+        let computed = crate::icrc::compute(&bytes[..ip_len], &datagram[..udp_len - ICRC_LEN])?;
+        Ok(Datagram {
+            repr: DatagramRepr {
+                ip,
+                udp: udp_hdr,
+                roce: packet.repr,
+            },
+            payload: packet.payload,
+            icrc: packet.icrc,
+            icrc_ok: computed == packet.icrc,
+        })
+    }
+
+    /// Length of the UDP datagram (UDP header through ICRC).
+    pub fn udp_len(&self) -> usize {
+        UDP_HEADER_LEN + self.roce.buffer_len()
+    }
+
+    /// Length from the IP header through the ICRC.
+    pub fn buffer_len(&self) -> usize {
+        self.ip.len() + self.udp_len()
+    }
+
+    /// Length of the headers [`DatagramRepr::emit_headers`] writes: IP, UDP, BTH, extension
+    /// headers.
+    pub fn header_len(&self) -> usize {
+        self.ip.len() + UDP_HEADER_LEN + self.roce.header_len()
+    }
+
+    /// Writes IP, UDP, BTH and extension headers into `buf` and returns their length. The IP
+    /// and UDP lengths count `roce.payload_len` bytes of payload, the pad and the ICRC, which
+    /// the caller sends after the headers (see [`DatagramRepr::icrc`]).
+    pub fn emit_headers(&self, buf: &mut [u8]) -> Result<usize> {
+        let need = self.header_len();
+        if buf.len() < need {
+            return Err(Error::BufferTooSmall {
+                need,
+                have: buf.len(),
+            });
+        }
+        let udp_len = self.udp_len();
+        if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
+            return Err(Error::BadPayload {
+                opcode: self.roce.bth.opcode.0,
+                len: self.roce.payload_len,
+                reason: "the datagram does not fit in an IP packet",
+            });
+        }
+        let ip_len = self.ip.len();
+        let none = ChecksumCapabilities::ignored();
+        match self.ip {
+            IpHeader::V4(h) => {
+                let mut p = Ipv4Packet::new_unchecked(&mut buf[..ip_len]);
+                let repr = Ipv4Repr {
+                    payload_len: udp_len,
+                    next_header: IpProtocol::Udp,
+                    ..h.repr
+                };
+                repr.emit(&mut p, &none);
+                p.set_ident(h.ident);
+                p.set_dscp(h.dscp);
+                p.set_ecn(h.ecn);
+                p.set_dont_frag(h.dont_frag);
+                p.fill_checksum();
+            }
+            IpHeader::V6(h) => {
+                let mut p = Ipv6Packet::new_unchecked(&mut buf[..ip_len]);
+                let repr = Ipv6Repr {
+                    payload_len: udp_len,
+                    next_header: IpProtocol::Udp,
+                    ..h.repr
+                };
+                repr.emit(&mut p);
+                p.set_traffic_class(h.traffic_class);
+                p.set_flow_label(h.flow_label);
+            }
+        }
+        let mut udp = UdpPacket::new_unchecked(&mut buf[ip_len..ip_len + UDP_HEADER_LEN]);
+        udp.set_src_port(self.udp.src_port);
+        udp.set_dst_port(self.udp.dst_port);
+        udp.set_len(udp_len as u16);
+        udp.set_checksum(self.udp.checksum);
+        let roce_len = self
+            .roce
+            .emit_headers(&mut buf[ip_len + UDP_HEADER_LEN..])?;
+        Ok(ip_len + UDP_HEADER_LEN + roce_len)
+    }
+
+    /// The ICRC of the datagram whose headers [`DatagramRepr::emit_headers`] wrote into
+    /// `headers`, with the payload given in pieces (which must add up to `roce.payload_len`).
+    /// Pad bytes are zero.
+    pub fn icrc(&self, headers: &[u8], payload: &[&[u8]]) -> Result<u32> {
+        let total: usize = payload.iter().map(|p| p.len()).sum();
+        if total != self.roce.payload_len {
+            return Err(Error::Mismatch(
+                "payload pieces do not add up to payload_len",
+            ));
+        }
+        let ip_len = self.ip.len();
+        let roce_at = ip_len + UDP_HEADER_LEN;
+        check_len("emitted headers", headers, self.header_len())?;
+        let mut icrc = Icrc::start(
+            &headers[..ip_len],
+            &headers[ip_len..roce_at],
+            &headers[roce_at..roce_at + bth::HEADER_LEN],
+        )?;
+        icrc.update(&headers[roce_at + bth::HEADER_LEN..self.header_len()]);
+        for piece in payload {
+            icrc.update(piece);
+        }
+        icrc.update(&[0u8; 3][..pad_len(total)]);
+        Ok(icrc.finish())
+    }
+
+    /// Writes the whole datagram (IP header through ICRC) into `buf`, copying the payload
+    /// pieces after the headers; returns its length.
+    pub fn emit(&self, buf: &mut [u8], payload: &[&[u8]]) -> Result<usize> {
+        let need = self.buffer_len();
+        if buf.len() < need {
+            return Err(Error::BufferTooSmall {
+                need,
+                have: buf.len(),
+            });
+        }
+        let mut at = self.emit_headers(buf)?;
+        let icrc = self.icrc(&buf[..at], payload)?;
+        for piece in payload {
+            buf[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        let pad = pad_len(self.roce.payload_len);
+        buf[at..at + pad].fill(0);
+        at += pad;
+        buf[at..at + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+        Ok(at + ICRC_LEN)
+    }
+}
+
+/// Parses an IPv4 header; returns it, its length and the IP payload (Ethernet padding cut).
+fn parse_ipv4(bytes: &[u8]) -> Result<(IpHeader, usize, &[u8])> {
+    check_len("IPv4 header", bytes, IPV4_HEADER_LEN)?;
+    let p = Ipv4Packet::new_unchecked(bytes);
+    if usize::from(p.header_len()) != IPV4_HEADER_LEN {
+        return Err(Error::BadField {
+            what: "IPv4 header length (options are not supported)",
+            value: p.header_len() as u64,
+        });
+    }
+    let total = usize::from(p.total_len());
+    if total < IPV4_HEADER_LEN {
+        return Err(Error::BadField {
+            what: "IPv4 total length",
+            value: total as u64,
+        });
+    }
+    check_len("IPv4 packet", bytes, total)?;
+    if p.more_frags() || p.frag_offset() != 0 {
+        return Err(Error::NotRoce("an IPv4 fragment"));
+    }
+    if p.next_header() != IpProtocol::Udp {
+        return Err(Error::NotRoce("the IP protocol is not UDP"));
+    }
+    let p = Ipv4Packet::new_unchecked(&bytes[..total]);
+    let repr =
+        Ipv4Repr::parse(&p, &ChecksumCapabilities::ignored()).map_err(|_| Error::BadField {
+            what: "IPv4 header",
+            value: 0,
+        })?;
+    let header = Ipv4Header {
+        repr,
+        ident: p.ident(),
+        dscp: p.dscp(),
+        ecn: p.ecn(),
+        dont_frag: p.dont_frag(),
+    };
+    Ok((
+        IpHeader::V4(header),
+        IPV4_HEADER_LEN,
+        &bytes[IPV4_HEADER_LEN..total],
+    ))
+}
+
+/// Parses an IPv6 header; returns it, its length and the IP payload.
+fn parse_ipv6(bytes: &[u8]) -> Result<(IpHeader, usize, &[u8])> {
+    check_len("IPv6 header", bytes, IPV6_HEADER_LEN)?;
+    let p = Ipv6Packet::new_unchecked(bytes);
+    let total = IPV6_HEADER_LEN + usize::from(p.payload_len());
+    check_len("IPv6 packet", bytes, total)?;
+    if p.next_header() != IpProtocol::Udp {
+        return Err(Error::NotRoce("the IPv6 next header is not UDP"));
+    }
+    let p = Ipv6Packet::new_unchecked(&bytes[..total]);
+    let repr = Ipv6Repr::parse(&p).map_err(|_| Error::BadField {
+        what: "IPv6 header",
+        value: 0,
+    })?;
+    let header = Ipv6Header {
+        repr,
+        traffic_class: p.traffic_class(),
+        flow_label: p.flow_label(),
+    };
+    Ok((
+        IpHeader::V6(header),
+        IPV6_HEADER_LEN,
+        &bytes[IPV6_HEADER_LEN..total],
+    ))
+}
+
+impl fmt::Display for Datagram<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{} > {}:{} {} icrc={:08x} {}",
+            self.repr.ip.src_addr(),
+            self.repr.udp.src_port,
+            self.repr.ip.dst_addr(),
+            self.repr.udp.dst_port,
+            self.repr.roce,
+            self.icrc,
+            if self.icrc_ok { "ok" } else { "BAD" }
+        )
+    }
+}

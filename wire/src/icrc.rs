@@ -1,0 +1,174 @@
+//! The Invariant CRC of RoCEv2 (IBTA annex A17.4.2, "ICRC", with IBTA 7.8.1).
+//!
+//! The ICRC is the standard CRC-32 (the Ethernet polynomial, as `crc32fast` computes it) over:
+//!
+//! 1. 8 bytes of `0xFF` standing in for the InfiniBand LRH;
+//! 2. the IP header with its variant fields set to all ones — IPv4: Type of Service, TTL and
+//!    header checksum; IPv6: Traffic Class, Flow Label and Hop Limit;
+//! 3. the UDP header with its checksum set to all ones;
+//! 4. the BTH with byte 4 (FECN, BECN, reserved) set to all ones;
+//! 5. everything after the BTH up to the ICRC: extension headers, payload, pad.
+//!
+//! It travels in the last 4 bytes of the UDP payload, least significant byte first.
+//!
+//! [`Icrc`] is incremental, so a sender can checksum the headers it built and then the payload
+//! straight from registered memory, in as many pieces as it has, without gathering the packet.
+
+use crc32fast::Hasher;
+
+use crate::{bth, check_len, Result};
+
+/// ICRC length in bytes.
+pub const ICRC_LEN: usize = 4;
+
+const LRH_PLACEHOLDER: [u8; 8] = [0xff; 8];
+const UDP_HEADER_LEN: usize = 8;
+const UDP_CHECKSUM: core::ops::Range<usize> = 6..8;
+const IPV4_MIN_HEADER: usize = 20;
+const IPV4_MAX_HEADER: usize = 60;
+const IPV4_TOS: usize = 1;
+const IPV4_TTL: usize = 8;
+const IPV4_CHECKSUM: core::ops::Range<usize> = 10..12;
+const IPV6_HEADER: usize = 40;
+const IPV6_HOP_LIMIT: usize = 7;
+
+/// An ICRC computation in progress.
+#[derive(Clone)]
+pub struct Icrc {
+    hasher: Hasher,
+}
+
+impl Icrc {
+    /// Starts an ICRC over the masked invariant headers: `ip_header` (IPv4 with its options, or
+    /// the 40-byte IPv6 header — its version nibble says which), the 8-byte UDP header and the
+    /// 12-byte BTH. Feed the rest of the packet (extension headers, payload, pad) with
+    /// [`Icrc::update`].
+    pub fn start(ip_header: &[u8], udp_header: &[u8], bth: &[u8]) -> Result<Icrc> {
+        check_len("IP header", ip_header, 1)?;
+        check_len("UDP header", udp_header, UDP_HEADER_LEN)?;
+        check_len("BTH", bth, bth::HEADER_LEN)?;
+        let mut hasher = Hasher::new();
+        hasher.update(&LRH_PLACEHOLDER);
+
+        let mut ip = [0u8; IPV4_MAX_HEADER];
+        if ip_header[0] >> 4 == 6 {
+            check_len("IPv6 header", ip_header, IPV6_HEADER)?;
+            let ip = &mut ip[..IPV6_HEADER];
+            ip.copy_from_slice(&ip_header[..IPV6_HEADER]);
+            ip[0] |= 0x0f; // traffic class, high nibble
+            ip[1..4].fill(0xff); // traffic class, low nibble; flow label
+            ip[IPV6_HOP_LIMIT] = 0xff;
+            hasher.update(ip);
+        } else {
+            check_len("IPv4 header", ip_header, IPV4_MIN_HEADER)?;
+            let ihl = ((ip_header[0] & 0x0f) as usize * 4).clamp(IPV4_MIN_HEADER, IPV4_MAX_HEADER);
+            check_len("IPv4 header", ip_header, ihl)?;
+            let ip = &mut ip[..ihl];
+            ip.copy_from_slice(&ip_header[..ihl]);
+            ip[IPV4_TOS] = 0xff;
+            ip[IPV4_TTL] = 0xff;
+            ip[IPV4_CHECKSUM].fill(0xff);
+            hasher.update(ip);
+        }
+
+        let mut udp = [0u8; UDP_HEADER_LEN];
+        udp.copy_from_slice(&udp_header[..UDP_HEADER_LEN]);
+        udp[UDP_CHECKSUM].fill(0xff);
+        hasher.update(&udp);
+
+        let mut b = [0u8; bth::HEADER_LEN];
+        b.copy_from_slice(&bth[..bth::HEADER_LEN]);
+        b[bth::ICRC_MASKED_BYTE] = 0xff;
+        hasher.update(&b);
+        Ok(Icrc { hasher })
+    }
+
+    /// Feeds the next bytes after the BTH.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+    }
+
+    /// The ICRC value. On the wire it is `value.to_le_bytes()`.
+    pub fn finish(self) -> u32 {
+        self.hasher.finalize()
+    }
+}
+
+/// The ICRC of a whole packet: `ip_header`, then `udp_datagram` (UDP header and payload, the
+/// ICRC's own 4 bytes excluded).
+pub fn compute(ip_header: &[u8], udp_datagram: &[u8]) -> Result<u32> {
+    check_len(
+        "UDP datagram",
+        udp_datagram,
+        UDP_HEADER_LEN + bth::HEADER_LEN,
+    )?;
+    let (udp, roce) = udp_datagram.split_at(UDP_HEADER_LEN);
+    let (bth, rest) = roce.split_at(bth::HEADER_LEN);
+    let mut icrc = Icrc::start(ip_header, udp, bth)?;
+    icrc.update(rest);
+    Ok(icrc.finish())
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// scapy's RoCE test vector: a UC SEND_ONLY over IPv4, given from the IP header on.
+    const UC_SEND_ONLY: &str = "45010040047840004011b4d5c0a80007c0a80007c00012b7002caca22460\
+        ffff000000d300cf17104630818be28935d90e9a95505401be885e50000078f353f3";
+
+    #[test]
+    fn golden_uc_send_only() {
+        let p = hex(UC_SEND_ONLY);
+        let (ip, udp) = p.split_at(20);
+        let icrc = compute(ip, &udp[..udp.len() - 4]).unwrap();
+        assert_eq!(icrc.to_le_bytes(), [0x78, 0xf3, 0x53, 0xf3]);
+    }
+
+    #[test]
+    fn incremental_equals_one_shot() {
+        let p = hex(UC_SEND_ONLY);
+        let (ip, udp) = p.split_at(20);
+        let mut icrc = Icrc::start(ip, &udp[..8], &udp[8..20]).unwrap();
+        for chunk in udp[20..udp.len() - 4].chunks(3) {
+            icrc.update(chunk);
+        }
+        assert_eq!(icrc.finish(), compute(ip, &udp[..udp.len() - 4]).unwrap());
+    }
+
+    #[test]
+    fn masked_fields_do_not_matter() {
+        let mut p = hex(UC_SEND_ONLY);
+        let base = compute(&p[..20], &p[20..p.len() - 4]).unwrap();
+        for i in [1, 8, 10, 11, 20 + 6, 20 + 7, 28 + 4] {
+            p[i] ^= 0x5a;
+        }
+        assert_eq!(compute(&p[..20], &p[20..p.len() - 4]).unwrap(), base);
+        p[4] ^= 1; // the IP ID is covered
+        assert_ne!(compute(&p[..20], &p[20..p.len() - 4]).unwrap(), base);
+    }
+
+    #[test]
+    fn ipv6_masks_traffic_class_flow_label_and_hop_limit() {
+        let mut ip6 = [0u8; 40];
+        ip6[0] = 0x60;
+        ip6[7] = 64;
+        let udp = [0xc0, 0x00, 0x12, 0xb7, 0, 24, 0, 0];
+        let bth = [0x04, 0, 0xff, 0xff, 0, 0, 0, 1, 0x80, 0, 0, 1];
+        let base = Icrc::start(&ip6, &udp, &bth).unwrap().finish();
+        ip6[0] = 0x6f;
+        ip6[1] = 0xab;
+        ip6[3] = 0x01;
+        ip6[7] = 1;
+        assert_eq!(Icrc::start(&ip6, &udp, &bth).unwrap().finish(), base);
+        ip6[8] = 1; // the source address is covered
+        assert_ne!(Icrc::start(&ip6, &udp, &bth).unwrap().finish(), base);
+    }
+}
