@@ -127,7 +127,10 @@ impl fmt::Display for Error {
                 opcode,
                 len,
                 reason,
-            } => write!(f, "bad payload for opcode {opcode:#04x} ({len} bytes): {reason}"),
+            } => write!(
+                f,
+                "bad payload for opcode {opcode:#04x} ({len} bytes): {reason}"
+            ),
             Error::BadField { what, value } => write!(f, "invalid {what} {value:#x}"),
             Error::NotRoce(why) => write!(f, "not RoCEv2: {why}"),
             Error::Mismatch(why) => write!(f, "headers disagree with the opcode: {why}"),
@@ -301,7 +304,11 @@ macro_rules! u32_header {
             fn test_truncated() {
                 assert!(matches!(
                     Packet::new_checked(&PACKET_BYTES[..3]),
-                    Err($crate::Error::Truncated { need: 4, have: 3, .. })
+                    Err($crate::Error::Truncated {
+                        need: 4,
+                        have: 3,
+                        ..
+                    })
                 ));
             }
         }

@@ -1,0 +1,134 @@
+//! `softrnic decode`: one line per captured frame, like a terse Wireshark summary, or one JSON
+//! object per frame. A malformed frame is reported and never stops the decoder.
+
+use serde_json::{json, Map, Value};
+use softrnic_wire::frame::{Datagram, Frame};
+use softrnic_wire::Error;
+
+/// What became of one frame.
+pub enum Decoded<'a> {
+    /// A RoCEv2 frame that parsed.
+    Roce(Frame<'a>),
+    /// Not RoCEv2 (ARP, TCP, other UDP): nothing to say.
+    NotRoce,
+    /// A frame that claims to be RoCEv2 (or IP) but breaks the format.
+    Malformed(Error),
+}
+
+/// Decodes one Ethernet frame.
+pub fn decode(frame: &[u8]) -> Decoded<'_> {
+    match Frame::parse(frame) {
+        Ok(f) => Decoded::Roce(f),
+        Err(Error::NotRoce(_)) => Decoded::NotRoce,
+        Err(e) => Decoded::Malformed(e),
+    }
+}
+
+/// The one-line summary of frame number `n` (1-based).
+pub fn summary_line(n: usize, frame: &[u8]) -> String {
+    match decode(frame) {
+        Decoded::Roce(f) => format!("{n:>5} {}", f.datagram),
+        Decoded::NotRoce => format!("{n:>5} (not RoCE, {} bytes)", frame.len()),
+        Decoded::Malformed(e) => format!("{n:>5} malformed RoCE frame: {e}"),
+    }
+}
+
+/// The JSON object of frame number `n` (1-based).
+pub fn json_object(n: usize, frame: &[u8]) -> Value {
+    match decode(frame) {
+        Decoded::Roce(f) => datagram_json(n, &f.datagram),
+        Decoded::NotRoce => json!({ "frame": n, "roce": false }),
+        Decoded::Malformed(e) => json!({ "frame": n, "roce": true, "error": e.to_string() }),
+    }
+}
+
+fn datagram_json(n: usize, d: &Datagram<'_>) -> Value {
+    let r = &d.repr;
+    let bth = &r.roce.bth;
+    let mut o = Map::new();
+    let mut put = |k: &str, v: Value| {
+        o.insert(k.to_string(), v);
+    };
+    put("frame", json!(n));
+    put("roce", json!(true));
+    put("src", json!(r.ip.src_addr().to_string()));
+    put("dst", json!(r.ip.dst_addr().to_string()));
+    put("src_port", json!(r.udp.src_port));
+    put("opcode", json!(bth.opcode.0));
+    put("opcode_name", json!(bth.opcode.name()));
+    put("dest_qp", json!(bth.dest_qp));
+    put("psn", json!(bth.psn.value()));
+    put("ack_req", json!(bth.ack_req));
+    put("solicited", json!(bth.solicited));
+    put("mig_req", json!(bth.mig_req));
+    put("pkey", json!(bth.pkey));
+    put("fecn", json!(bth.fecn));
+    put("becn", json!(bth.becn));
+    put("payload_len", json!(r.roce.payload_len));
+    let icrc = d.icrc.to_le_bytes();
+    put(
+        "icrc",
+        json!(icrc.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    );
+    put("icrc_ok", json!(d.icrc_ok));
+    if let Some(h) = r.roce.reth {
+        put(
+            "reth",
+            json!({ "va": h.va, "rkey": h.rkey, "len": h.dma_len }),
+        );
+    }
+    if let Some(h) = r.roce.aeth {
+        put(
+            "aeth",
+            json!({ "syndrome": h.syndrome.to_byte(), "kind": h.syndrome.kind(), "msn": h.msn }),
+        );
+    }
+    if let Some(h) = r.roce.deth {
+        put("deth", json!({ "qkey": h.qkey, "src_qp": h.src_qp }));
+    }
+    if let Some(h) = r.roce.atomic_eth {
+        put(
+            "atomic",
+            json!({ "va": h.va, "rkey": h.rkey, "swap_add": h.swap_add, "compare": h.compare }),
+        );
+    }
+    if let Some(h) = r.roce.atomic_ack_eth {
+        put("atomic_ack", json!({ "orig": h.orig_rem_dt }));
+    }
+    if let Some(h) = r.roce.immdt {
+        put("imm", json!(h.0));
+    }
+    if let Some(h) = r.roce.ieth {
+        put("ieth", json!({ "rkey": h.0 }));
+    }
+    if let Some(h) = r.roce.feth {
+        put(
+            "feth",
+            json!({ "selectivity": h.selectivity as u8, "placement": h.placement }),
+        );
+    }
+    Value::Object(o)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn non_roce_and_garbage_frames_are_reported_not_fatal() {
+        // An ARP frame (EtherType 0x0806) is not RoCE.
+        let mut arp = vec![0u8; 42];
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert_eq!(json_object(3, &arp), json!({"frame": 3, "roce": false}));
+        // An IPv4 header that promises more bytes than there are.
+        let mut short = vec![0u8; 40];
+        short[12] = 0x08;
+        short[14] = 0x45;
+        short[17] = 200;
+        let v = json_object(4, &short);
+        assert_eq!(v["frame"], 4);
+        assert!(v["error"].as_str().unwrap().contains("truncated"), "{v}");
+        assert!(summary_line(4, &short).contains("malformed"));
+    }
+}

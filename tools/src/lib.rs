@@ -1,0 +1,4 @@
+//! The softrnic command line's library: each subcommand's logic, kept out of `main.rs` so that
+//! tests and fuzz targets can call it.
+
+pub mod decode;
