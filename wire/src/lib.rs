@@ -45,6 +45,8 @@ pub mod frame;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod mad;
+pub mod cm;
 pub mod opcode;
 pub mod pcap;
 pub mod psn;
