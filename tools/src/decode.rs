@@ -2,13 +2,16 @@
 //! object per frame. A malformed frame is reported and never stops the decoder.
 
 use serde_json::{json, Map, Value};
+use softrnic_wire::cm::CmMessage;
 use softrnic_wire::frame::{Datagram, Frame};
+use softrnic_wire::mad::{self, MadRepr};
+use softrnic_wire::opcode::Transport;
 use softrnic_wire::Error;
 
 /// What became of one frame.
 pub enum Decoded<'a> {
     /// A RoCEv2 frame that parsed.
-    Roce(Frame<'a>),
+    Roce(Box<Frame<'a>>),
     /// Not RoCEv2 (ARP, TCP, other UDP): nothing to say.
     NotRoce,
     /// A frame that claims to be RoCEv2 (or IP) but breaks the format.
@@ -18,16 +21,55 @@ pub enum Decoded<'a> {
 /// Decodes one Ethernet frame.
 pub fn decode(frame: &[u8]) -> Decoded<'_> {
     match Frame::parse(frame) {
-        Ok(f) => Decoded::Roce(f),
+        Ok(f) => Decoded::Roce(Box::new(f)),
         Err(Error::NotRoce(_)) => Decoded::NotRoce,
         Err(e) => Decoded::Malformed(e),
     }
 }
 
+/// The management datagram a UD packet to QP1 carries, and the CM message inside it.
+pub struct Management {
+    /// The MAD header.
+    pub mad: MadRepr,
+    /// The CM message, when the MAD is of the CM class and parses.
+    pub cm: Option<Result<CmMessage, Error>>,
+}
+
+/// Decodes the MAD (and CM message) of a UD packet to QP1; `None` for any other packet.
+pub fn management(d: &Datagram<'_>) -> Option<Result<Management, Error>> {
+    let bth = &d.repr.roce.bth;
+    let ud = bth.opcode.info().map(|i| i.transport) == Some(Transport::Ud);
+    if !ud || bth.dest_qp != mad::GSI_QPN {
+        return None;
+    }
+    Some((|| {
+        let p = mad::Packet::new_checked(d.payload)?;
+        let mad = MadRepr::parse(&p)?;
+        let cm = (mad.mgmt_class == mad::MGMT_CLASS_CM)
+            .then(|| CmMessage::parse(mad.attribute_id, p.data()));
+        Ok(Management { mad, cm })
+    })())
+}
+
 /// The one-line summary of frame number `n` (1-based).
 pub fn summary_line(n: usize, frame: &[u8]) -> String {
     match decode(frame) {
-        Decoded::Roce(f) => format!("{n:>5} {}", f.datagram),
+        Decoded::Roce(f) => {
+            let mut line = format!("{n:>5} {}", f.datagram);
+            match management(&f.datagram) {
+                Some(Ok(m)) => {
+                    line += &format!(" | {}", m.mad);
+                    match m.cm {
+                        Some(Ok(cm)) => line += &format!(" | {cm}"),
+                        Some(Err(e)) => line += &format!(" | bad CM message: {e}"),
+                        None => {}
+                    }
+                }
+                Some(Err(e)) => line += &format!(" | bad MAD: {e}"),
+                None => {}
+            }
+            line
+        }
         Decoded::NotRoce => format!("{n:>5} (not RoCE, {} bytes)", frame.len()),
         Decoded::Malformed(e) => format!("{n:>5} malformed RoCE frame: {e}"),
     }
@@ -106,6 +148,28 @@ fn datagram_json(n: usize, d: &Datagram<'_>) -> Value {
             "feth",
             json!({ "selectivity": h.selectivity as u8, "placement": h.placement }),
         );
+    }
+    match management(d) {
+        Some(Ok(m)) => {
+            put(
+                "mad",
+                json!({
+                    "class": m.mad.mgmt_class,
+                    "method": m.mad.method,
+                    "response": m.mad.response,
+                    "attribute_id": m.mad.attribute_id,
+                    "attribute": mad::cm_attribute_name(m.mad.attribute_id),
+                    "tid": m.mad.transaction_id,
+                }),
+            );
+            match m.cm {
+                Some(Ok(cm)) => put("cm", json!({ "summary": cm.to_string() })),
+                Some(Err(e)) => put("cm", json!({ "error": e.to_string() })),
+                None => {}
+            }
+        }
+        Some(Err(e)) => put("mad", json!({ "error": e.to_string() })),
+        None => {}
     }
     Value::Object(o)
 }

@@ -68,7 +68,7 @@ pub enum IpHeader {
 
 impl IpHeader {
     /// The header's length.
-    pub const fn len(&self) -> usize {
+    pub const fn header_len(&self) -> usize {
         match self {
             IpHeader::V4(_) => IPV4_HEADER_LEN,
             IpHeader::V6(_) => IPV6_HEADER_LEN,
@@ -256,13 +256,13 @@ impl DatagramRepr {
 
     /// Length from the IP header through the ICRC.
     pub fn buffer_len(&self) -> usize {
-        self.ip.len() + self.udp_len()
+        self.ip.header_len() + self.udp_len()
     }
 
     /// Length of the headers [`DatagramRepr::emit_headers`] writes: IP, UDP, BTH, extension
     /// headers.
     pub fn header_len(&self) -> usize {
-        self.ip.len() + UDP_HEADER_LEN + self.roce.header_len()
+        self.ip.header_len() + UDP_HEADER_LEN + self.roce.header_len()
     }
 
     /// Writes IP, UDP, BTH and extension headers into `buf` and returns their length. The IP
@@ -284,7 +284,7 @@ impl DatagramRepr {
                 reason: "the datagram does not fit in an IP packet",
             });
         }
-        let ip_len = self.ip.len();
+        let ip_len = self.ip.header_len();
         let none = ChecksumCapabilities::ignored();
         match self.ip {
             IpHeader::V4(h) => {
@@ -334,7 +334,7 @@ impl DatagramRepr {
                 "payload pieces do not add up to payload_len",
             ));
         }
-        let ip_len = self.ip.len();
+        let ip_len = self.ip.header_len();
         let roce_at = ip_len + UDP_HEADER_LEN;
         check_len("emitted headers", headers, self.header_len())?;
         let mut icrc = Icrc::start(
@@ -449,12 +449,13 @@ impl fmt::Display for Datagram<'_> {
         write!(
             f,
             "{}:{} > {}:{} {} icrc={:08x} {}",
+            // The ICRC's bytes in wire order, as Wireshark shows them.
             self.repr.ip.src_addr(),
             self.repr.udp.src_port,
             self.repr.ip.dst_addr(),
             self.repr.udp.dst_port,
             self.repr.roce,
-            self.icrc,
+            self.icrc.swap_bytes(),
             if self.icrc_ok { "ok" } else { "BAD" }
         )
     }

@@ -38,7 +38,7 @@ pub enum ExtHeader {
 
 impl ExtHeader {
     /// The header's length in bytes.
-    pub const fn len(self) -> usize {
+    pub const fn size(self) -> usize {
         match self {
             Deth => crate::deth::HEADER_LEN,
             Feth => crate::feth::HEADER_LEN,
@@ -145,7 +145,7 @@ impl OpcodeInfo {
         let mut n = 0;
         let mut i = 0;
         while i < self.headers.len() {
-            n += self.headers[i].len();
+            n += self.headers[i].size();
             i += 1;
         }
         n

@@ -133,7 +133,7 @@ impl RoceRepr {
                     CnpRepr::parse(&cnp::Packet::new_checked(b)?)?;
                 }
             }
-            at += h.len();
+            at += h.size();
         }
         check_len("ICRC", &bytes[at..], ICRC_LEN)?;
         let body = bytes.len() - at - ICRC_LEN;
@@ -221,7 +221,7 @@ impl RoceRepr {
         );
         let mut at = bth::HEADER_LEN;
         for &h in info.headers {
-            let b = &mut buf[at..at + h.len()];
+            let b = &mut buf[at..at + h.size()];
             // `check` made sure every header the table lists is `Some`.
             match h {
                 ExtHeader::Deth => {
@@ -250,7 +250,7 @@ impl RoceRepr {
                 }
                 ExtHeader::CnpPad => CnpRepr.emit(&mut cnp::Packet::new_unchecked(b)),
             }
-            at += h.len();
+            at += h.size();
         }
         Ok(at)
     }

@@ -1,0 +1,102 @@
+//! `softrnic decode` on a real capture: one object per frame in order, non-RoCE frames marked,
+//! the rdma_cm handshake of rping decoded down to its CM messages.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn decode_json(name: &str) -> Vec<Value> {
+    let path = format!("{}/../wire/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["decode", "--json", &path])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn rping_capture_decodes_to_its_cm_handshake() {
+    let frames = decode_json("rping_rdmacm.pcap");
+    let records = softrnic_wire::pcap::read_file(format!(
+        "{}/../wire/tests/data/rping_rdmacm.pcap",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    assert_eq!(frames.len(), records.len(), "one object per frame");
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f["frame"], i + 1);
+    }
+    let cm: Vec<(u64, String)> = frames
+        .iter()
+        .filter_map(|f| {
+            let s = f["cm"]["summary"].as_str()?;
+            Some((
+                f["frame"].as_u64().unwrap(),
+                s.split(' ').nth(1)?.to_string(),
+            ))
+        })
+        .collect();
+    let expect = [
+        (1, "REQ"),
+        (2, "REP"),
+        (3, "RTU"),
+        (64, "DREQ"),
+        (65, "DREP"),
+    ];
+    assert_eq!(
+        cm,
+        expect.map(|(n, m)| (n, m.to_string())).to_vec(),
+        "the CM messages of rping's connection setup and teardown"
+    );
+    let req = &frames[0];
+    assert_eq!(req["opcode_name"], "UD_SEND_ONLY");
+    assert_eq!(req["deth"]["qkey"], 0x8001_0000u32);
+    assert_eq!(req["mad"]["attribute"], "REQ");
+}
+
+#[test]
+fn text_output_has_a_line_per_frame_and_marks_non_roce() {
+    let path = format!(
+        "{}/../wire/tests/data/ib_atomic_bw_small.pcap",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["decode", &path])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("not RoCE"), "{}", lines[0]);
+    let fetch_add = lines.iter().find(|l| l.contains("RC_FETCH_ADD")).unwrap();
+    assert!(
+        fetch_add.contains("AtomicETH") && fetch_add.ends_with(" ok"),
+        "{fetch_add}"
+    );
+    let ack = lines
+        .iter()
+        .find(|l| l.contains("RC_ATOMIC_ACKNOWLEDGE"))
+        .unwrap();
+    assert!(
+        ack.contains("AETH ACK") && ack.contains("AtomicAckETH"),
+        "{ack}"
+    );
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["decode", "/nonexistent.pcap"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("/nonexistent.pcap") && err.contains("No such file"),
+        "{err}"
+    );
+}
