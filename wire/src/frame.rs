@@ -226,6 +226,14 @@ impl DatagramRepr {
             });
         }
         check_len("UDP datagram", rest, udp_len)?;
+        if udp_len != rest.len() {
+            // Bytes after the UDP datagram inside the IP packet: not a well-formed RoCEv2
+            // packet, and no Repr could say where they were.
+            return Err(Error::BadField {
+                what: "UDP length (differs from the IP payload length)",
+                value: udp_len as u64,
+            });
+        }
         if udp.dst_port() != ROCE_V2_UDP_PORT {
             return Err(Error::NotRoce("the UDP destination port is not 4791"));
         }

@@ -167,3 +167,19 @@ fn golden_cnp_from_connectx4() {
     f.repr().emit(&mut out, &[]).unwrap();
     assert_eq!(out, bytes);
 }
+
+/// Found by the fuzzer: an IP packet with bytes after its UDP datagram parsed, but its `Repr`
+/// could not say so, so it re-emitted a different packet. Such a packet is malformed.
+#[test]
+fn regression_ip_payload_longer_than_udp_datagram() {
+    let recs = capture("ib_atomic_bw_small.pcap");
+    let rec = recs.iter().find(|r| Frame::parse(&r.data).is_ok()).unwrap();
+    let mut bytes = rec.data.clone();
+    bytes.extend_from_slice(&[0; 8]);
+    let total = u16::from_be_bytes([bytes[16], bytes[17]]) + 8;
+    bytes[16..18].copy_from_slice(&total.to_be_bytes());
+    assert!(matches!(
+        Frame::parse(&bytes),
+        Err(Error::BadField { what, .. }) if what.starts_with("UDP length")
+    ));
+}
