@@ -1,1 +1,20 @@
-//! softrnic-provider: not yet written (see the open issues).
+//! softrnic-provider: the software RNIC.
+//!
+//! What a RoCE NIC does in hardware, in userspace: protection domains, the memory-region key
+//! table, completion queues, queue pairs and the RC protocol engine (requester, responder,
+//! completer, timers), plus the transports that carry packets.
+//!
+//! The protocol engine is sans-IO (in the manner of quinn-proto): it takes packets, work
+//! requests and the current time, and gives packets, completions and its next deadline. It
+//! opens no sockets, starts no threads and reads no clocks; the driver around it does.
+//!
+//! Status: being built (issue "The RC engine"). Done so far: see the modules below.
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod mr;
+pub mod qp_state;
+pub mod transport;
+
+pub use error::{Error, Result};

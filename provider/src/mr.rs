@@ -1,0 +1,1 @@
+//! The memory-region key table (being written).

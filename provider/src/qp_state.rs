@@ -1,0 +1,1 @@
+//! The QP state machine (being written).

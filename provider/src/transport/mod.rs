@@ -1,0 +1,1 @@
+//! Transports (being written).
