@@ -12,9 +12,13 @@
 
 #![deny(missing_docs)]
 
+pub mod cq;
 pub mod error;
 pub mod mr;
 pub mod qp_state;
+pub mod timer;
 pub mod transport;
+pub mod wc;
+pub mod wr;
 
 pub use error::{Error, Result};

@@ -1,0 +1,186 @@
+//! Work requests: what a consumer posts to a send or receive queue (IBTA 11.4.1 "Post Send
+//! Request", 11.4.2 "Post Receive Request"), with libibverbs' numeric values so that the C ABI
+//! converts without tables.
+
+/// A scatter/gather element: `length` bytes at `addr` of the memory region whose lkey is
+/// `lkey` (ibv_sge).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sge {
+    /// Start address (the MR's iova space).
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key of the memory region.
+    pub lkey: u32,
+}
+
+/// The operation of a send work request (ibv_wr_opcode values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SendOpcode {
+    /// RDMA WRITE.
+    RdmaWrite = 0,
+    /// RDMA WRITE with immediate data (consumes a receive WQE at the responder).
+    RdmaWriteWithImm = 1,
+    /// SEND.
+    Send = 2,
+    /// SEND with immediate data.
+    SendWithImm = 3,
+    /// RDMA READ.
+    RdmaRead = 4,
+    /// Atomic compare and swap.
+    AtomicCmpAndSwp = 5,
+    /// Atomic fetch and add.
+    AtomicFetchAndAdd = 6,
+    /// Local invalidate of an MR or type 2 memory window.
+    LocalInv = 7,
+    /// Bind a type 2 memory window.
+    BindMw = 8,
+    /// SEND with invalidate of a remote rkey.
+    SendWithInv = 9,
+    /// FLUSH (IBTA 1.5).
+    Flush = 14,
+    /// ATOMIC WRITE (IBTA 1.5).
+    AtomicWrite = 15,
+}
+
+impl SendOpcode {
+    /// The opcode for an `ibv_wr_opcode` value, if softrnic knows it.
+    pub fn from_raw(v: u32) -> Option<SendOpcode> {
+        use SendOpcode::*;
+        Some(match v {
+            0 => RdmaWrite,
+            1 => RdmaWriteWithImm,
+            2 => Send,
+            3 => SendWithImm,
+            4 => RdmaRead,
+            5 => AtomicCmpAndSwp,
+            6 => AtomicFetchAndAdd,
+            7 => LocalInv,
+            8 => BindMw,
+            9 => SendWithInv,
+            14 => Flush,
+            15 => AtomicWrite,
+            _ => return None,
+        })
+    }
+
+    /// Whether the operation is an atomic on 8 remote bytes.
+    pub const fn is_atomic(self) -> bool {
+        matches!(
+            self,
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd
+        )
+    }
+
+    /// Whether the operation takes a responder resource (IBTA 9.5: RDMA READ and atomics
+    /// count against max_rd_atomic / max_dest_rd_atomic).
+    pub const fn uses_rd_atomic_resource(self) -> bool {
+        matches!(
+            self,
+            SendOpcode::RdmaRead
+                | SendOpcode::AtomicCmpAndSwp
+                | SendOpcode::AtomicFetchAndAdd
+                | SendOpcode::Flush
+                | SendOpcode::AtomicWrite
+        )
+    }
+}
+
+/// Send flags (ibv_send_flags bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendFlags(pub u32);
+
+impl SendFlags {
+    /// Wait for prior RDMA READs and atomics to complete before starting this request.
+    pub const FENCE: SendFlags = SendFlags(1 << 0);
+    /// Generate a completion for this request (implied by sq_sig_all).
+    pub const SIGNALED: SendFlags = SendFlags(1 << 1);
+    /// Set the Solicited Event bit of the last packet.
+    pub const SOLICITED: SendFlags = SendFlags(1 << 2);
+    /// The SGEs' bytes are copied at post time; their lkeys are not checked.
+    pub const INLINE: SendFlags = SendFlags(1 << 3);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: SendFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// Where an RDMA operation lands at the responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RemoteAddr {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// A send work request (ibv_send_wr, for RC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    /// The consumer's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub opcode: SendOpcode,
+    /// Flags.
+    pub flags: SendFlags,
+    /// Local buffers: gathered for SEND/WRITE, scattered into for READ and atomics (8 bytes).
+    pub sg_list: Vec<Sge>,
+    /// Immediate data (network byte order as the consumer gave it), or the rkey to invalidate
+    /// for SEND_WITH_INV.
+    pub imm_data_or_inv_rkey: u32,
+    /// Target of RDMA WRITE/READ and atomics.
+    pub remote: RemoteAddr,
+    /// Compare operand (CmpSwap) or add operand (FetchAdd).
+    pub compare_add: u64,
+    /// Swap operand (CmpSwap).
+    pub swap: u64,
+}
+
+/// A receive work request (ibv_recv_wr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    /// The consumer's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// Where an incoming SEND's payload is scattered.
+    pub sg_list: Vec<Sge>,
+}
+
+/// The total length of a list of SGEs, or `None` if it overflows 2^31 (IBTA: a message is at
+/// most 2^31 bytes).
+pub fn total_len(sges: &[Sge]) -> Option<u32> {
+    let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    (total <= 1 << 31).then_some(total as u32)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn opcodes_round_trip_their_ibverbs_values() {
+        for v in 0..32 {
+            if let Some(op) = SendOpcode::from_raw(v) {
+                assert_eq!(op as u32, v);
+            }
+        }
+        assert_eq!(SendOpcode::from_raw(10), None, "TSO is not for RC");
+        assert!(SendOpcode::AtomicFetchAndAdd.is_atomic());
+        assert!(SendOpcode::RdmaRead.uses_rd_atomic_resource());
+        assert!(!SendOpcode::Send.uses_rd_atomic_resource());
+    }
+
+    #[test]
+    fn message_length_limit() {
+        let sge = |length| Sge {
+            addr: 0,
+            length,
+            lkey: 1,
+        };
+        assert_eq!(total_len(&[]), Some(0));
+        assert_eq!(total_len(&[sge(10), sge(20)]), Some(30));
+        assert_eq!(total_len(&[sge(1 << 30), sge(1 << 30)]), Some(1 << 31));
+        assert_eq!(total_len(&[sge(1 << 31), sge(1)]), None);
+    }
+}
