@@ -16,6 +16,7 @@ pub mod cq;
 pub mod error;
 pub mod mr;
 pub mod qp_state;
+pub mod rc;
 pub mod timer;
 pub mod transport;
 pub mod wc;
