@@ -1,1 +1,0 @@
-//! The QP state machine (being written).
