@@ -1,1 +1,441 @@
-//! Transports (being written).
+//! Packet transports: the thin I/O layer under the sans-IO protocol engine.
+//!
+//! A transport moves RoCEv2 UDP datagrams (IBTA annex A17.2, "RoCEv2 packet format"): the UDP
+//! payload is BTH, extension headers, payload, pad and ICRC; the UDP destination port is 4791
+//! ([`ROCE_V2_UDP_PORT`], A17.2.2); the UDP source port is flow entropy chosen by the sender
+//! (A17.2.3 — kernel rxe uses one port >= 0xC000 per QP), so [`OutPacket`] carries it.
+//!
+//! The driver owns one [`Transport`] per device and calls, in a loop:
+//!
+//! * [`Transport::send_batch`] with the packets the engine emitted, each given as a list of
+//!   byte pieces (headers from a scratch buffer, payload straight from registered memory, the
+//!   ICRC's 4 bytes) that the transport hands to the kernel as an iovec list, never gathered;
+//! * [`Transport::recv_batch`] into a caller-owned, reused [`RecvBatch`];
+//! * [`Transport::poll`] to sleep until a packet arrives or the engine's next deadline.
+//!
+//! Implementations: [`udp::UdpTransport`] (kernel UDP sockets, unprivileged) and
+//! [`fabric::Fabric`] (an in-memory network with seeded fault injection, for deterministic
+//! tests).
+//!
+//! # The ICRC and what a receiver can see
+//!
+//! The ICRC (A17.4.2) covers the IP header except its variant fields. For IPv4 that includes
+//! the identification and the DF flag, which a UDP socket never reports: a UDP-socket receiver
+//! cannot verify the ICRC of IPv4 packets from other senders (kernel rxe increments the IP ID).
+//! For IPv6 every covered field (addresses, payload length, next header) is known to the
+//! socket, so the header can be rebuilt and the ICRC verified. [`RecvPacket::icrc_status`]
+//! reports [`IcrcStatus::Unverifiable`] where it cannot tell; the in-memory fabric carries the
+//! real IP header, so there every packet is verifiable.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr};
+use softrnic_wire::frame::{IPV4_HEADER_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use softrnic_wire::icrc::{Icrc, ICRC_LEN};
+use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
+
+pub mod fabric;
+pub mod udp;
+
+pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats};
+pub use udp::UdpTransport;
+
+/// The TTL / hop limit of the IP headers softrnic writes (the ICRC masks it).
+pub(crate) const HOP_LIMIT: u8 = 64;
+
+/// One datagram to send.
+#[derive(Debug, Clone, Copy)]
+pub struct OutPacket<'a> {
+    /// Destination address and UDP port (normally 4791).
+    pub dst: SocketAddr,
+    /// UDP source port: RoCEv2 flow entropy (A17.2.3), one per QP.
+    pub src_port: u16,
+    /// The UDP payload, in pieces that are sent back to back without being copied.
+    pub pieces: &'a [&'a [u8]],
+}
+
+impl OutPacket<'_> {
+    /// Length of the UDP payload (the sum of the pieces).
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(|p| p.len()).sum()
+    }
+
+    /// Whether the UDP payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.iter().all(|p| p.is_empty())
+    }
+}
+
+/// Where the IP header of a received packet comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpHeaderOrigin {
+    /// The header as it was on the wire (the fabric; a raw-socket transport).
+    Received,
+    /// Not seen: the packet came through a UDP socket. IPv6 headers are rebuilt from the
+    /// addresses and length, which is all the ICRC covers; IPv4 headers cannot be.
+    NotSeen,
+}
+
+/// What an ICRC check could say about a received packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcrcStatus {
+    /// The ICRC matches.
+    Ok,
+    /// The ICRC does not match, or the packet is too short to carry a BTH and an ICRC: drop it.
+    Bad,
+    /// Cannot be checked: an IPv4 packet through a UDP socket whose ICRC does not match the
+    /// header a UDP-socket sender would produce (DF, IP ID 0). Kernel rxe's packets look like
+    /// this (its IP ID increments); so would a corrupt one. Accept it: UDP checksums and the
+    /// link's FCS are the only protection left.
+    Unverifiable,
+}
+
+/// Metadata of one received datagram, filled by the transport.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvMeta {
+    /// Source address and UDP source port.
+    pub src: SocketAddr,
+    /// Destination (local) IP address.
+    pub dst: IpAddr,
+    /// Bytes of UDP payload stored in the slot.
+    pub len: usize,
+    /// The datagram was longer than the slot and was cut; drop it.
+    pub truncated: bool,
+    /// Where [`RecvMeta::ip_header`] comes from.
+    pub origin: IpHeaderOrigin,
+    ip_header: [u8; IPV6_HEADER_LEN],
+    ip_header_len: u8,
+}
+
+impl Default for RecvMeta {
+    fn default() -> RecvMeta {
+        RecvMeta {
+            src: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            len: 0,
+            truncated: false,
+            origin: IpHeaderOrigin::NotSeen,
+            ip_header: [0; IPV6_HEADER_LEN],
+            ip_header_len: 0,
+        }
+    }
+}
+
+impl RecvMeta {
+    /// The IP header as received, if the transport saw it (empty otherwise).
+    pub fn ip_header(&self) -> &[u8] {
+        &self.ip_header[..usize::from(self.ip_header_len)]
+    }
+
+    /// Stores the received IP header (at most 40 bytes; longer ones — IPv4 options — are not
+    /// kept) and sets the origin to [`IpHeaderOrigin::Received`].
+    pub fn set_ip_header(&mut self, header: &[u8]) {
+        if header.len() <= IPV6_HEADER_LEN {
+            self.ip_header[..header.len()].copy_from_slice(header);
+            self.ip_header_len = header.len() as u8;
+            self.origin = IpHeaderOrigin::Received;
+        } else {
+            self.clear_ip_header();
+        }
+    }
+
+    /// Forgets the IP header; the origin becomes [`IpHeaderOrigin::NotSeen`].
+    pub fn clear_ip_header(&mut self) {
+        self.ip_header_len = 0;
+        self.origin = IpHeaderOrigin::NotSeen;
+    }
+}
+
+/// A received datagram: a view into a [`RecvBatch`] slot.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvPacket<'a> {
+    /// Its metadata.
+    pub meta: &'a RecvMeta,
+    /// The UDP payload (BTH through ICRC for RoCEv2).
+    pub payload: &'a [u8],
+}
+
+impl RecvPacket<'_> {
+    /// Checks the ICRC: over the received IP header if the transport saw it; otherwise over a
+    /// rebuilt one (exact for IPv6; for IPv4 the header a UDP socket with `IP_PMTUDISC_DO`
+    /// sends — DF, IP ID 0 — so packets from softrnic peers verify and others are
+    /// [`IcrcStatus::Unverifiable`]). The UDP header is rebuilt (its checksum is masked).
+    pub fn icrc_status(&self) -> IcrcStatus {
+        let m = self.meta;
+        if m.truncated || self.payload.len() < bth::HEADER_LEN + ICRC_LEN {
+            return IcrcStatus::Bad;
+        }
+        let udp_len = UDP_HEADER_LEN + self.payload.len();
+        let Ok(udp_len16) = u16::try_from(udp_len) else {
+            return IcrcStatus::Bad;
+        };
+        let mut rebuilt = [0u8; IPV6_HEADER_LEN];
+        let ip: &[u8] = match m.origin {
+            IpHeaderOrigin::Received => m.ip_header(),
+            IpHeaderOrigin::NotSeen => {
+                let n = emit_ip_header(m.src.ip(), m.dst, udp_len, &mut rebuilt);
+                &rebuilt[..n]
+            }
+        };
+        let mut udp = [0u8; UDP_HEADER_LEN];
+        udp[0..2].copy_from_slice(&m.src.port().to_be_bytes());
+        udp[2..4].copy_from_slice(&ROCE_V2_UDP_PORT.to_be_bytes());
+        udp[4..6].copy_from_slice(&udp_len16.to_be_bytes());
+        let (body, icrc) = self.payload.split_at(self.payload.len() - ICRC_LEN);
+        let Ok(mut c) = Icrc::start(ip, &udp, &body[..bth::HEADER_LEN]) else {
+            return IcrcStatus::Bad;
+        };
+        c.update(&body[bth::HEADER_LEN..]);
+        let ok = c.finish().to_le_bytes() == icrc;
+        match (ok, m.origin, m.src.ip()) {
+            (true, _, _) => IcrcStatus::Ok,
+            (false, IpHeaderOrigin::NotSeen, IpAddr::V4(_)) => IcrcStatus::Unverifiable,
+            (false, _, _) => IcrcStatus::Bad,
+        }
+    }
+}
+
+/// Caller-owned receive buffers, reused from call to call: `capacity` slots of `slot_len`
+/// bytes each, allocated once by [`RecvBatch::new`].
+#[derive(Debug)]
+pub struct RecvBatch {
+    data: Vec<u8>,
+    slot_len: usize,
+    meta: Vec<RecvMeta>,
+    filled: usize,
+}
+
+impl RecvBatch {
+    /// `capacity` slots of `slot_len` bytes. A slot must hold a whole UDP payload: path MTU
+    /// (up to 4096) plus BTH, extension headers and ICRC — 4224 is enough; larger datagrams
+    /// arrive marked [`RecvMeta::truncated`].
+    pub fn new(capacity: usize, slot_len: usize) -> RecvBatch {
+        RecvBatch {
+            data: vec![0; capacity * slot_len],
+            slot_len,
+            meta: vec![RecvMeta::default(); capacity],
+            filled: 0,
+        }
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// Bytes per slot.
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
+    /// Number of packets received by the last `recv_batch`.
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// Whether the last `recv_batch` received nothing.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Packet `i` of those received, if `i < len()`.
+    pub fn get(&self, i: usize) -> Option<RecvPacket<'_>> {
+        if i >= self.filled {
+            return None;
+        }
+        let meta = &self.meta[i];
+        let at = i * self.slot_len;
+        Some(RecvPacket {
+            meta,
+            payload: &self.data[at..at + meta.len.min(self.slot_len)],
+        })
+    }
+
+    /// The packets received, in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = RecvPacket<'_>> + '_ {
+        (0..self.filled).filter_map(|i| self.get(i))
+    }
+
+    /// For transports: every slot's buffer and metadata, to fill from slot 0 on; then call
+    /// [`RecvBatch::set_len`].
+    pub fn slots_mut(&mut self) -> impl Iterator<Item = (&mut [u8], &mut RecvMeta)> + '_ {
+        self.data
+            .chunks_mut(self.slot_len)
+            .zip(self.meta.iter_mut())
+    }
+
+    /// For transports: declares slots `0..n` filled (clamped to the capacity).
+    pub fn set_len(&mut self, n: usize) {
+        self.filled = n.min(self.capacity());
+    }
+}
+
+/// What [`Transport::poll`] found ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ready {
+    /// A packet is waiting: call [`Transport::recv_batch`].
+    pub recv: bool,
+    /// Sending may go on: no socket is blocked (a short `send_batch` can be retried).
+    pub send: bool,
+}
+
+/// Counters of a transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransportStats {
+    /// Datagrams handed to the network.
+    pub tx_packets: u64,
+    /// Their UDP payload bytes.
+    pub tx_bytes: u64,
+    /// Datagrams dropped on a per-packet error (`EMSGSIZE`, unreachable, ...).
+    pub tx_errors: u64,
+    /// `send_batch` calls cut short because the network would block.
+    pub tx_blocked: u64,
+    /// Datagrams received.
+    pub rx_packets: u64,
+    /// Their UDP payload bytes (as stored).
+    pub rx_bytes: u64,
+    /// Datagrams that did not fit their slot.
+    pub rx_truncated: u64,
+    /// The errno of the last per-packet send error (0: none).
+    pub last_errno: i32,
+}
+
+/// A packet transport, as the driver uses it.
+///
+/// No method allocates per packet, and none but [`Transport::poll`] blocks.
+pub trait Transport {
+    /// Sends `pkts` in order. Returns `n`: packets `0..n` are done with — sent, or dropped on
+    /// a per-packet error (counted in [`TransportStats::tx_errors`]), as a NIC drops what it
+    /// cannot send; RC retransmission recovers. `n < pkts.len()` means the network would
+    /// block: retry `pkts[n..]` when [`Transport::poll`] reports [`Ready::send`].
+    ///
+    /// # Errors
+    ///
+    /// A failure of the transport itself (a source-port socket cannot be bound, an invalid
+    /// packet) when it concerns `pkts[0]`; for a later packet the call returns the packets
+    /// before it and the next call reports the error.
+    fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize>;
+
+    /// Receives up to `batch.capacity()` datagrams into `batch` (replacing what it held) and
+    /// returns how many. Returns 0 at once when nothing is pending.
+    ///
+    /// # Errors
+    ///
+    /// The socket's errors other than "would block".
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize>;
+
+    /// Waits until a packet can be received (or a blocked send may go on), or `timeout`
+    /// passes (`None`: no timeout; `Some(Duration::ZERO)`: just look).
+    ///
+    /// # Errors
+    ///
+    /// The OS's errors of `poll` other than `EINTR` (which returns nothing ready).
+    fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready>;
+
+    /// The local IP address (the device's GID, as an IP address).
+    fn local_addr(&self) -> IpAddr;
+
+    /// The counters so far.
+    fn stats(&self) -> TransportStats;
+}
+
+/// Writes into `buf` the IP header a UDP socket with `IP_PMTUDISC_DO` sends for a UDP datagram
+/// of `udp_len` bytes from `src` to `dst`: IPv4 with DF, IP ID 0, TOS 0; IPv6 with traffic
+/// class and flow label 0; TTL / hop limit [`HOP_LIMIT`]. Returns its length. Mixed address
+/// families give an IPv4 header with the IPv6 side unspecified (never sent: callers check).
+pub(crate) fn emit_ip_header(
+    src: IpAddr,
+    dst: IpAddr,
+    udp_len: usize,
+    buf: &mut [u8; IPV6_HEADER_LEN],
+) -> usize {
+    let v4 = |a: IpAddr| match a {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(a) => a.to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
+    };
+    match (src, dst) {
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let repr = Ipv6Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: IpProtocol::Udp,
+                payload_len: udp_len,
+                hop_limit: HOP_LIMIT,
+            };
+            repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..]));
+            IPV6_HEADER_LEN
+        }
+        _ => {
+            let repr = Ipv4Repr {
+                src_addr: v4(src),
+                dst_addr: v4(dst),
+                next_header: IpProtocol::Udp,
+                payload_len: udp_len,
+                hop_limit: HOP_LIMIT,
+            };
+            let mut p = Ipv4Packet::new_unchecked(&mut buf[..IPV4_HEADER_LEN]);
+            repr.emit(&mut p, &ChecksumCapabilities::ignored());
+            p.set_ident(0);
+            p.set_dont_frag(true);
+            p.fill_checksum();
+            IPV4_HEADER_LEN
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    //! RoCEv2 packets for the transport tests, built with the wire crate.
+
+    use std::net::IpAddr;
+
+    use softrnic_wire::bth::BthRepr;
+    use softrnic_wire::frame::{IPV6_HEADER_LEN, UDP_HEADER_LEN};
+    use softrnic_wire::icrc::Icrc;
+    use softrnic_wire::opcode::Opcode;
+    use softrnic_wire::roce::RoceRepr;
+    use softrnic_wire::{bth, Psn, ROCE_V2_UDP_PORT};
+
+    /// An RC SEND_ONLY to QP `qpn` with `payload`: returns (headers, trailer), the trailer
+    /// being the pad and the ICRC, computed over the IP header a UDP socket with DF sends.
+    pub fn send_only(
+        src: (IpAddr, u16),
+        dst: IpAddr,
+        qpn: u32,
+        psn: u32,
+        payload: &[u8],
+    ) -> (Vec<u8>, Vec<u8>) {
+        let mut roce = RoceRepr::new(BthRepr {
+            opcode: Opcode::RC_SEND_ONLY,
+            solicited: false,
+            mig_req: false,
+            pkey: bth::DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            dest_qp: qpn,
+            ack_req: true,
+            psn: Psn::new(psn),
+        });
+        roce.payload_len = payload.len();
+        let mut hdr = vec![0u8; roce.header_len()];
+        let n = roce.emit_headers(&mut hdr).unwrap();
+        hdr.truncate(n);
+        let udp_len = UDP_HEADER_LEN + roce.buffer_len();
+        let mut ip = [0u8; IPV6_HEADER_LEN];
+        let ip_len = super::emit_ip_header(src.0, dst, udp_len, &mut ip);
+        let mut udp = [0u8; UDP_HEADER_LEN];
+        udp[0..2].copy_from_slice(&src.1.to_be_bytes());
+        udp[2..4].copy_from_slice(&ROCE_V2_UDP_PORT.to_be_bytes());
+        udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        let mut c = Icrc::start(&ip[..ip_len], &udp, &hdr[..bth::HEADER_LEN]).unwrap();
+        c.update(&hdr[bth::HEADER_LEN..]);
+        c.update(payload);
+        let mut trailer = vec![0u8; softrnic_wire::roce::pad_len(payload.len())];
+        c.update(&trailer);
+        trailer.extend_from_slice(&c.finish().to_le_bytes());
+        (hdr, trailer)
+    }
+}

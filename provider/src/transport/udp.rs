@@ -1,0 +1,475 @@
+//! RoCEv2 over kernel UDP sockets: unprivileged, IPv4 and IPv6 (IBTA annex A17).
+//!
+//! A17.2.2: "The UDP destination port number 4791 has been reserved by IANA for RoCEv2";
+//! A17.2.3: the UDP source port is flow entropy — kernel rxe uses one port >= 0xC000 per QP.
+//!
+//! # Socket design
+//!
+//! * **Receive**: one socket bound to `(local address, 4791)`. One device per address, so no
+//!   `SO_REUSEADDR`. Datagrams are read with `recvmmsg` (one syscall per batch) straight into
+//!   the caller's [`RecvBatch`] slots.
+//! * **Send**: the kernel takes a UDP source port from the socket's bound port, and RoCEv2
+//!   needs a chosen source port per QP, so there is one socket per source port in use, bound
+//!   to `(local address, port)` and opened lazily on its first packet (kept in a small map;
+//!   port 4791 itself goes out of the receive socket). `IP_PKTINFO` can choose the source
+//!   address but not the port, and raw sockets need privilege; this is the simplest design
+//!   that works unprivileged. Each run of consecutive packets with the same source port goes
+//!   out in one `sendmmsg`, every packet as an iovec list over the caller's pieces.
+//! * Every socket has `IP_MTU_DISCOVER` / `IPV6_MTU_DISCOVER` = `PMTUDISC_DO`: the kernel
+//!   never fragments, IPv4 packets carry DF and (unconnected socket) IP ID 0, as kernel rxe's
+//!   carry DF. A datagram over the path MTU fails with `EMSGSIZE` and is dropped (counted).
+//! * All sockets are nonblocking; [`Transport::poll`] is one `ppoll` on the receive socket
+//!   (and, after a send would block, on the blocked socket for `POLLOUT`).
+//! * The send sockets' receive buffers are shrunk to the minimum: peers send to 4791, so
+//!   anything reaching a source port is stray and may be dropped.
+//!
+//! # No allocation per packet
+//!
+//! The `mmsghdr`, `iovec` and `sockaddr_storage` arrays of a batch live on the stack (at most
+//! [`MAX_MSGS`] datagrams and [`MAX_IOVS`] pieces per syscall; larger batches take several);
+//! the receive buffers are the caller's. The only allocations are the sockets and their map
+//! entry, once per source port. The test `no_allocation_per_packet` checks this with a
+//! counting global allocator (see `udp_tests.rs`).
+
+use std::collections::HashMap;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use softrnic_wire::ROCE_V2_UDP_PORT;
+
+use super::{OutPacket, Ready, RecvBatch, Transport, TransportStats};
+
+/// Most datagrams per `sendmmsg` / `recvmmsg` call.
+pub const MAX_MSGS: usize = 64;
+/// Most pieces (iovecs) per `sendmmsg` call, all datagrams together; also the most pieces one
+/// [`OutPacket`] may have.
+pub const MAX_IOVS: usize = 512;
+
+/// Receive buffer asked for the 4791 socket (the kernel caps it at `net.core.rmem_max`).
+const RX_BUFFER: libc::c_int = 4 << 20;
+
+/// A device's transport over kernel UDP sockets.
+#[derive(Debug)]
+pub struct UdpTransport {
+    local: IpAddr,
+    rx: UdpSocket,
+    tx: HashMap<u16, UdpSocket>,
+    /// The source port whose socket last returned "would block".
+    blocked: Option<u16>,
+    stats: TransportStats,
+}
+
+impl UdpTransport {
+    /// Binds `local`:4791 for receiving. `local` must be an address of this host.
+    ///
+    /// # Errors
+    ///
+    /// `AddrInUse` (with a message saying who may hold the port) if 4791 is taken on `local`;
+    /// `AddrNotAvailable` if `local` is not an address of this host; other socket errors.
+    pub fn bind(local: IpAddr) -> io::Result<UdpTransport> {
+        let rx = open_socket(local, ROCE_V2_UDP_PORT)?;
+        // Best effort: a bigger buffer absorbs bursts between two recv_batch calls.
+        let _ = setsockopt(&rx, libc::SOL_SOCKET, libc::SO_RCVBUF, RX_BUFFER);
+        Ok(UdpTransport {
+            local,
+            rx,
+            tx: HashMap::new(),
+            blocked: None,
+            stats: TransportStats::default(),
+        })
+    }
+
+    /// Number of source-port sockets opened so far.
+    pub fn source_ports_open(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// The socket sending from `port`, opened on first use.
+    fn tx_fd(&mut self, port: u16) -> io::Result<RawFd> {
+        if port == ROCE_V2_UDP_PORT {
+            return Ok(self.rx.as_raw_fd());
+        }
+        if port == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "UDP source port 0 cannot be sent from",
+            ));
+        }
+        if let Some(s) = self.tx.get(&port) {
+            return Ok(s.as_raw_fd());
+        }
+        let s = open_socket(self.local, port)?;
+        // Stray datagrams to a source port are not read: keep their queue minimal.
+        let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 0);
+        let fd = s.as_raw_fd();
+        self.tx.insert(port, s);
+        Ok(fd)
+    }
+
+    /// Sends a run of packets from `pkts[0].src_port` (up to [`MAX_MSGS`] / [`MAX_IOVS`]).
+    /// Returns how many are done with, and whether the socket would block. Fails only if
+    /// nothing was done.
+    fn send_run(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<(usize, bool)> {
+        let port = pkts[0].src_port;
+        let fd = self.tx_fd(port)?;
+        // SAFETY: all-zero is a valid value of these plain C structs (null pointers, zero
+        // lengths).
+        let mut addrs: [libc::sockaddr_storage; MAX_MSGS] = unsafe { zeroed() };
+        let mut iovs: [libc::iovec; MAX_IOVS] = unsafe { zeroed() };
+        let mut hdrs: [libc::mmsghdr; MAX_MSGS] = unsafe { zeroed() };
+        let mut lens = [0usize; MAX_MSGS];
+        let mut first_iov = [0usize; MAX_MSGS];
+        let (mut n, mut used) = (0, 0);
+        for p in pkts.iter().take(MAX_MSGS) {
+            if p.src_port != port {
+                break;
+            }
+            let invalid = if p.dst.is_ipv4() != self.local.is_ipv4() {
+                Some("destination address family differs from the local address's")
+            } else if p.pieces.len() > MAX_IOVS {
+                Some("a packet has more pieces than MAX_IOVS")
+            } else {
+                None
+            };
+            if let Some(why) = invalid {
+                if n == 0 {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+                }
+                break; // The next call reports it.
+            }
+            if used + p.pieces.len() > MAX_IOVS {
+                break;
+            }
+            for (iov, piece) in iovs[used..].iter_mut().zip(p.pieces) {
+                iov.iov_base = piece.as_ptr() as *mut libc::c_void;
+                iov.iov_len = piece.len();
+            }
+            lens[n] = p.len();
+            first_iov[n] = used;
+            hdrs[n].msg_hdr.msg_namelen = write_sockaddr(p.dst, &mut addrs[n]);
+            hdrs[n].msg_hdr.msg_iovlen = p.pieces.len() as _;
+            used += p.pieces.len();
+            n += 1;
+        }
+        // The pointers last, from one base pointer per array, once the arrays are written.
+        let (addr_base, iov_base) = (addrs.as_mut_ptr(), iovs.as_mut_ptr());
+        for (i, h) in hdrs[..n].iter_mut().enumerate() {
+            // SAFETY: i < n <= MAX_MSGS and first_iov[i] < used <= MAX_IOVS: in bounds.
+            unsafe {
+                h.msg_hdr.msg_name = addr_base.add(i).cast();
+                h.msg_hdr.msg_iov = iov_base.add(first_iov[i]);
+            }
+        }
+        let mut k = 0;
+        while k < n {
+            // SAFETY: hdrs[k..n] point into addrs and iovs, which outlive the call, and iovs
+            // point into the caller's pieces, which the kernel only reads.
+            let r = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    hdrs[k..].as_mut_ptr(),
+                    (n - k) as _,
+                    libc::MSG_DONTWAIT as _,
+                )
+            };
+            if r > 0 {
+                let sent = r as usize;
+                self.stats.tx_packets += sent as u64;
+                self.stats.tx_bytes += lens[k..k + sent].iter().sum::<usize>() as u64;
+                k += sent;
+                continue;
+            }
+            let err = io::Error::last_os_error();
+            let errno = err.raw_os_error().unwrap_or(0);
+            match errno {
+                libc::EINTR => {}
+                libc::EAGAIN => {
+                    self.blocked = Some(port);
+                    self.stats.tx_blocked += 1;
+                    return Ok((k, true));
+                }
+                e if per_packet_error(e) => {
+                    // Dropped, as a NIC drops what it cannot send.
+                    self.stats.tx_errors += 1;
+                    self.stats.last_errno = e;
+                    k += 1;
+                }
+                _ if k == 0 => return Err(err),
+                _ => return Ok((k, false)),
+            }
+        }
+        Ok((n, false))
+    }
+}
+
+impl Transport for UdpTransport {
+    fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
+        let mut done = 0;
+        while done < pkts.len() {
+            match self.send_run(&pkts[done..]) {
+                Ok((n, blocked)) => {
+                    done += n;
+                    if blocked || n == 0 {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break, // The next call reports it.
+            }
+        }
+        Ok(done)
+    }
+
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.set_len(0);
+        let cap = batch.capacity().min(MAX_MSGS);
+        if cap == 0 {
+            return Ok(0);
+        }
+        // SAFETY: as in send_run.
+        let mut addrs: [libc::sockaddr_storage; MAX_MSGS] = unsafe { zeroed() };
+        let mut iovs: [libc::iovec; MAX_MSGS] = unsafe { zeroed() };
+        let mut hdrs: [libc::mmsghdr; MAX_MSGS] = unsafe { zeroed() };
+        for (iov, (buf, _)) in iovs.iter_mut().zip(batch.slots_mut().take(cap)) {
+            iov.iov_base = buf.as_mut_ptr().cast();
+            iov.iov_len = buf.len();
+        }
+        let (addr_base, iov_base) = (addrs.as_mut_ptr(), iovs.as_mut_ptr());
+        for (i, h) in hdrs[..cap].iter_mut().enumerate() {
+            let h = &mut h.msg_hdr;
+            // SAFETY: i < cap <= MAX_MSGS: in bounds.
+            unsafe {
+                h.msg_name = addr_base.add(i).cast();
+                h.msg_iov = iov_base.add(i);
+            }
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iovlen = 1;
+        }
+        let got = loop {
+            // SAFETY: hdrs[..cap] point into addrs, iovs and the batch's slots, which outlive
+            // the call and are not otherwise accessed during it.
+            let r = unsafe {
+                libc::recvmmsg(
+                    self.rx.as_raw_fd(),
+                    hdrs.as_mut_ptr(),
+                    cap as _,
+                    libc::MSG_DONTWAIT as _,
+                    std::ptr::null_mut(),
+                )
+            };
+            if r >= 0 {
+                break r as usize;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(0),
+                _ => return Err(err),
+            }
+        };
+        let local = self.local;
+        for (i, (_, meta)) in batch.slots_mut().take(got).enumerate() {
+            let h = &hdrs[i];
+            meta.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            meta.len = (h.msg_len as usize).min(iovs[i].iov_len);
+            meta.src = read_sockaddr(&addrs[i]).unwrap_or(SocketAddr::new(local, 0));
+            meta.dst = local;
+            meta.clear_ip_header();
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += meta.len as u64;
+            self.stats.rx_truncated += u64::from(meta.truncated);
+        }
+        batch.set_len(got);
+        Ok(got)
+    }
+
+    fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.rx.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: -1, // ignored by ppoll
+                events: libc::POLLOUT,
+                revents: 0,
+            },
+        ];
+        if let Some(port) = self.blocked {
+            fds[1].fd = self.tx_fd(port)?;
+        }
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as _,
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: fds and ts outlive the call; a null sigmask leaves the mask alone.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                return Ok(Ready {
+                    recv: false,
+                    send: self.blocked.is_none(),
+                });
+            }
+            return Err(err);
+        }
+        if fds[1].revents != 0 {
+            self.blocked = None;
+        }
+        Ok(Ready {
+            recv: fds[0].revents != 0,
+            send: self.blocked.is_none(),
+        })
+    }
+
+    fn local_addr(&self) -> IpAddr {
+        self.local
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+}
+
+/// Errors that concern one datagram: it is dropped and sending goes on.
+fn per_packet_error(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::EMSGSIZE
+            | libc::EHOSTUNREACH
+            | libc::ENETUNREACH
+            | libc::EHOSTDOWN
+            | libc::ENETDOWN
+            | libc::ECONNREFUSED
+            | libc::EPERM
+            | libc::EACCES
+            | libc::EADDRNOTAVAIL
+            | libc::ENOBUFS
+            | libc::EINVAL
+    )
+}
+
+/// A nonblocking UDP socket bound to `(ip, port)` that never fragments.
+fn open_socket(ip: IpAddr, port: u16) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(SocketAddr::new(ip, port)).map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse if port == ROCE_V2_UDP_PORT => io::Error::new(
+            e.kind(),
+            format!(
+                "UDP port 4791 on {ip} is in use: another softrnic device on this address, or \
+                 the kernel's rdma_rxe (which binds 4791 on every address): {e}"
+            ),
+        ),
+        io::ErrorKind::AddrInUse => io::Error::new(
+            e.kind(),
+            format!("UDP source port {port} on {ip} is in use by another socket: {e}"),
+        ),
+        io::ErrorKind::AddrNotAvailable => io::Error::new(
+            e.kind(),
+            format!("{ip} is not an address of this host: {e}"),
+        ),
+        _ => e,
+    })?;
+    s.set_nonblocking(true)?;
+    match ip {
+        IpAddr::V4(_) => setsockopt(
+            &s,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        )?,
+        IpAddr::V6(_) => setsockopt(
+            &s,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        )?,
+    }
+    Ok(s)
+}
+
+fn setsockopt(
+    s: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: v outlives the call and its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes `addr` as a `sockaddr_in` / `sockaddr_in6` into `out`; returns its length.
+fn write_sockaddr(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is larger and more aligned than sockaddr_in.
+            let sin =
+                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 =
+                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_scope_id = a.scope_id();
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+/// Reads a `sockaddr_in` / `sockaddr_in6` that the kernel wrote.
+fn read_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match libc::c_int::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin =
+                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 =
+                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[path = "udp_tests.rs"]
+mod tests;

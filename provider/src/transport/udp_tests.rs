@@ -1,0 +1,273 @@
+//! Tests of the UDP transport over loopback. Port 4791 is one per address and tests run in
+//! parallel, so each test uses its own loopback addresses (all of 127/8 is loopback on Linux).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::transport::test_util::send_only;
+use crate::transport::{IcrcStatus, IpHeaderOrigin};
+
+/// Counts this thread's allocations, to check that the data path makes none.
+struct CountingAlloc;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; the counter is a const-initialised thread local
+// without a destructor, so touching it never allocates.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(|c| c.get())
+}
+
+fn lo(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+fn bind(ip: IpAddr) -> UdpTransport {
+    UdpTransport::bind(ip).unwrap_or_else(|e| panic!("binding {ip}:4791: {e}"))
+}
+
+/// Receives until `want` packets arrived or 5 s passed; returns (src, payload) of each.
+fn recv_all(t: &mut UdpTransport, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
+    let mut batch = RecvBatch::new(8, 2048);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < want && Instant::now() < deadline {
+        t.poll(Some(Duration::from_millis(100))).unwrap();
+        t.recv_batch(&mut batch).unwrap();
+        for p in batch.iter() {
+            assert_eq!(p.meta.dst, t.local_addr());
+            assert!(!p.meta.truncated);
+            got.push((p.meta.src, p.payload.to_vec()));
+        }
+    }
+    got
+}
+
+#[test]
+fn exchange_a_batch_of_pieced_datagrams() {
+    let (mut a, mut b) = (bind(lo(11)), bind(lo(12)));
+    // Three source ports, in runs: three sockets, several sendmmsg calls.
+    let ports = [
+        0xc000u16, 0xc000, 0xc001, 0xc001, 0xc001, 0xc002, 0xc000, 4791,
+    ];
+    let bodies: Vec<Vec<u8>> = (0..ports.len())
+        .map(|i| (0..100 + i * 37).map(|j| (i * 7 + j) as u8).collect())
+        .collect();
+    let pieces: Vec<[&[u8]; 3]> = bodies
+        .iter()
+        .map(|b| [&b[..10], &b[10..b.len() - 4], &b[b.len() - 4..]])
+        .collect();
+    let pkts: Vec<OutPacket<'_>> = ports
+        .iter()
+        .zip(&pieces)
+        .map(|(&src_port, p)| OutPacket {
+            dst: SocketAddr::new(lo(12), 4791),
+            src_port,
+            pieces: p,
+        })
+        .collect();
+    assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
+    assert_eq!(a.source_ports_open(), 3); // 4791 goes out of the receive socket
+    let got = recv_all(&mut b, pkts.len());
+    assert_eq!(got.len(), pkts.len());
+    for (i, body) in bodies.iter().enumerate() {
+        let (src, _) = got
+            .iter()
+            .find(|g| &g.1 == body)
+            .unwrap_or_else(|| panic!("datagram {i} did not arrive intact"));
+        assert_eq!(*src, SocketAddr::new(lo(11), ports[i]));
+    }
+    let total: u64 = bodies.iter().map(|b| b.len() as u64).sum();
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.tx_packets, sa.tx_bytes, sa.tx_errors), (8, total, 0));
+    assert_eq!((sb.rx_packets, sb.rx_bytes), (8, total));
+}
+
+#[test]
+fn nothing_pending_and_poll_timeout() {
+    let mut t = bind(lo(13));
+    let mut batch = RecvBatch::new(4, 2048);
+    assert_eq!(t.recv_batch(&mut batch).unwrap(), 0);
+    assert!(batch.is_empty());
+    let ready = t.poll(Some(Duration::from_millis(30))).unwrap();
+    assert!(!ready.recv);
+    assert!(ready.send);
+    assert!(!t.poll(Some(Duration::ZERO)).unwrap().recv);
+}
+
+#[test]
+fn truncated_datagrams_are_marked() {
+    let (mut a, mut b) = (bind(lo(15)), bind(lo(16)));
+    let big = [7u8; 300];
+    let pieces: [&[u8]; 1] = [&big];
+    let pkt = OutPacket {
+        dst: SocketAddr::new(lo(16), 4791),
+        src_port: 0xc000,
+        pieces: &pieces,
+    };
+    a.send_batch(&[pkt]).unwrap();
+    let mut batch = RecvBatch::new(2, 100);
+    assert!(b.poll(Some(Duration::from_secs(5))).unwrap().recv);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+    let p = batch.get(0).unwrap();
+    assert!(p.meta.truncated);
+    assert_eq!(p.payload.len(), 100);
+    assert_eq!(p.icrc_status(), IcrcStatus::Bad);
+    assert_eq!(b.stats().rx_truncated, 1);
+}
+
+#[test]
+fn port_4791_in_use_is_explained() {
+    let _first = bind(lo(17));
+    let err = UdpTransport::bind(lo(17)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(err.to_string().contains("4791"), "{err}");
+}
+
+#[test]
+fn bad_packets_are_refused() {
+    let mut a = bind(lo(18));
+    let pieces: [&[u8]; 1] = [&[0u8; 16]];
+    let to = |dst, src_port| OutPacket {
+        dst,
+        src_port,
+        pieces: &pieces,
+    };
+    let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 4791);
+    let v4 = SocketAddr::new(lo(18), 4791);
+    assert!(a.send_batch(&[to(v6, 0xc000)]).is_err());
+    assert!(a.send_batch(&[to(v4, 0)]).is_err());
+    // A bad packet after good ones: the good ones go, the next call reports it.
+    assert_eq!(a.send_batch(&[to(v4, 0xc000), to(v6, 0xc000)]).unwrap(), 1);
+}
+
+/// RoCE packets between softrnic UDP transports verify: a UDP socket with IP_PMTUDISC_DO
+/// sends DF and IP ID 0, the header the ICRC was computed over.
+#[test]
+fn icrc_over_ipv4_verifies_or_is_unverifiable() {
+    let (mut a, mut b) = (bind(lo(19)), bind(lo(20)));
+    let data = b"softrnic over UDP";
+    let (hdr, icrc) = send_only((lo(19), 0xc005), lo(20), 0x12, 1, data);
+    let mut wrong = icrc.clone();
+    *wrong.last_mut().unwrap() ^= 1;
+    let good: [&[u8]; 3] = [&hdr, data, &icrc];
+    let bad: [&[u8]; 3] = [&hdr, data, &wrong];
+    let pkt = |pieces| OutPacket {
+        dst: SocketAddr::new(lo(20), 4791),
+        src_port: 0xc005,
+        pieces,
+    };
+    assert_eq!(a.send_batch(&[pkt(&good), pkt(&bad)]).unwrap(), 2);
+    let mut batch = RecvBatch::new(4, 2048);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.len() < 2 && Instant::now() < deadline {
+        b.poll(Some(Duration::from_millis(100))).unwrap();
+        b.recv_batch(&mut batch).unwrap();
+        for p in batch.iter() {
+            assert_eq!(p.meta.origin, IpHeaderOrigin::NotSeen);
+            seen.push(p.icrc_status());
+        }
+    }
+    assert_eq!(seen, [IcrcStatus::Ok, IcrcStatus::Unverifiable]);
+}
+
+/// Over IPv6 the header is rebuilt exactly, so a bad ICRC is Bad. Only ::1 is an IPv6
+/// loopback address, so the transport sends to itself.
+#[test]
+fn ipv6_loopback_and_icrc() {
+    let ip = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    let mut t = match UdpTransport::bind(ip) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            eprintln!("skipping ipv6_loopback_and_icrc: no IPv6 loopback ({e})");
+            return;
+        }
+        Err(e) => panic!("binding [::1]:4791: {e}"),
+    };
+    let data = [0x5au8; 64];
+    let (hdr, icrc) = send_only((ip, 0xc0de), ip, 0x13, 2, &data);
+    let mut wrong = icrc.clone();
+    *wrong.last_mut().unwrap() ^= 0x80;
+    let good: [&[u8]; 3] = [&hdr, &data, &icrc];
+    let bad: [&[u8]; 3] = [&hdr, &data, &wrong];
+    let pkt = |pieces| OutPacket {
+        dst: SocketAddr::new(ip, 4791),
+        src_port: 0xc0de,
+        pieces,
+    };
+    assert_eq!(t.send_batch(&[pkt(&good), pkt(&bad)]).unwrap(), 2);
+    let mut batch = RecvBatch::new(4, 2048);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.len() < 2 && Instant::now() < deadline {
+        t.poll(Some(Duration::from_millis(100))).unwrap();
+        t.recv_batch(&mut batch).unwrap();
+        for p in batch.iter() {
+            assert_eq!(p.meta.src, SocketAddr::new(ip, 0xc0de));
+            seen.push(p.icrc_status());
+        }
+    }
+    assert_eq!(seen, [IcrcStatus::Ok, IcrcStatus::Bad]);
+}
+
+#[test]
+fn no_allocation_per_packet() {
+    let (mut a, mut b) = (bind(lo(21)), bind(lo(22)));
+    let body = [9u8; 1000];
+    let hdr = [1u8; 40];
+    let icrc = [2u8; 4];
+    let pieces: [&[u8]; 3] = [&hdr, &body, &icrc];
+    let pkts: Vec<OutPacket<'_>> = (0..48u16)
+        .map(|i| OutPacket {
+            dst: SocketAddr::new(lo(22), 4791),
+            src_port: 0xc000 + i % 2,
+            pieces: &pieces,
+        })
+        .collect();
+    let mut batch = RecvBatch::new(64, 2048);
+    // Warm up: opens the two source-port sockets (an allocation each, once).
+    let start = allocations();
+    assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
+    assert_eq!(recv_all(&mut b, pkts.len()).len(), pkts.len());
+
+    let before = allocations();
+    assert!(before > start, "the counting allocator counts nothing");
+    assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
+    let (mut got, mut unverified) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got < pkts.len() && Instant::now() < deadline {
+        b.poll(Some(Duration::from_millis(100))).unwrap();
+        got += b.recv_batch(&mut batch).unwrap();
+        // The ICRC check is on the data path too (these are not RoCE packets: Bad).
+        unverified += batch
+            .iter()
+            .filter(|p| p.icrc_status() != IcrcStatus::Ok)
+            .count();
+    }
+    let after = allocations();
+    assert_eq!((got, unverified), (pkts.len(), pkts.len()));
+    assert_eq!(after - before, 0, "the data path allocated");
+}
