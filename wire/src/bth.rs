@@ -157,7 +157,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 }
 
 /// A parsed BTH. The pad count is not kept here: it follows from the payload length and is
-/// written by [`crate::roce::RoceRepr::emit`].
+/// written by [`crate::roce::RoceRepr::emit_headers`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BthRepr {
     /// OpCode; always one in [`crate::opcode::TABLE`] after `parse`.

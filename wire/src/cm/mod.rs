@@ -27,6 +27,7 @@ use crate::mad::{
 };
 use crate::{Error, Result};
 
+mod comm_ids;
 pub mod drep;
 pub mod dreq;
 pub mod path;
