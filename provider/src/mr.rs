@@ -1,1 +1,0 @@
-//! The memory-region key table (being written).

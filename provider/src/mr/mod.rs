@@ -1,0 +1,459 @@
+//! The memory-region key table: L_Keys and R_Keys, and the only way the engine touches
+//! registered memory.
+//!
+//! Read first: IBTA Vol. 1, 10.6 "Memory management" (memory regions, L_Key/R_Key, access
+//! rights), C9-88 (zero-length RDMA needs no valid R_Key); rdma-core `ibv_reg_mr(3)`; the
+//! kernel's rxe `rxe_mr.c` (`lookup_mr`, `mr_check_range`) and `rxe_pool.c`.
+//!
+//! # Keys
+//!
+//! A key is 32 bits: `index << 8 | key byte` (IBTA 10.6: the low 8 bits are the "key"
+//! portion, which a consumer may change on fast registration or a window bind, as rxe's
+//! `rxe_reg_fast_mr` allows; the channel adapter picks the rest). The index (1..=`max_mr`; 0 is reserved, so no key
+//! below `0x100` is ever valid) finds the slot in O(1). Each slot's key byte starts at a
+//! value drawn from the seed given to [`MrTable::new`] (no clock, no OS randomness) and goes
+//! up by one on every registration at that index, so the 255 keys an index handed out
+//! before the current one never match it. Freed indices are reused first-in first-out, so a
+//! key byte comes back only after its index has been reused 256 times.
+//!
+//! **lkey == rkey**, as in rxe (`rxe_mr_init`): one key per region. An rkey of a region
+//! without remote rights is harmless: every remote access checks the right it needs.
+//! Memory windows (next issue) take their own keys from the same index space.
+//!
+//! # Checks
+//!
+//! In order, the first failure reported as an [`AccessError`]: key index in range, slot
+//! registered, key byte, state (not being deregistered), PD, access right (local read:
+//! none; local write: `LOCAL_WRITE`; remote read/write/atomic: `REMOTE_READ` /
+//! `REMOTE_WRITE` / `REMOTE_ATOMIC`), bounds (`va..va + len` inside `iova..iova + length`,
+//! overflow refused), and for atomics 8-byte alignment of `va` (checked here, not by the
+//! caller). The method called decides the right needed, so `&mut` memory never comes
+//! without a write right.
+//!
+//! # Pinning and deregistration
+//!
+//! Each slot has a tag (`key << 8 | state`, one `AtomicU64`) and a `RwLock` around the
+//! registration. An accessor checks the tag (fast failure without locking), takes the lock
+//! (shared to read, exclusive to write: writers of one region never alias), checks
+//! everything again under the lock and runs its closure while holding it. No global lock is
+//! taken on the access path; registration and deregistration lock the free list briefly.
+//!
+//! [`MrTable::deregister`] first swaps the tag from (key, valid) to (key, invalidating) in
+//! one compare-and-swap, so new lookups fail at once; then it takes the exclusive lock, which
+//! waits for every accessor already inside; then it frees the slot. After it returns no key
+//! of the region reaches the memory. The closures must therefore not call back into the
+//! table (a nested access to the same region would deadlock): copy through a buffer.
+//!
+//! # Zero length
+//!
+//! Registering zero bytes is refused (`EINVAL`), as the kernel's `ib_umem_get` refuses a
+//! range that covers no page (the only sound reading for softrnic, which pins no pages). A
+//! zero-length *access* is checked like any other and may sit anywhere in
+//! `iova..=iova + length`.
+
+mod access;
+mod check;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use access::Access;
+pub use check::AccessError;
+use check::{check_entry, check_index, check_tag, tag, tag_key, Entry, MemPtr, Op, State};
+
+use crate::error::{Error, Result};
+
+/// A protection domain, as the key table sees it: an opaque number compared for equality.
+/// (Will move to the PD module when it exists.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PdHandle(pub u32);
+
+/// The keys of a registered memory region. `lkey == rkey` (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MrKeys {
+    /// The L_Key, for SGEs of local work requests.
+    pub lkey: u32,
+    /// The R_Key, for peers' RDMA READ/WRITE/atomics.
+    pub rkey: u32,
+}
+
+/// The largest table: the index is the top 24 bits of a key, and index 0 is reserved.
+pub const MAX_MR_LIMIT: u32 = (1 << 24) - 1;
+
+/// One index of the table.
+struct Slot {
+    /// `key << 8 | state`; see [`check::tag`].
+    tag: AtomicU64,
+    /// Memory windows bound to this region; deregistration is refused while non-zero.
+    bound_windows: AtomicU32,
+    /// The registration; held while a closure touches the memory.
+    entry: RwLock<Entry>,
+}
+
+/// The table of memory regions of one device: registration, checked access, deregistration.
+///
+/// `Send + Sync`: the engine thread and the API threads share it.
+pub struct MrTable {
+    slots: Box<[Slot]>,
+    /// Free indices, reused first-in first-out.
+    free: Mutex<VecDeque<u32>>,
+}
+
+/// splitmix64: the seed's stream of starting key bytes.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn read(lock: &RwLock<Entry>) -> RwLockReadGuard<'_, Entry> {
+    // A panicking closure poisons nothing that matters: the entry is plain data.
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(lock: &RwLock<Entry>) -> RwLockWriteGuard<'_, Entry> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl MrTable {
+    /// A table of `max_mr` regions (`ibv_device_attr.max_mr`), with key bytes drawn from
+    /// `seed`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` if `max_mr` is 0 or above [`MAX_MR_LIMIT`].
+    pub fn new(max_mr: u32, seed: u64) -> Result<MrTable> {
+        if max_mr == 0 || max_mr > MAX_MR_LIMIT {
+            return Err(Error::InvalidArgument("max_mr must be in 1..=2^24-1"));
+        }
+        let mut rng = seed;
+        let slots = (1..=max_mr)
+            .map(|index| {
+                let key = index << 8 | (splitmix64(&mut rng) & 0xff) as u32;
+                Slot {
+                    tag: AtomicU64::new(tag(key, State::Free)),
+                    bound_windows: AtomicU32::new(0),
+                    entry: RwLock::new(Entry::EMPTY),
+                }
+            })
+            .collect();
+        Ok(MrTable {
+            slots,
+            free: Mutex::new((1..=max_mr).collect()),
+        })
+    }
+
+    /// The number of slots (`max_mr`).
+    pub fn max_mr(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    fn free_list(&self) -> std::sync::MutexGuard<'_, VecDeque<u32>> {
+        self.free.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `len` bytes at `addr` for `pd` (`ibv_reg_mr`): peers address them from
+    /// `iova` (`ibv_reg_mr` passes `addr`; `ibv_reg_mr_iova` another value); with
+    /// [`Access::ZERO_BASED`] the iova is 0 whatever `iova` says. Optional access bits are
+    /// accepted and dropped.
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be valid for reads and writes, from any thread, from this
+    /// call until [`deregister`](Self::deregister) of the returned key has returned. While
+    /// registered, the engine reads and writes it at any time (as a NIC's DMA would): the
+    /// caller must not hold Rust references to it that assume exclusivity.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL`: bad access flags (see [`Access::check_for_mr`]); `len` 0; `addr` null;
+    ///   `addr + len` or `iova + len` overflows, or `len > isize::MAX`.
+    /// - `EOPNOTSUPP`: `FLUSH_PERSISTENT`.
+    /// - `ENOMEM`: the table is full.
+    pub unsafe fn register(
+        &self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<MrKeys> {
+        let access = access.check_for_mr()?;
+        if len == 0 {
+            return Err(Error::InvalidArgument("zero-length memory region"));
+        }
+        if addr.is_null() {
+            return Err(Error::InvalidArgument("null address"));
+        }
+        if len > isize::MAX as usize || (addr as usize).checked_add(len).is_none() {
+            return Err(Error::InvalidArgument("addr + length overflows"));
+        }
+        let iova = if access.contains(Access::ZERO_BASED) {
+            0
+        } else {
+            iova
+        };
+        if iova.checked_add(len as u64).is_none() {
+            return Err(Error::InvalidArgument("iova + length overflows"));
+        }
+        let index = self
+            .free_list()
+            .pop_front()
+            .ok_or(Error::NoMemory("max_mr reached"))?;
+        let slot = &self.slots[index as usize - 1];
+        let mut entry = write(&slot.entry);
+        let old = tag_key(slot.tag.load(Ordering::Acquire));
+        let key = index << 8 | (old.wrapping_add(1) & 0xff);
+        *entry = Entry {
+            pd,
+            access,
+            addr: MemPtr(addr),
+            len,
+            iova,
+        };
+        slot.bound_windows.store(0, Ordering::Relaxed);
+        slot.tag.store(tag(key, State::Valid), Ordering::Release);
+        drop(entry);
+        Ok(MrKeys {
+            lkey: key,
+            rkey: key,
+        })
+    }
+
+    /// Deregisters the region of `key` (`ibv_dereg_mr`). Both its keys die at once; the call
+    /// waits for accessors already inside the memory and returns when none is left.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL`: `key` is not the key of a registered region (unknown, stale, or already
+    ///   being deregistered), as `ibv_dereg_mr(3)` says for an invalid MR.
+    /// - `EBUSY`: a memory window is bound to the region.
+    pub fn deregister(&self, key: u32) -> Result<()> {
+        const INVALID: Error = Error::InvalidArgument("not a registered memory region");
+        const BUSY: Error = Error::Busy("memory windows are bound to the memory region");
+        let index = check_index(key, self.slots.len()).map_err(|_| INVALID)?;
+        let slot = &self.slots[index - 1];
+        let valid = tag(key, State::Valid);
+        if slot.tag.load(Ordering::Acquire) != valid {
+            return Err(INVALID);
+        }
+        if slot.bound_windows.load(Ordering::SeqCst) != 0 {
+            return Err(BUSY);
+        }
+        let invalidating = tag(key, State::Invalidating);
+        if slot
+            .tag
+            .compare_exchange(valid, invalidating, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(INVALID);
+        }
+        // A bind may have raced in between; it re-checks the tag after counting itself, so
+        // one of us sees the other (both sides use SeqCst).
+        if slot.bound_windows.load(Ordering::SeqCst) != 0 {
+            slot.tag.store(valid, Ordering::SeqCst);
+            return Err(BUSY);
+        }
+        // Waits for every accessor inside a closure.
+        let mut entry = write(&slot.entry);
+        *entry = Entry::EMPTY;
+        slot.tag.store(tag(key, State::Free), Ordering::Release);
+        drop(entry);
+        self.free_list().push_back(index as u32);
+        Ok(())
+    }
+
+    /// Counts a memory window as bound to the region of `mr_key` (for the MW issue: the bind
+    /// also checks PD, `MW_BIND` and bounds, under the region's pin).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` if `mr_key` is not a valid region's key.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn window_bound(&self, mr_key: u32) -> Result<()> {
+        let index = check_index(mr_key, self.slots.len())
+            .map_err(|_| Error::InvalidArgument("not a memory region key"))?;
+        let slot = &self.slots[index - 1];
+        slot.bound_windows.fetch_add(1, Ordering::SeqCst);
+        if slot.tag.load(Ordering::SeqCst) != tag(mr_key, State::Valid) {
+            slot.bound_windows.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::InvalidArgument("not a valid memory region"));
+        }
+        Ok(())
+    }
+
+    /// Undoes [`window_bound`](Self::window_bound).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` if `mr_key` is not the region's current key or no window is bound.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn window_unbound(&self, mr_key: u32) -> Result<()> {
+        const INVALID: Error = Error::InvalidArgument("no window bound to this memory region");
+        let index = check_index(mr_key, self.slots.len()).map_err(|_| INVALID)?;
+        let slot = &self.slots[index - 1];
+        if tag_key(slot.tag.load(Ordering::Acquire)) != mr_key {
+            return Err(INVALID);
+        }
+        slot.bound_windows
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .map(drop)
+            .map_err(|_| INVALID)
+    }
+
+    fn slot(&self, key: u32) -> core::result::Result<&Slot, AccessError> {
+        let index = check_index(key, self.slots.len())?;
+        let slot = &self.slots[index - 1];
+        // Fast failure, without the lock; the full check below is the authority.
+        check_tag(slot.tag.load(Ordering::Acquire), key)?;
+        Ok(slot)
+    }
+
+    fn shared<R>(
+        &self,
+        key: u32,
+        pd: PdHandle,
+        op: Op,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        let slot = self.slot(key)?;
+        let entry = read(&slot.entry);
+        let offset = check_entry(
+            slot.tag.load(Ordering::Acquire),
+            &entry,
+            key,
+            pd,
+            op,
+            va,
+            len,
+        )?;
+        // SAFETY: the checks put `offset..offset + len` inside the registered range, which
+        // `register`'s contract keeps valid while the slot is registered; the read lock
+        // keeps it registered (deregistration needs the write lock) and keeps writers of
+        // this table out, so no `&mut` to these bytes exists meanwhile.
+        let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), len) };
+        Ok(f(bytes))
+    }
+
+    fn exclusive<R>(
+        &self,
+        key: u32,
+        pd: PdHandle,
+        op: Op,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        let slot = self.slot(key)?;
+        let entry = write(&slot.entry);
+        let offset = check_entry(
+            slot.tag.load(Ordering::Acquire),
+            &entry,
+            key,
+            pd,
+            op,
+            va,
+            len,
+        )?;
+        // SAFETY: as in `shared`; the write lock makes this the only slice of the region
+        // the table hands out until `f` returns.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(entry.addr.0.add(offset), len) };
+        Ok(f(bytes))
+    }
+
+    /// Reads `len` bytes at `va` through an lkey (the source of a SEND or RDMA WRITE).
+    /// Needs no right. `f` runs with the region pinned and must not call into the table.
+    ///
+    /// # Errors
+    ///
+    /// The first failed check (module doc); the engine completes with `IBV_WC_LOC_PROT_ERR`.
+    pub fn with_local_read<R>(
+        &self,
+        lkey: u32,
+        pd: PdHandle,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        self.shared(lkey, pd, Op::LocalRead, va, len, f)
+    }
+
+    /// Writes `len` bytes at `va` through an lkey (a receive buffer, an RDMA READ's sink).
+    /// Needs `LOCAL_WRITE`. `f` runs with the region pinned and must not call into the table.
+    ///
+    /// # Errors
+    ///
+    /// The first failed check (module doc); the engine completes with `IBV_WC_LOC_PROT_ERR`.
+    pub fn with_local_write<R>(
+        &self,
+        lkey: u32,
+        pd: PdHandle,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        self.exclusive(lkey, pd, Op::LocalWrite, va, len, f)
+    }
+
+    /// Reads `len` bytes at `va` for a peer's RDMA READ. Needs `REMOTE_READ`. `f` runs with
+    /// the region pinned and must not call into the table.
+    ///
+    /// # Errors
+    ///
+    /// The first failed check (module doc); the engine NAKs with Remote Access Error.
+    pub fn with_remote_read<R>(
+        &self,
+        rkey: u32,
+        pd: PdHandle,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        self.shared(rkey, pd, Op::RemoteRead, va, len, f)
+    }
+
+    /// Writes `len` bytes at `va` for a peer's RDMA WRITE. Needs `REMOTE_WRITE`. `f` runs
+    /// with the region pinned and must not call into the table.
+    ///
+    /// # Errors
+    ///
+    /// The first failed check (module doc); the engine NAKs with Remote Access Error.
+    pub fn with_remote_write<R>(
+        &self,
+        rkey: u32,
+        pd: PdHandle,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        self.exclusive(rkey, pd, Op::RemoteWrite, va, len, f)
+    }
+
+    /// The 8 bytes at `va` for a peer's atomic (compare-and-swap, fetch-and-add). Needs
+    /// `REMOTE_ATOMIC` and an 8-byte aligned `va`. The exclusive pin makes the
+    /// read-modify-write atomic against every other access through the table (atomicity
+    /// against the host CPU is not promised: `IBV_ATOMIC_HCA`).
+    ///
+    /// # Errors
+    ///
+    /// The first failed check (module doc); the engine NAKs with Remote Access Error, or
+    /// Invalid Request for [`AccessError::Misaligned`].
+    pub fn with_remote_atomic<R>(
+        &self,
+        rkey: u32,
+        pd: PdHandle,
+        va: u64,
+        f: impl FnOnce(&mut [u8; 8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
+        self.exclusive(rkey, pd, Op::RemoteAtomic, va, 8, |bytes| {
+            f(bytes.try_into().expect("the check gave 8 bytes"))
+        })
+    }
+}
