@@ -90,7 +90,7 @@ impl fmt::Display for RethRepr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "RETH va={:#x} rkey={:#x} len={}",
+            "RETH va={:#x} rkey={:#x} dma_len={}",
             self.va, self.rkey, self.dma_len
         )
     }
