@@ -75,6 +75,92 @@ impl IpHeader {
         }
     }
 
+    /// The IP header a Linux UDP socket with `IP_PMTUDISC_DO` sends from `src` to `dst`:
+    /// IPv4 with DF, IP ID 0, DSCP and ECN 0; IPv6 with traffic class and flow label 0. What a
+    /// softrnic peer sending over kernel UDP puts on the wire, and so what its ICRC covers.
+    /// `None` when the address families differ.
+    pub fn udp_socket(
+        src: core::net::IpAddr,
+        dst: core::net::IpAddr,
+        hop_limit: u8,
+    ) -> Option<IpHeader> {
+        use core::net::IpAddr::{V4, V6};
+        match (src, dst) {
+            (V4(src_addr), V4(dst_addr)) => Some(IpHeader::V4(Ipv4Header {
+                repr: Ipv4Repr {
+                    src_addr,
+                    dst_addr,
+                    next_header: IpProtocol::Udp,
+                    payload_len: 0,
+                    hop_limit,
+                },
+                ident: 0,
+                dscp: 0,
+                ecn: 0,
+                dont_frag: true,
+            })),
+            (V6(src_addr), V6(dst_addr)) => Some(IpHeader::V6(Ipv6Header {
+                repr: Ipv6Repr {
+                    src_addr,
+                    dst_addr,
+                    next_header: IpProtocol::Udp,
+                    payload_len: 0,
+                    hop_limit,
+                },
+                traffic_class: 0,
+                flow_label: 0,
+            })),
+            _ => None,
+        }
+    }
+
+    /// Writes the header for a UDP datagram of `udp_len` bytes: payload length `udp_len`,
+    /// protocol UDP, the IPv4 checksum filled in. Returns the header's length.
+    pub fn emit(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+        let ip_len = self.header_len();
+        if buf.len() < ip_len {
+            return Err(Error::BufferTooSmall {
+                need: ip_len,
+                have: buf.len(),
+            });
+        }
+        if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
+            return Err(Error::BadField {
+                what: "IP payload length",
+                value: udp_len as u64,
+            });
+        }
+        let none = ChecksumCapabilities::ignored();
+        match *self {
+            IpHeader::V4(h) => {
+                let mut p = Ipv4Packet::new_unchecked(&mut buf[..ip_len]);
+                let repr = Ipv4Repr {
+                    payload_len: udp_len,
+                    next_header: IpProtocol::Udp,
+                    ..h.repr
+                };
+                repr.emit(&mut p, &none);
+                p.set_ident(h.ident);
+                p.set_dscp(h.dscp);
+                p.set_ecn(h.ecn);
+                p.set_dont_frag(h.dont_frag);
+                p.fill_checksum();
+            }
+            IpHeader::V6(h) => {
+                let mut p = Ipv6Packet::new_unchecked(&mut buf[..ip_len]);
+                let repr = Ipv6Repr {
+                    payload_len: udp_len,
+                    next_header: IpProtocol::Udp,
+                    ..h.repr
+                };
+                repr.emit(&mut p);
+                p.set_traffic_class(h.traffic_class);
+                p.set_flow_label(h.flow_label);
+            }
+        }
+        Ok(ip_len)
+    }
+
     /// Source address.
     pub fn src_addr(&self) -> core::net::IpAddr {
         match self {
@@ -102,6 +188,27 @@ pub struct UdpHeader {
     /// The checksum as sent: RoCEv2 senders usually send 0 ("none"), since the ICRC protects
     /// the packet. It is emitted verbatim, never computed.
     pub checksum: u16,
+}
+
+impl UdpHeader {
+    /// Writes the UDP header of a datagram of `udp_len` bytes (header included); the checksum
+    /// is written verbatim. Returns 8.
+    pub fn emit(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+        check_len("UDP header buffer", buf, UDP_HEADER_LEN)?;
+        let len = u16::try_from(udp_len)
+            .ok()
+            .filter(|&l| usize::from(l) >= UDP_HEADER_LEN)
+            .ok_or(Error::BadField {
+                what: "UDP length",
+                value: udp_len as u64,
+            })?;
+        let mut p = UdpPacket::new_unchecked(&mut buf[..UDP_HEADER_LEN]);
+        p.set_src_port(self.src_port);
+        p.set_dst_port(self.dst_port);
+        p.set_len(len);
+        p.set_checksum(self.checksum);
+        Ok(UDP_HEADER_LEN)
+    }
 }
 
 /// IP + UDP + transport headers of a RoCEv2 datagram (everything but the Ethernet header).
@@ -292,44 +399,9 @@ impl DatagramRepr {
                 reason: "the datagram does not fit in an IP packet",
             });
         }
-        let ip_len = self.ip.header_len();
-        let none = ChecksumCapabilities::ignored();
-        match self.ip {
-            IpHeader::V4(h) => {
-                let mut p = Ipv4Packet::new_unchecked(&mut buf[..ip_len]);
-                let repr = Ipv4Repr {
-                    payload_len: udp_len,
-                    next_header: IpProtocol::Udp,
-                    ..h.repr
-                };
-                repr.emit(&mut p, &none);
-                p.set_ident(h.ident);
-                p.set_dscp(h.dscp);
-                p.set_ecn(h.ecn);
-                p.set_dont_frag(h.dont_frag);
-                p.fill_checksum();
-            }
-            IpHeader::V6(h) => {
-                let mut p = Ipv6Packet::new_unchecked(&mut buf[..ip_len]);
-                let repr = Ipv6Repr {
-                    payload_len: udp_len,
-                    next_header: IpProtocol::Udp,
-                    ..h.repr
-                };
-                repr.emit(&mut p);
-                p.set_traffic_class(h.traffic_class);
-                p.set_flow_label(h.flow_label);
-            }
-        }
-        let mut udp = UdpPacket::new_unchecked(&mut buf[ip_len..ip_len + UDP_HEADER_LEN]);
-        udp.set_src_port(self.udp.src_port);
-        udp.set_dst_port(self.udp.dst_port);
-        udp.set_len(udp_len as u16);
-        udp.set_checksum(self.udp.checksum);
-        let roce_len = self
-            .roce
-            .emit_headers(&mut buf[ip_len + UDP_HEADER_LEN..])?;
-        Ok(ip_len + UDP_HEADER_LEN + roce_len)
+        let outer_len = emit_outer(&self.ip, &self.udp, udp_len, buf)?;
+        let roce_len = self.roce.emit_headers(&mut buf[outer_len..])?;
+        Ok(outer_len + roce_len)
     }
 
     /// The ICRC of the datagram whose headers [`DatagramRepr::emit_headers`] wrote into
@@ -380,6 +452,14 @@ impl DatagramRepr {
         buf[at..at + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
         Ok(at + ICRC_LEN)
     }
+}
+
+/// Writes the outer headers of a UDP datagram of `udp_len` bytes (UDP header included) — `ip`,
+/// then `udp` — and returns their length. The one place outer headers are written: for whole
+/// frames, and for transports that rebuild what a socket sent.
+pub fn emit_outer(ip: &IpHeader, udp: &UdpHeader, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+    let ip_len = ip.emit(udp_len, buf)?;
+    Ok(ip_len + udp.emit(udp_len, &mut buf[ip_len..])?)
 }
 
 /// Parses an IPv4 header; returns it, its length and the IP payload (Ethernet padding cut).

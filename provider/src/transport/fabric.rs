@@ -25,10 +25,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use softrnic_wire::frame::{IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, IPV6_HEADER_LEN, UDP_HEADER_LEN};
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
-use super::{emit_ip_header, OutPacket, Ready, RecvBatch, Transport, TransportStats};
+use super::{OutPacket, Ready, RecvBatch, Transport, TransportStats, HOP_LIMIT};
 
 /// The faults of a fabric. Rates are probabilities per packet, in `0.0..=1.0`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,12 +283,12 @@ impl Inner {
     /// Sends one packet from endpoint `from` through the faults.
     fn send(&mut self, from: usize, p: &OutPacket<'_>) -> io::Result<()> {
         let src_ip = self.endpoints[from].addr;
-        if p.dst.is_ipv4() != src_ip.is_ipv4() {
+        let Some(ip) = IpHeader::udp_socket(src_ip, p.dst.ip(), HOP_LIMIT) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "destination address family differs from the local address's",
             ));
-        }
+        };
         let payload_len = p.len();
         let udp_len = UDP_HEADER_LEN + payload_len;
         if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
@@ -313,13 +313,16 @@ impl Inner {
             return Ok(());
         }
         let mut bytes = self.buffer();
-        let mut ip = [0u8; IPV6_HEADER_LEN];
-        let ip_len = emit_ip_header(src_ip, p.dst.ip(), udp_len, &mut ip);
-        bytes.extend_from_slice(&ip[..ip_len]);
-        bytes.extend_from_slice(&p.src_port.to_be_bytes());
-        bytes.extend_from_slice(&ROCE_V2_UDP_PORT.to_be_bytes());
-        bytes.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        bytes.extend_from_slice(&[0, 0]); // UDP checksum: none, as RoCEv2 senders send it
+        let udp = UdpHeader {
+            src_port: p.src_port,
+            dst_port: ROCE_V2_UDP_PORT,
+            checksum: 0, // none, as RoCEv2 senders send it
+        };
+        let mut outer = [0u8; IPV6_HEADER_LEN + UDP_HEADER_LEN];
+        let outer_len = emit_outer(&ip, &udp, udp_len, &mut outer)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let ip_len = ip.header_len();
+        bytes.extend_from_slice(&outer[..outer_len]);
         for piece in p.pieces {
             bytes.extend_from_slice(piece);
         }
