@@ -53,6 +53,7 @@
 
 mod access;
 mod check;
+mod pin;
 #[cfg(test)]
 mod tests;
 
@@ -63,6 +64,7 @@ use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use access::Access;
 pub use check::AccessError;
 use check::{check_entry, check_index, check_tag, tag, tag_key, Entry, MemPtr, Op, State};
+pub use pin::{PinError, PinFor, ReadPin};
 
 use crate::error::{Error, Result};
 

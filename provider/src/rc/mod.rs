@@ -1,9 +1,22 @@
-//! The reliable-connected transport (IBTA 9.7 "Reliable service"): how a message becomes
-//! packets, how PSNs are checked, and (to come) the requester, responder and completer that
-//! make up the engine.
+//! The RC (reliable connected) transport engine (IBTA Vol. 1 chapter 9, "Transport layer").
 //!
-//! Status: segmentation and PSN classification are done; the requester, responder and
-//! completer state machines are not written yet (issue "The RC engine").
+//! * [`qp`] — the queue pair: state, queues, `ibv_modify_qp`, the sans-IO interface;
+//! * `requester` — segmentation, PSNs, AckReq, go-back-N (9.7.2, 9.7.6);
+//! * `completer` — ACK/NAK/READ response/atomic ACK processing and the timers (9.7.5.1.4);
+//! * `responder` — request validation and execution, ACK/NAK generation (9.7.4, 9.7.5);
+//! * [`segment`], [`sequence`] — packet sequences and PSN classification;
+//! * [`transmit`] — packets out, with payload by reference to registered memory.
 
+mod completer;
+pub mod context;
+pub mod qp;
+mod requester;
+mod responder;
 pub mod segment;
 pub mod sequence;
+pub mod transmit;
+
+pub use context::{Completion, CqSide, QpContext};
+pub use qp::{QpAttr, QpCaps, QpLimits, RcQp};
+pub use requester::{ACK_REQ_INTERVAL, WINDOW_PSNS};
+pub use transmit::{Chunk, Chunks, Payload, Transmit, MAX_INLINE, MAX_SGE};

@@ -1,0 +1,8 @@
+//! The thin I/O layer around the sans-IO engine: emitting packets onto a transport and
+//! accepting received ones.
+
+pub mod emit;
+pub mod ingress;
+
+pub use emit::{EmitStats, Emitter};
+pub use ingress::{accept, Rejected};

@@ -1,0 +1,138 @@
+//! Pins: read access to registered memory that outlives a closure, so that the driver can
+//! hand payload straight from registered memory to `sendmmsg` (a batch of packets, each
+//! pinning its own pieces), with no intermediate copy.
+//!
+//! A pin holds the slot's read lock, exactly as [`MrTable::with_local_read`] does while its
+//! closure runs: deregistration waits until every pin of the region is dropped. Pinning only
+//! *tries* the lock ([`PinError::WouldBlock`]): a thread that already holds pins must never
+//! block on a read lock, since a deregistration waiting for the write lock would make that a
+//! deadlock. On `WouldBlock` the caller sends what it has, drops its pins, and pins again with
+//! [`MrTable::pin_read_blocking`].
+
+use std::ops::Deref;
+use std::sync::{PoisonError, RwLockReadGuard, TryLockError};
+
+use super::check::{check_entry, Entry, Op};
+use super::{AccessError, MrTable, PdHandle};
+
+/// Registered bytes pinned for reading. Deregistration of the region waits until it is dropped.
+pub struct ReadPin<'a> {
+    _guard: RwLockReadGuard<'a, Entry>,
+    ptr: *const u8,
+    len: usize,
+}
+
+impl core::fmt::Debug for ReadPin<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "ReadPin({} bytes)", self.len)
+    }
+}
+
+impl Deref for ReadPin<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` passed the checks under the read lock this pin holds; the
+        // registration stays valid (and no `&mut` from this table exists) until it drops.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// Why a pin failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinError {
+    /// The access check failed: the key is dead, out of bounds, lacks the right, ...
+    Access(AccessError),
+    /// The region is locked for writing or a deregistration is waiting: release every pin you
+    /// hold, then use [`MrTable::pin_read_blocking`].
+    WouldBlock,
+}
+
+/// Whose right a pin uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinFor {
+    /// The local QP's own buffer (an SGE's lkey): needs no right.
+    Local,
+    /// A peer's RDMA READ (an rkey): needs `REMOTE_READ`.
+    RemoteRead,
+}
+
+impl PinFor {
+    fn op(self) -> Op {
+        match self {
+            PinFor::Local => Op::LocalRead,
+            PinFor::RemoteRead => Op::RemoteRead,
+        }
+    }
+}
+
+impl MrTable {
+    /// Pins `len` bytes at `va` of the region of `key` for reading, if its lock is free.
+    ///
+    /// # Errors
+    ///
+    /// [`PinError::Access`] for a failed check (as the `with_*` accessors),
+    /// [`PinError::WouldBlock`] if taking the lock would wait.
+    pub fn try_pin_read(
+        &self,
+        key: u32,
+        pd: PdHandle,
+        why: PinFor,
+        va: u64,
+        len: usize,
+    ) -> Result<ReadPin<'_>, PinError> {
+        let slot = self.slot(key).map_err(PinError::Access)?;
+        let guard = match slot.entry.try_read() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Err(PinError::WouldBlock),
+        };
+        self.finish_pin(slot, guard, key, pd, why, va, len)
+    }
+
+    /// Pins like [`MrTable::try_pin_read`], waiting for the lock. Call it only while holding
+    /// no other pin.
+    ///
+    /// # Errors
+    ///
+    /// The first failed check (module doc of [`crate::mr`]).
+    pub fn pin_read_blocking(
+        &self,
+        key: u32,
+        pd: PdHandle,
+        why: PinFor,
+        va: u64,
+        len: usize,
+    ) -> Result<ReadPin<'_>, AccessError> {
+        let slot = self.slot(key)?;
+        let guard = slot.entry.read().unwrap_or_else(PoisonError::into_inner);
+        self.finish_pin(slot, guard, key, pd, why, va, len)
+            .map_err(|e| match e {
+                PinError::Access(a) => a,
+                PinError::WouldBlock => unreachable!("the lock is held"),
+            })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_pin<'a>(
+        &'a self,
+        slot: &'a super::Slot,
+        guard: RwLockReadGuard<'a, Entry>,
+        key: u32,
+        pd: PdHandle,
+        why: PinFor,
+        va: u64,
+        len: usize,
+    ) -> Result<ReadPin<'a>, PinError> {
+        let tag = slot.tag.load(std::sync::atomic::Ordering::Acquire);
+        let offset =
+            check_entry(tag, &guard, key, pd, why.op(), va, len).map_err(PinError::Access)?;
+        // SAFETY: offset..offset + len is inside the registration (checked above).
+        let ptr = unsafe { guard.addr.0.add(offset) } as *const u8;
+        Ok(ReadPin {
+            _guard: guard,
+            ptr,
+            len,
+        })
+    }
+}

@@ -1,0 +1,327 @@
+//! The RC completer: what the requester does with the responder's packets (IBTA 9.7.5.1.4
+//! "Requester: response processing", 9.7.6 timeouts and retries; kernel rxe's `rxe_comp.c`).
+//!
+//! * **ACK** for PSN `a` acknowledges every PSN up to `a` (coalesced ACKs, 9.7.5.1.4): the
+//!   SEND and WRITE WQEs it covers complete in order. READ and atomic WQEs complete only with
+//!   their responses; an ACK beyond one means its responses were lost (an "implied NAK"), and
+//!   the requester resends from the oldest unacknowledged PSN.
+//! * **READ responses** arrive in PSN order and implicitly acknowledge all earlier requests;
+//!   each is written to the READ's local SGEs at its offset. A gap means lost responses:
+//!   go-back-N, resuming the READ at the first missing response.
+//! * **ATOMIC ACKNOWLEDGE** carries the original remote value, written to the local buffer.
+//! * **NAKs**: PSN sequence error (resend from the NAK's PSN, counting against `retry_cnt`),
+//!   RNR (wait the RNR timer, then resend; counting against `rnr_retry`, 7 = infinite), and the
+//!   fatal ones, completed as `IBV_WC_REM_INV_REQ_ERR`, `IBV_WC_REM_ACCESS_ERR`,
+//!   `IBV_WC_REM_OP_ERR`.
+//! * **Local ACK timeout** (4.096 µs × 2^timeout after the last progress): resend from the
+//!   oldest unacknowledged PSN; after `retry_cnt` retries, `IBV_WC_RETRY_EXC_ERR`.
+//!
+//! Every completion error moves the QP to ERR, which flushes the rest.
+
+use std::cmp::Ordering;
+use std::time::{Duration, Instant};
+
+use softrnic_wire::aeth::{NakCode, Syndrome};
+use softrnic_wire::opcode::{Operation, Position};
+use softrnic_wire::roce::RocePacket;
+use softrnic_wire::Psn;
+
+use super::context::{CqSide, Events, QpContext};
+use super::requester::Requester;
+use super::transmit::Chunks;
+use crate::mr::MrTable;
+use crate::qp_state::{rnr_retries, transport_retries, Retries};
+use crate::timer::{Timer, TimerTable};
+use crate::wc::WcStatus;
+use crate::wr::SendOpcode;
+
+/// What to do with a READ or atomic WQE that an acknowledgement reaches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AtRdAtomic {
+    /// An ACK reached it: its responses were lost, resend.
+    Retry,
+    /// A response or NAK reached it: stop there, the caller handles it.
+    Stop,
+}
+
+impl Requester {
+    /// Handles a response packet (ACK, NAK, READ response, atomic ACK) for this QP.
+    pub(super) fn handle_response(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        timers: &mut TimerTable,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) {
+        let psn = pkt.repr.bth.psn;
+        // A response to a PSN never sent is a ghost (IBTA 9.7.5.1.4): drop it.
+        if psn.cmp_modular(self.max_psn) != Ordering::Less {
+            return;
+        }
+        let Ok(info) = pkt.repr.info() else { return };
+        match info.operation {
+            Operation::Acknowledge => {
+                let Some(aeth) = pkt.repr.aeth else { return };
+                match aeth.syndrome {
+                    Syndrome::Ack(_) => {
+                        self.ack_through(ctx, now, psn, AtRdAtomic::Retry, timers, ev);
+                    }
+                    Syndrome::RnrNak(timer) => {
+                        self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
+                        if !self.front_holds(psn) {
+                            return;
+                        }
+                        if self.rnr.try_consume() {
+                            self.go_back(ctx, psn);
+                            self.rnr_wait = true;
+                            timers.stop(Timer::Retransmit);
+                            let wait = Duration::from_micros(u64::from(timer.micros()));
+                            timers.set(Timer::Rnr, now + wait);
+                        } else {
+                            self.fail_front(ctx, WcStatus::RnrRetryExcErr, ev);
+                        }
+                    }
+                    Syndrome::Nak(code) => {
+                        self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
+                        if !self.front_holds(psn) {
+                            return;
+                        }
+                        let status = match code {
+                            NakCode::PsnSequenceError => {
+                                self.retry_from(ctx, psn, ev);
+                                return;
+                            }
+                            NakCode::InvalidRequest | NakCode::InvalidRdRequest => {
+                                WcStatus::RemInvReqErr
+                            }
+                            NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                            NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                        };
+                        self.fail_front(ctx, status, ev);
+                    }
+                }
+            }
+            Operation::RdmaReadResponse => {
+                self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
+                if !self.expected_response(ctx, psn, SendOpcode::RdmaRead, ev) {
+                    return;
+                }
+                self.read_response(ctx, now, pkt, info.position, timers, mrs, ev);
+            }
+            Operation::AtomicAcknowledge => {
+                self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
+                let atomic = match self.sq.front() {
+                    Some(w) if w.opcode.is_atomic() => w.opcode,
+                    _ => SendOpcode::AtomicFetchAndAdd,
+                };
+                if !self.expected_response(ctx, psn, atomic, ev) {
+                    return;
+                }
+                let Some(ack) = pkt.repr.atomic_ack_eth else {
+                    return;
+                };
+                let w = self.sq.front().expect("expected_response saw it");
+                let chunks = Chunks::of_sges(ctx.pd, &w.sges, 0, 8);
+                let bytes = ack.orig_rem_dt.to_ne_bytes();
+                if chunks.write(mrs, &bytes).is_err() {
+                    self.fail_front(ctx, WcStatus::LocProtErr, ev);
+                    return;
+                }
+                self.una = psn.add(1);
+                self.complete_front(ctx, ev);
+                self.progress(ctx, now, timers);
+            }
+            _ => {}
+        }
+    }
+
+    /// The local ACK timeout and the RNR timer.
+    pub(super) fn handle_timeout(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        timers: &mut TimerTable,
+        ev: &mut Events,
+    ) {
+        if timers.expire(Timer::Rnr, now) {
+            self.rnr_wait = false;
+        }
+        if timers.expire(Timer::Retransmit, now) && self.outstanding() && !self.rnr_wait {
+            let una = self.una;
+            self.retry_from(ctx, una, ev);
+        }
+    }
+
+    /// Resets the retry budgets (on RTS, and whenever the peer makes progress).
+    pub(super) fn reset_retries(&mut self, ctx: &QpContext) {
+        self.retry = transport_retries(ctx.retry_cnt).unwrap_or(Retries::Limited(0));
+        self.rnr = rnr_retries(ctx.rnr_retry).unwrap_or(Retries::Limited(0));
+    }
+
+    fn front_holds(&self, psn: Psn) -> bool {
+        self.sq.front().is_some_and(|w| w.holds(psn))
+    }
+
+    /// Resends from `psn` if the transport retry budget allows; otherwise
+    /// `IBV_WC_RETRY_EXC_ERR`.
+    fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) {
+        if self.retry.try_consume() {
+            self.go_back(ctx, psn);
+        } else {
+            self.fail_front(ctx, WcStatus::RetryExcErr, ev);
+        }
+    }
+
+    /// Whether a READ response or atomic ACK at `psn` is the one awaited: the front WQE is a
+    /// started `op` holding `psn`, and `psn` is the oldest unacknowledged. A response beyond
+    /// it means earlier ones were lost (go back once); one before it is a duplicate.
+    fn expected_response(
+        &mut self,
+        ctx: &QpContext,
+        psn: Psn,
+        op: SendOpcode,
+        ev: &mut Events,
+    ) -> bool {
+        let ok_front = self.sq.front().is_some_and(|w| {
+            w.holds(psn) && (w.opcode == op || (op.is_atomic() && w.opcode.is_atomic()))
+        });
+        if !ok_front {
+            // Not a response to the oldest WQE: a duplicate of a completed one, or garbage.
+            return false;
+        }
+        match psn.cmp_modular(self.una) {
+            Ordering::Equal => true,
+            Ordering::Less => false,
+            Ordering::Greater => {
+                if self.last_go_back != Some(self.una) {
+                    let una = self.una;
+                    self.retry_from(ctx, una, ev);
+                }
+                false
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read_response(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        position: Position,
+        timers: &mut TimerTable,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) {
+        let psn = pkt.repr.bth.psn;
+        let w = self.sq.front().expect("expected_response saw it");
+        let k = psn.distance_from(w.first_psn);
+        let expect_pos = match (w.npkts, k) {
+            (1, _) => Position::Only,
+            (_, 0) => Position::First,
+            (n, k) if k == n - 1 => Position::Last,
+            _ => Position::Middle,
+        };
+        let offset = k * ctx.pmtu;
+        let expect_len = (w.total - offset).min(ctx.pmtu);
+        if position != expect_pos || pkt.payload.len() != expect_len as usize {
+            self.fail_front(ctx, WcStatus::BadRespErr, ev);
+            return;
+        }
+        let chunks = Chunks::of_sges(ctx.pd, &w.sges, offset, expect_len);
+        if chunks.write(mrs, pkt.payload).is_err() {
+            self.fail_front(ctx, WcStatus::LocProtErr, ev);
+            return;
+        }
+        self.una = psn.add(1);
+        if matches!(position, Position::Last | Position::Only) {
+            self.complete_front(ctx, ev);
+        }
+        self.progress(ctx, now, timers);
+    }
+
+    /// Acknowledges every PSN up to and including `a`.
+    fn ack_through(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        a: Psn,
+        at_rd_atomic: AtRdAtomic,
+        timers: &mut TimerTable,
+        ev: &mut Events,
+    ) {
+        let end = a.add(1);
+        if end.cmp_modular(self.una) != Ordering::Greater {
+            return; // nothing new: a duplicate or stale acknowledgement
+        }
+        let old_una = self.una;
+        let mut una = end;
+        while let Some(w) = self.sq.front() {
+            if !w.started {
+                break;
+            }
+            if w.is_rd_atomic() {
+                if w.first_psn.cmp_modular(una) == Ordering::Less {
+                    // The acknowledgement reaches into the READ/atomic: it is not its response.
+                    una = if w.first_psn.cmp_modular(self.una) == Ordering::Greater {
+                        w.first_psn
+                    } else {
+                        self.una
+                    };
+                    if at_rd_atomic == AtRdAtomic::Retry && self.last_go_back != Some(una) {
+                        self.una = una;
+                        self.retry_from(ctx, una, ev);
+                    }
+                }
+                break;
+            }
+            if w.last_psn().cmp_modular(a) == Ordering::Greater {
+                break; // partly acknowledged
+            }
+            self.complete_front(ctx, ev);
+        }
+        if una.cmp_modular(self.una) == Ordering::Greater {
+            self.una = una;
+        }
+        if self.una != old_una {
+            self.progress(ctx, now, timers);
+        }
+    }
+
+    /// Pops the front WQE, completing it successfully (if signaled).
+    fn complete_front(&mut self, ctx: &QpContext, ev: &mut Events) {
+        let Some(w) = self.sq.pop_front() else { return };
+        if w.signaled {
+            ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::Success));
+        }
+        if self.cur == 0 {
+            // It was about to be resent (after a go-back): the next WQE starts afresh.
+            self.cur_offset = 0;
+        } else {
+            self.cur -= 1;
+        }
+    }
+
+    /// The peer made progress (`una` moved): fresh retry budgets, the timer restarted, and
+    /// transmission moved past anything now acknowledged.
+    fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
+        self.reset_retries(ctx);
+        match ctx.ack_timeout {
+            Some(d) if self.outstanding() => timers.set(Timer::Retransmit, now + d),
+            _ => timers.stop(Timer::Retransmit),
+        }
+        if self.next_psn.cmp_modular(self.una) == Ordering::Less {
+            let una = self.una;
+            if self.sq.iter().any(|w| w.holds(una)) {
+                self.go_back(ctx, una);
+                self.last_go_back = None;
+            } else {
+                self.cur = self.sq.iter().take_while(|w| w.started).count();
+                self.cur_offset = 0;
+                self.next_psn = una;
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What the requester, completer and responder of one QP share: its attributes (set by
+//! `ibv_modify_qp`), and the queue of completions and state changes they produce.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use softrnic_wire::bth::{self, BthRepr};
+use softrnic_wire::roce::RoceRepr;
+use softrnic_wire::{Opcode, Psn};
+
+use crate::mr::{Access, PdHandle};
+use crate::wc::WorkCompletion;
+
+/// Which completion queue a completion goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqSide {
+    /// The send CQ (requester completions).
+    Send,
+    /// The receive CQ (responder completions).
+    Recv,
+}
+
+/// A completion for the CQ on `side`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The CQ.
+    pub side: CqSide,
+    /// The completion.
+    pub wc: WorkCompletion,
+}
+
+/// The attributes of an RC QP the engine runs on.
+#[derive(Debug, Clone)]
+pub struct QpContext {
+    /// This QP's number.
+    pub qpn: u32,
+    /// Its protection domain.
+    pub pd: PdHandle,
+    /// The connected peer's QP number (`dest_qp_num`).
+    pub dest_qpn: u32,
+    /// The peer's IP address (from the address vector's GID).
+    pub dst: IpAddr,
+    /// The UDP source port of this QP's packets.
+    pub src_port: u16,
+    /// Path MTU in bytes.
+    pub pmtu: u32,
+    /// The remote operations the QP accepts (`qp_access_flags`).
+    pub access: Access,
+    /// `sq_sig_all`: every send WR completes, signaled or not.
+    pub sq_sig_all: bool,
+    /// RNR NAK timer code the responder sends (`min_rnr_timer`).
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout (`None`: infinite).
+    pub ack_timeout: Option<Duration>,
+    /// `retry_cnt`.
+    pub retry_cnt: u8,
+    /// `rnr_retry`.
+    pub rnr_retry: u8,
+    /// READs and atomics the requester may have outstanding (`max_rd_atomic`).
+    pub max_rd_atomic: u8,
+    /// READs and atomics the responder keeps results for (`max_dest_rd_atomic`).
+    pub max_dest_rd_atomic: u8,
+}
+
+impl QpContext {
+    /// A context with the defaults of a QP in RESET.
+    pub fn new(qpn: u32, pd: PdHandle, src_port: u16, sq_sig_all: bool) -> QpContext {
+        QpContext {
+            qpn,
+            pd,
+            dest_qpn: 0,
+            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            src_port,
+            pmtu: 256,
+            access: Access::empty(),
+            sq_sig_all,
+            min_rnr_timer: 0,
+            ack_timeout: None,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+        }
+    }
+
+    /// A packet header to the peer with the defaults rxe uses (P_Key 0xFFFF, no MigReq).
+    pub fn header(&self, opcode: Opcode, psn: Psn, ack_req: bool) -> RoceRepr {
+        RoceRepr::new(BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pkey: bth::DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            dest_qp: self.dest_qpn,
+            ack_req,
+            psn,
+        })
+    }
+}
+
+/// What a role of the QP produced besides packets: completions, and whether the QP must enter
+/// the error state (a fatal error: the failing WR already has its completion).
+#[derive(Debug, Default)]
+pub struct Events {
+    /// Completions, in order.
+    pub completions: VecDeque<Completion>,
+    /// The QP must enter ERR.
+    pub fatal: bool,
+}
+
+impl Events {
+    /// Queues a completion.
+    pub fn complete(&mut self, side: CqSide, wc: WorkCompletion) {
+        self.completions.push_back(Completion { side, wc });
+    }
+}

@@ -1,0 +1,446 @@
+//! An RC queue pair: the send and receive queues, the requester, completer and responder, the
+//! timers, and `ibv_modify_qp` (IBTA 10.3, 11.2.5.2) — sans-IO, in the manner of quinn-proto's
+//! `Connection`: the caller passes in packets ([`RcQp::handle_packet`]), work requests and the
+//! time ([`RcQp::handle_timeout`]), and takes out packets ([`RcQp::poll_transmit`]),
+//! completions ([`RcQp::poll_completion`]) and the next deadline ([`RcQp::poll_timeout`]).
+//! Memory is reached only through the [`MrTable`] passed in.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use softrnic_wire::roce::RocePacket;
+use softrnic_wire::Psn;
+
+use super::context::{Completion, Events, QpContext};
+use super::requester::Requester;
+use super::responder::{RecvWqe, Responder};
+use super::transmit::{Transmit, MAX_INLINE, MAX_SGE};
+use crate::error::{Error, Result};
+use crate::mr::{Access, MrTable, PdHandle};
+use crate::qp_state::{
+    check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, Mtu, QpState, QpType,
+};
+use crate::timer::TimerTable;
+use crate::wc::WcStatus;
+use crate::wr::{total_len, RecvWr, SendWr};
+
+/// Queue capacities (`ibv_qp_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Send WRs the SQ holds.
+    pub max_send_wr: u32,
+    /// Receive WRs the RQ holds.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR.
+    pub max_inline_data: u32,
+}
+
+impl QpCaps {
+    /// Checks the capacities against softrnic's limits.
+    ///
+    /// # Errors
+    /// `EINVAL` for a capacity of 0 WRs or over a limit.
+    pub fn check(&self, max_wr: u32) -> Result<()> {
+        if self.max_send_wr == 0 && self.max_recv_wr == 0 {
+            return Err(Error::InvalidArgument(
+                "a QP needs a send or a receive queue",
+            ));
+        }
+        if self.max_send_wr > max_wr || self.max_recv_wr > max_wr {
+            return Err(Error::InvalidArgument("more WRs than max_qp_wr"));
+        }
+        if self.max_send_sge as usize > MAX_SGE || self.max_recv_sge as usize > MAX_SGE {
+            return Err(Error::InvalidArgument("more SGEs than max_sge"));
+        }
+        if self.max_inline_data as usize > MAX_INLINE {
+            return Err(Error::InvalidArgument(
+                "more inline data than softrnic supports",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The attributes of `ibv_modify_qp` that RC uses (`ibv_qp_attr`); each is read only when its
+/// [`AttrMask`] bit is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    /// `qp_state`.
+    pub qp_state: QpState,
+    /// `cur_qp_state`.
+    pub cur_qp_state: QpState,
+    /// `path_mtu`.
+    pub path_mtu: Mtu,
+    /// `qp_access_flags`.
+    pub qp_access_flags: Access,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `port_num`.
+    pub port_num: u8,
+    /// `rq_psn`.
+    pub rq_psn: u32,
+    /// `sq_psn`.
+    pub sq_psn: u32,
+    /// `dest_qp_num`.
+    pub dest_qp_num: u32,
+    /// `max_rd_atomic`.
+    pub max_rd_atomic: u8,
+    /// `max_dest_rd_atomic`.
+    pub max_dest_rd_atomic: u8,
+    /// `min_rnr_timer`.
+    pub min_rnr_timer: u8,
+    /// `timeout`.
+    pub timeout: u8,
+    /// `retry_cnt`.
+    pub retry_cnt: u8,
+    /// `rnr_retry`.
+    pub rnr_retry: u8,
+    /// The peer's address: `ah_attr.grh.dgid` as an IP address (`IBV_QP_AV`).
+    pub dest: IpAddr,
+}
+
+impl Default for QpAttr {
+    fn default() -> QpAttr {
+        QpAttr {
+            qp_state: QpState::Reset,
+            cur_qp_state: QpState::Reset,
+            path_mtu: Mtu::Mtu1024,
+            qp_access_flags: Access::empty(),
+            pkey_index: 0,
+            port_num: 1,
+            rq_psn: 0,
+            sq_psn: 0,
+            dest_qp_num: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            dest: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        }
+    }
+}
+
+/// The limits of the device a QP lives on, for checking modify attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpLimits {
+    /// The port's active MTU: the largest path MTU.
+    pub active_mtu: Mtu,
+    /// `max_qp_rd_atom`.
+    pub max_rd_atomic: u8,
+    /// `max_qp_init_rd_atom`.
+    pub max_dest_rd_atomic: u8,
+}
+
+/// An RC queue pair.
+#[derive(Debug)]
+pub struct RcQp {
+    ctx: QpContext,
+    caps: QpCaps,
+    state: QpState,
+    req: Requester,
+    resp: Responder,
+    timers: TimerTable,
+    ev: Events,
+}
+
+impl RcQp {
+    /// A QP in RESET.
+    pub fn new(qpn: u32, pd: PdHandle, caps: QpCaps, src_port: u16, sq_sig_all: bool) -> RcQp {
+        RcQp {
+            ctx: QpContext::new(qpn, pd, src_port, sq_sig_all),
+            caps,
+            state: QpState::Reset,
+            req: Requester::new(caps.max_send_wr as usize),
+            resp: Responder::new(caps.max_recv_wr as usize),
+            timers: TimerTable::default(),
+            ev: Events::default(),
+        }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.ctx.qpn
+    }
+
+    /// The state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// The capacities.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// The context (attributes) the engine runs on.
+    pub fn context(&self) -> &QpContext {
+        &self.ctx
+    }
+
+    /// `ibv_modify_qp`: checks the transition and the attributes, then applies them all or
+    /// none.
+    ///
+    /// # Errors
+    /// `EINVAL` for a refused transition or mask (see [`crate::qp_state`]) or an attribute
+    /// value out of range (path MTU above the port's, `max_rd_atomic` above the device's,
+    /// `timeout` > 31, `retry_cnt`/`rnr_retry` > 7, `min_rnr_timer` > 31, unknown access
+    /// bits, an unspecified peer address).
+    pub fn modify(&mut self, attr: &QpAttr, mask: AttrMask, limits: &QpLimits) -> Result<()> {
+        let next = check_modify(
+            QpType::Rc,
+            self.state,
+            mask,
+            attr.cur_qp_state,
+            attr.qp_state,
+        )?;
+        let mut ctx = self.ctx.clone();
+        if mask.contains(AttrMask::PATH_MTU) {
+            if attr.path_mtu > limits.active_mtu {
+                return Err(Error::InvalidArgument(
+                    "path MTU above the port's active MTU",
+                ));
+            }
+            ctx.pmtu = attr.path_mtu.bytes();
+        }
+        if mask.contains(AttrMask::ACCESS_FLAGS) {
+            let known = Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC;
+            if !known.contains(attr.qp_access_flags) {
+                return Err(Error::InvalidArgument("unknown QP access flags"));
+            }
+            ctx.access = attr.qp_access_flags;
+        }
+        if mask.contains(AttrMask::AV) {
+            if attr.dest.is_unspecified() {
+                return Err(Error::InvalidArgument(
+                    "the address vector has no destination GID",
+                ));
+            }
+            ctx.dst = attr.dest;
+        }
+        if mask.contains(AttrMask::DEST_QPN) {
+            if attr.dest_qp_num > 0x00ff_ffff {
+                return Err(Error::InvalidArgument("dest_qp_num is 24 bits"));
+            }
+            ctx.dest_qpn = attr.dest_qp_num;
+        }
+        if mask.contains(AttrMask::MAX_QP_RD_ATOMIC) {
+            if attr.max_rd_atomic > limits.max_rd_atomic {
+                return Err(Error::InvalidArgument(
+                    "max_rd_atomic above max_qp_init_rd_atom",
+                ));
+            }
+            ctx.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if mask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
+            if attr.max_dest_rd_atomic > limits.max_dest_rd_atomic {
+                return Err(Error::InvalidArgument(
+                    "max_dest_rd_atomic above max_qp_rd_atom",
+                ));
+            }
+            ctx.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        if mask.contains(AttrMask::MIN_RNR_TIMER) {
+            if attr.min_rnr_timer > 31 {
+                return Err(Error::InvalidArgument("min_rnr_timer must be 0..=31"));
+            }
+            ctx.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if mask.contains(AttrMask::TIMEOUT) {
+            ctx.ack_timeout = local_ack_timeout(attr.timeout)?;
+        }
+        if mask.contains(AttrMask::RETRY_CNT) {
+            transport_retries(attr.retry_cnt)?;
+            ctx.retry_cnt = attr.retry_cnt;
+        }
+        if mask.contains(AttrMask::RNR_RETRY) {
+            rnr_retries(attr.rnr_retry)?;
+            ctx.rnr_retry = attr.rnr_retry;
+        }
+        if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
+            return Err(Error::InvalidArgument("the P_Key table has one entry"));
+        }
+        if mask.contains(AttrMask::PORT) && attr.port_num != 1 {
+            return Err(Error::InvalidArgument("the device has one port, number 1"));
+        }
+        if (mask.contains(AttrMask::RQ_PSN) && attr.rq_psn > Psn::MASK)
+            || (mask.contains(AttrMask::SQ_PSN) && attr.sq_psn > Psn::MASK)
+        {
+            return Err(Error::InvalidArgument("PSNs are 24 bits"));
+        }
+        // Everything checked: apply.
+        self.ctx = ctx;
+        if mask.contains(AttrMask::RQ_PSN) {
+            self.resp.epsn = Psn::new(attr.rq_psn);
+        }
+        if mask.contains(AttrMask::SQ_PSN) {
+            self.req.set_sq_psn(Psn::new(attr.sq_psn));
+        }
+        let prev = self.state;
+        self.state = next;
+        match next {
+            QpState::Reset if prev != QpState::Reset => {
+                self.req.reset();
+                self.resp.reset();
+                self.timers = TimerTable::default();
+                self.ev = Events::default();
+            }
+            QpState::Rts if prev == QpState::Rtr => self.req.reset_retries(&self.ctx),
+            QpState::Err if prev != QpState::Err => self.enter_error(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Enters ERR: every outstanding WR completes with `IBV_WC_WR_FLUSH_ERR`.
+    fn enter_error(&mut self) {
+        self.state = QpState::Err;
+        self.req.flush(&self.ctx, &mut self.ev);
+        self.resp.flush(&self.ctx, &mut self.ev);
+        self.timers = TimerTable::default();
+    }
+
+    /// Applies what a role asked for: a fatal error moves the QP to ERR.
+    fn settle(&mut self) {
+        if std::mem::take(&mut self.ev.fatal) && self.state != QpState::Err {
+            self.enter_error();
+        }
+    }
+
+    /// `ibv_post_send` of one WR.
+    ///
+    /// # Errors
+    /// `EINVAL` in RESET, INIT and RTR, and for a malformed WR (see `Requester::post`);
+    /// `ENOMEM` when the SQ is full; `EOPNOTSUPP` for operations softrnic does not do yet.
+    /// In ERR the WR is accepted and completes with `IBV_WC_WR_FLUSH_ERR`.
+    pub fn post_send(&mut self, wr: &SendWr, mrs: &MrTable) -> Result<()> {
+        if !self.state.can_post_send() {
+            return Err(Error::InvalidArgument(
+                "the QP is not ready to send (below RTS)",
+            ));
+        }
+        if wr.sg_list.len() > self.caps.max_send_sge as usize {
+            return Err(Error::InvalidArgument("more SGEs than max_send_sge"));
+        }
+        self.req.post(&self.ctx, wr, mrs)?;
+        if self.state == QpState::Err {
+            self.req.flush(&self.ctx, &mut self.ev);
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_recv` of one WR.
+    ///
+    /// # Errors
+    /// `EINVAL` in RESET or for too many SGEs or a message over 2^31 bytes; `ENOMEM` when the
+    /// RQ is full. In ERR the WR is accepted and completes with `IBV_WC_WR_FLUSH_ERR`.
+    pub fn post_recv(&mut self, wr: &RecvWr) -> Result<()> {
+        if !self.state.can_post_recv() {
+            return Err(Error::InvalidArgument("the QP is in RESET"));
+        }
+        if wr.sg_list.len() > self.caps.max_recv_sge as usize {
+            return Err(Error::InvalidArgument("more SGEs than max_recv_sge"));
+        }
+        if self.resp.rq.len() >= self.caps.max_recv_wr as usize {
+            return Err(Error::NoMemory("receive queue full"));
+        }
+        let total = total_len(&wr.sg_list).ok_or(Error::InvalidArgument(
+            "receive buffer longer than 2^31 bytes",
+        ))?;
+        let wqe = RecvWqe {
+            wr_id: wr.wr_id,
+            sges: wr.sg_list.clone(),
+            total,
+        };
+        self.resp.rq.push_back(wqe);
+        if self.state == QpState::Err {
+            self.resp.flush(&self.ctx, &mut self.ev);
+        }
+        Ok(())
+    }
+
+    /// Handles a RoCE packet addressed to this QP (its ICRC already checked).
+    pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, mrs: &MrTable) {
+        let Ok(info) = pkt.repr.info() else { return };
+        if info.is_request() {
+            if self.state.accepts_incoming() {
+                self.resp.handle_request(&self.ctx, pkt, mrs, &mut self.ev);
+            }
+        } else if self.state.accepts_responses() {
+            self.req
+                .handle_response(&self.ctx, now, pkt, &mut self.timers, mrs, &mut self.ev);
+        }
+        self.settle();
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Sqe) {
+            self.req
+                .handle_timeout(&self.ctx, now, &mut self.timers, &mut self.ev);
+            self.settle();
+        }
+    }
+
+    /// The next packet to send: responses first (they are small and unblock the peer), then
+    /// requests.
+    pub fn poll_transmit(&mut self, now: Instant, mrs: &MrTable) -> Option<Transmit> {
+        if self.state == QpState::Reset {
+            return None;
+        }
+        if let Some(t) = self.resp.poll_transmit(&self.ctx) {
+            return Some(t);
+        }
+        if self.state != QpState::Rts {
+            return None;
+        }
+        let t = self
+            .req
+            .poll_transmit(&self.ctx, now, &mut self.timers, mrs, &mut self.ev);
+        self.settle();
+        t
+    }
+
+    /// The earliest time [`RcQp::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_timeout()
+    }
+
+    /// The next completion, in order.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.ev.completions.pop_front()
+    }
+
+    /// Whether [`RcQp::poll_transmit`] may have something (cheap; for drivers' loops).
+    pub fn wants_transmit(&self) -> bool {
+        self.resp.has_output() || (self.state == QpState::Rts && self.req.cur < self.req.sq.len())
+    }
+
+    /// Send WRs not completed yet.
+    pub fn send_queue_len(&self) -> usize {
+        self.req.sq.len()
+    }
+}
+
+/// Not every status is produced yet; these are the ones the engine can produce, documented in
+/// one place for the tests.
+pub const PRODUCED_STATUSES: &[WcStatus] = &[
+    WcStatus::Success,
+    WcStatus::LocLenErr,
+    WcStatus::LocProtErr,
+    WcStatus::WrFlushErr,
+    WcStatus::BadRespErr,
+    WcStatus::RemInvReqErr,
+    WcStatus::RemAccessErr,
+    WcStatus::RemOpErr,
+    WcStatus::RetryExcErr,
+    WcStatus::RnrRetryExcErr,
+];

@@ -1,0 +1,459 @@
+//! The RC requester (IBTA 9.7.2 "Requester: generating request packets", 9.7.6 "Requester:
+//! timeouts and retries"): the send queue, segmentation by path MTU, PSN assignment with the
+//! 24-bit wrap, the AckReq bit, the READ/atomic limit (`max_rd_atomic`), fences, and
+//! go-back-N retransmission from the oldest unacknowledged PSN.
+//!
+//! The send queue holds every work request that has not completed. `cur`/`cur_offset` say
+//! where transmission stands; everything before it has been sent at least once. A retransmit
+//! ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a multi-packet
+//! message at that packet, and an RDMA READ at the response it still waits for (IBTA 9.7.6.2.2:
+//! the re-issued READ asks only for the rest). PSNs of a WQE are fixed when it is first sent;
+//! retransmissions reuse them. The completer (`completer.rs`) moves `una` and pops the front.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use softrnic_wire::atomic_eth::AtomicEthRepr;
+use softrnic_wire::ieth::IethRepr;
+use softrnic_wire::immdt::ImmDtRepr;
+use softrnic_wire::opcode::Transport as WireTransport;
+use softrnic_wire::reth::RethRepr;
+use softrnic_wire::{Opcode, Psn};
+
+use super::context::{CqSide, Events, QpContext};
+use super::segment::{packets_for, MessageKind, Segments};
+use super::transmit::{Chunks, Payload, Transmit, MAX_INLINE, MAX_SGE};
+use crate::error::{Error, Result};
+use crate::mr::MrTable;
+use crate::qp_state::Retries;
+use crate::timer::{Timer, TimerTable};
+use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
+use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+
+/// The most PSNs the requester has outstanding (sent, not acknowledged): a send window that
+/// keeps a burst within what a receiver's socket buffer holds.
+pub const WINDOW_PSNS: u32 = 512;
+
+/// AckReq is set on the last packet of every message and on every this-many packets of a
+/// long one, so that ACKs open the window before it closes (IBTA 9.7.2.1.1 leaves the
+/// frequency to the requester).
+pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
+
+/// A send work request as the requester keeps it.
+#[derive(Debug, Clone)]
+pub(super) struct SendWqe {
+    pub wr_id: u64,
+    pub opcode: SendOpcode,
+    pub signaled: bool,
+    pub fence: bool,
+    pub solicited: bool,
+    pub sges: Vec<Sge>,
+    pub inline: Option<Box<[u8]>>,
+    pub total: u32,
+    pub imm: u32,
+    pub remote: RemoteAddr,
+    pub compare_add: u64,
+    pub swap: u64,
+    /// Set when first sent.
+    pub started: bool,
+    pub first_psn: Psn,
+    pub npkts: u32,
+}
+
+impl SendWqe {
+    pub fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts - 1)
+    }
+
+    /// Whether `psn` is one of this WQE's PSNs.
+    pub fn holds(&self, psn: Psn) -> bool {
+        self.started && psn.distance_from(self.first_psn) < self.npkts
+    }
+
+    pub fn is_rd_atomic(&self) -> bool {
+        self.opcode.uses_rd_atomic_resource()
+    }
+
+    pub fn wc_opcode(&self) -> WcOpcode {
+        match self.opcode {
+            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv => WcOpcode::Send,
+            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            SendOpcode::RdmaRead => WcOpcode::RdmaRead,
+            SendOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            SendOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            SendOpcode::LocalInv => WcOpcode::LocalInv,
+            SendOpcode::BindMw => WcOpcode::BindMw,
+            SendOpcode::Flush => WcOpcode::Flush,
+            SendOpcode::AtomicWrite => WcOpcode::AtomicWrite,
+        }
+    }
+
+    pub fn completion(&self, qpn: u32, status: WcStatus) -> WorkCompletion {
+        WorkCompletion {
+            byte_len: if status == WcStatus::Success {
+                self.total
+            } else {
+                0
+            },
+            ..WorkCompletion::error(self.wr_id, status, self.wc_opcode(), qpn)
+        }
+    }
+}
+
+/// The requester of one RC QP.
+#[derive(Debug)]
+pub(super) struct Requester {
+    pub sq: VecDeque<SendWqe>,
+    /// The WQE the next packet comes from.
+    pub cur: usize,
+    /// Byte offset of the next packet in `sq[cur]`.
+    pub cur_offset: u32,
+    /// The next PSN never used yet (`sq_psn`).
+    pub max_psn: Psn,
+    /// The oldest PSN not acknowledged.
+    pub una: Psn,
+    /// The PSN after the last packet sent (where the window is measured to).
+    pub next_psn: Psn,
+    /// Retries left after timeouts and sequence NAKs / after RNR NAKs.
+    pub retry: Retries,
+    pub rnr: Retries,
+    /// Waiting for the RNR timer: send nothing.
+    pub rnr_wait: bool,
+    /// The `una` of the last go-back, so that a burst of late responses retransmits once.
+    pub last_go_back: Option<Psn>,
+    /// Packets sent since the last AckReq.
+    pub since_ack_req: u32,
+    pub max_send_wr: usize,
+}
+
+impl Requester {
+    pub fn new(max_send_wr: usize) -> Requester {
+        Requester {
+            sq: VecDeque::with_capacity(max_send_wr),
+            cur: 0,
+            cur_offset: 0,
+            max_psn: Psn::new(0),
+            una: Psn::new(0),
+            next_psn: Psn::new(0),
+            retry: Retries::Limited(0),
+            rnr: Retries::Limited(0),
+            rnr_wait: false,
+            last_go_back: None,
+            since_ack_req: 0,
+            max_send_wr,
+        }
+    }
+
+    /// Sets the starting PSN (`sq_psn`, on RTR -> RTS).
+    pub fn set_sq_psn(&mut self, psn: Psn) {
+        self.max_psn = psn;
+        self.una = psn;
+        self.next_psn = psn;
+    }
+
+    /// Whether packets are sent and not acknowledged.
+    pub fn outstanding(&self) -> bool {
+        self.una != self.max_psn
+    }
+
+    /// `ibv_post_send` of one WR: checks it and queues it.
+    ///
+    /// # Errors
+    /// `EINVAL` for what the WR itself gets wrong (opcode not supported on RC, too many SGEs,
+    /// inline data too long or with an opcode that reads, a message over 2^31 bytes, an atomic
+    /// whose buffer is not 8 bytes); `ENOMEM` when the send queue is full.
+    pub fn post(&mut self, ctx: &QpContext, wr: &SendWr, mrs: &MrTable) -> Result<()> {
+        use SendOpcode::*;
+        if self.sq.len() >= self.max_send_wr {
+            return Err(Error::NoMemory("send queue full"));
+        }
+        match wr.opcode {
+            Send | SendWithImm | RdmaWrite | RdmaWriteWithImm | RdmaRead | AtomicCmpAndSwp
+            | AtomicFetchAndAdd => {}
+            SendWithInv | LocalInv | BindMw => {
+                return Err(Error::NotSupported(
+                    "memory windows and invalidation come with the next issue",
+                ))
+            }
+            Flush | AtomicWrite => {
+                return Err(Error::NotSupported(
+                    "FLUSH and ATOMIC WRITE are not supported yet",
+                ))
+            }
+        }
+        if wr.sg_list.len() > MAX_SGE {
+            return Err(Error::InvalidArgument("more SGEs than max_send_sge"));
+        }
+        let total = total_len(&wr.sg_list)
+            .ok_or(Error::InvalidArgument("message longer than 2^31 bytes"))?;
+        let inline = wr.flags.contains(SendFlags::INLINE);
+        if wr.opcode.is_atomic() && total != 8 {
+            return Err(Error::InvalidArgument("an atomic needs one 8-byte buffer"));
+        }
+        let inline = if inline {
+            if matches!(wr.opcode, RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd) {
+                return Err(Error::InvalidArgument(
+                    "inline data with an operation that reads",
+                ));
+            }
+            if total as usize > MAX_INLINE {
+                return Err(Error::InvalidArgument(
+                    "inline data longer than max_inline_data",
+                ));
+            }
+            Some(gather_inline(ctx, &wr.sg_list, total, mrs)?)
+        } else {
+            None
+        };
+        self.sq.push_back(SendWqe {
+            wr_id: wr.wr_id,
+            opcode: wr.opcode,
+            signaled: ctx.sq_sig_all || wr.flags.contains(SendFlags::SIGNALED),
+            fence: wr.flags.contains(SendFlags::FENCE),
+            solicited: wr.flags.contains(SendFlags::SOLICITED),
+            sges: if inline.is_some() {
+                Vec::new()
+            } else {
+                wr.sg_list.clone()
+            },
+            inline,
+            total,
+            imm: wr.imm_data_or_inv_rkey,
+            remote: wr.remote,
+            compare_add: wr.compare_add,
+            swap: wr.swap,
+            started: false,
+            first_psn: Psn::new(0),
+            npkts: 0,
+        });
+        Ok(())
+    }
+
+    /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
+    pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
+        self.last_go_back = Some(psn);
+        let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
+            return;
+        };
+        let w = &self.sq[i];
+        self.cur = i;
+        self.cur_offset = match w.opcode {
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => 0,
+            _ => psn.distance_from(w.first_psn) * ctx.pmtu,
+        };
+        self.next_psn = psn;
+    }
+
+    /// Completes `sq[0]` with `status` and asks for the error state (the rest is flushed).
+    pub fn fail_front(&mut self, ctx: &QpContext, status: WcStatus, ev: &mut Events) {
+        if let Some(w) = self.sq.pop_front() {
+            ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
+            self.cur = self.cur.saturating_sub(1);
+        }
+        ev.fatal = true;
+    }
+
+    /// Completes every WR with `IBV_WC_WR_FLUSH_ERR` (the QP entered ERR).
+    pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
+        for w in self.sq.drain(..) {
+            ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::WrFlushErr));
+        }
+        self.cur = 0;
+        self.cur_offset = 0;
+    }
+
+    /// Forgets everything (RESET).
+    pub fn reset(&mut self) {
+        *self = Requester::new(self.max_send_wr);
+    }
+
+    /// The next request packet, if the window, the fence and `max_rd_atomic` allow one.
+    pub fn poll_transmit(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        timers: &mut TimerTable,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) -> Option<Transmit> {
+        if self.rnr_wait || self.cur >= self.sq.len() {
+            return None;
+        }
+        if self.next_psn.distance_from(self.una) >= WINDOW_PSNS {
+            return None;
+        }
+        let w = &self.sq[self.cur];
+        if w.is_rd_atomic() || w.fence {
+            let in_flight = self
+                .sq
+                .iter()
+                .take(self.cur)
+                .filter(|w| w.is_rd_atomic())
+                .count();
+            if w.fence && in_flight > 0 {
+                return None;
+            }
+            if w.is_rd_atomic() && in_flight >= usize::from(ctx.max_rd_atomic) {
+                return None;
+            }
+        }
+        if !w.started {
+            if let Err(status) = check_local_buffers(ctx, w, mrs) {
+                // The WQE at `cur` is the front: everything before it has completed or is
+                // in flight; a local error ends the QP (rxe does the same).
+                let w = self.sq.remove(self.cur).expect("cur < len");
+                ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
+                ev.fatal = true;
+                return None;
+            }
+            let npkts = match w.opcode {
+                SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => 1,
+                _ => packets_for(w.total, ctx.pmtu),
+            };
+            let w = &mut self.sq[self.cur];
+            w.started = true;
+            w.first_psn = self.max_psn;
+            w.npkts = npkts;
+            self.max_psn = self.max_psn.add(npkts);
+            self.next_psn = w.first_psn;
+        }
+        let t = self.build(ctx);
+        if !timers.is_armed(Timer::Retransmit) {
+            if let Some(d) = ctx.ack_timeout {
+                timers.set(Timer::Retransmit, now + d);
+            }
+        }
+        Some(t)
+    }
+
+    /// Builds the packet at `cur`/`cur_offset` and moves past it.
+    fn build(&mut self, ctx: &QpContext) -> Transmit {
+        let w = &self.sq[self.cur];
+        let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
+        let mut payload = Payload::None;
+        let roce = if let Some(kind) = MessageKind::of(w.opcode) {
+            let seg = Segments::new(WireTransport::Rc, kind, w.total, ctx.pmtu, self.cur_offset)
+                .next()
+                .expect("a message has a packet at every offset before its end");
+            self.since_ack_req += 1;
+            let ack_req = seg.last || self.since_ack_req >= ACK_REQ_INTERVAL;
+            if ack_req {
+                self.since_ack_req = 0;
+            }
+            let mut roce = ctx.header(seg.opcode, psn, ack_req);
+            roce.bth.solicited = w.solicited && seg.last;
+            let info = seg.opcode.info().expect("segment opcodes are in the table");
+            if info.has(softrnic_wire::opcode::ExtHeader::Reth) {
+                roce.reth = Some(RethRepr {
+                    va: w.remote.addr,
+                    rkey: w.remote.rkey,
+                    dma_len: w.total,
+                });
+            }
+            if info.has(softrnic_wire::opcode::ExtHeader::ImmDt) {
+                roce.immdt = Some(ImmDtRepr(w.imm));
+            }
+            if info.has(softrnic_wire::opcode::ExtHeader::Ieth) {
+                roce.ieth = Some(IethRepr(w.imm));
+            }
+            roce.payload_len = seg.len as usize;
+            payload = match &w.inline {
+                Some(bytes) => {
+                    let mut b = [0u8; MAX_INLINE];
+                    let part = &bytes[seg.offset as usize..(seg.offset + seg.len) as usize];
+                    b[..part.len()].copy_from_slice(part);
+                    Payload::Inline {
+                        bytes: b,
+                        len: part.len() as u16,
+                    }
+                }
+                None if seg.len == 0 => Payload::None,
+                None => Payload::Memory(Chunks::of_sges(ctx.pd, &w.sges, seg.offset, seg.len)),
+            };
+            self.cur_offset += seg.len;
+            if seg.last {
+                self.cur += 1;
+                self.cur_offset = 0;
+            }
+            self.next_psn = psn.add(1);
+            roce
+        } else if w.opcode == SendOpcode::RdmaRead {
+            let mut roce = ctx.header(Opcode::RC_RDMA_READ_REQUEST, psn, true);
+            roce.reth = Some(RethRepr {
+                va: w.remote.addr.wrapping_add(u64::from(self.cur_offset)),
+                rkey: w.remote.rkey,
+                dma_len: w.total - self.cur_offset,
+            });
+            self.next_psn = w.first_psn.add(w.npkts);
+            self.cur += 1;
+            self.cur_offset = 0;
+            self.since_ack_req = 0;
+            roce
+        } else {
+            let opcode = if w.opcode == SendOpcode::AtomicCmpAndSwp {
+                Opcode::RC_COMPARE_SWAP
+            } else {
+                Opcode::RC_FETCH_ADD
+            };
+            let mut roce = ctx.header(opcode, psn, true);
+            let (swap_add, compare) = if w.opcode == SendOpcode::AtomicCmpAndSwp {
+                (w.swap, w.compare_add)
+            } else {
+                (w.compare_add, 0)
+            };
+            roce.atomic_eth = Some(AtomicEthRepr {
+                va: w.remote.addr,
+                rkey: w.remote.rkey,
+                swap_add,
+                compare,
+            });
+            self.next_psn = psn.add(1);
+            self.cur += 1;
+            self.cur_offset = 0;
+            self.since_ack_req = 0;
+            roce
+        };
+        Transmit {
+            dst: ctx.dst,
+            src_port: ctx.src_port,
+            roce,
+            payload,
+        }
+    }
+}
+
+/// Copies inline data out of the SGEs at post time (the buffers may be reused at once).
+fn gather_inline(ctx: &QpContext, sges: &[Sge], total: u32, mrs: &MrTable) -> Result<Box<[u8]>> {
+    let mut out = Vec::with_capacity(total as usize);
+    for s in sges {
+        // Inline data needs no lkey (ibv_post_send(3)); softrnic reads it through the table
+        // all the same, so that only registered memory is ever read.
+        mrs.with_local_read(s.lkey, ctx.pd, s.addr, s.length as usize, |b| {
+            out.extend_from_slice(b)
+        })
+        .map_err(|_| Error::InvalidArgument("inline data not in a registered region of the PD"))?;
+    }
+    Ok(out.into_boxed_slice())
+}
+
+/// Checks the local buffers of a WQE about to start (no byte is touched): sources of SEND /
+/// WRITE need any registered region of the PD; sinks of READ / atomics need `LOCAL_WRITE`.
+fn check_local_buffers(
+    ctx: &QpContext,
+    w: &SendWqe,
+    mrs: &MrTable,
+) -> core::result::Result<(), WcStatus> {
+    let sink = w.is_rd_atomic();
+    for s in &w.sges {
+        if s.length == 0 {
+            continue;
+        }
+        let ok = if sink {
+            mrs.with_local_write(s.lkey, ctx.pd, s.addr, s.length as usize, |_| ())
+        } else {
+            mrs.with_local_read(s.lkey, ctx.pd, s.addr, s.length as usize, |_| ())
+        };
+        ok.map_err(|_| WcStatus::LocProtErr)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,551 @@
+//! The RC responder (IBTA 9.7.5 "Responder", 9.7.4 "Responder: generating responses"; kernel
+//! rxe's `rxe_resp.c`).
+//!
+//! * **PSN checks** (9.7.5.1.1): the expected PSN (ePSN) executes; a duplicate is answered
+//!   but never executed twice — SEND/WRITE are re-ACKed, a READ is re-read from the original
+//!   request's saved resource (with the duplicate's RETH, which may ask for the rest only), an
+//!   atomic replays its saved original value; an out-of-sequence PSN gets one NAK "PSN
+//!   sequence error" per episode (C9-102).
+//! * **Opcode sequence** (9.7.5.1.3): inside a SEND or WRITE only its MIDDLE/LAST packets may
+//!   come; otherwise NAK Invalid Request.
+//! * **SEND** consumes a receive WQE at its first packet; with none posted, an RNR NAK with
+//!   `min_rnr_timer` (9.7.5.2.8). **WRITE** checks the R_Key for the whole DMA length at its
+//!   first packet (not for zero length, C9-88); WRITE with immediate consumes a receive WQE at
+//!   its last packet. **READ** and **atomics** take a responder resource
+//!   (`max_dest_rd_atomic`), kept so that duplicates can be answered. Atomics need 8-byte
+//!   alignment (else NAK Invalid Request).
+//! * **Responses** (ACK, NAK, READ responses, ATOMIC ACK) leave in PSN order from one queue;
+//!   consecutive ACKs coalesce into the latest. Every AETH carries the MSN, the count of
+//!   completed messages (9.7.5.1.4).
+//! * A fatal error (Invalid Request, Remote Access, Remote Operational NAK) completes the
+//!   receive WQE in use with an error and moves the QP to ERR; the NAK still goes out.
+
+use std::collections::VecDeque;
+
+use softrnic_wire::aeth::{AethRepr, CreditCode, NakCode, RnrTimer, Syndrome};
+use softrnic_wire::atomic_ack_eth::AtomicAckEthRepr;
+use softrnic_wire::opcode::{Operation, Position, Transport as WireTransport};
+use softrnic_wire::roce::RocePacket;
+use softrnic_wire::{Opcode, Psn};
+
+use super::context::{CqSide, Events, QpContext};
+use super::segment::{packets_for, MessageKind, Segments};
+use super::sequence::{classify, PsnClass};
+use super::transmit::{Chunk, Chunks, Payload, Transmit};
+use crate::mr::{Access, AccessError, MrTable, PinFor};
+use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use crate::wr::Sge;
+
+/// A posted receive work request.
+#[derive(Debug, Clone)]
+pub(super) struct RecvWqe {
+    pub wr_id: u64,
+    pub sges: Vec<Sge>,
+    pub total: u32,
+}
+
+/// The message being received.
+#[derive(Debug)]
+enum InMessage {
+    Send {
+        wqe: RecvWqe,
+        offset: u32,
+    },
+    Write {
+        rkey: u32,
+        va: u64,
+        len: u32,
+        offset: u32,
+    },
+}
+
+/// A saved READ or atomic (a responder resource, IBTA 9.7.5.1.2).
+#[derive(Debug, Clone, Copy)]
+enum Resource {
+    Read { first_psn: Psn, npkts: u32 },
+    Atomic { psn: Psn, orig: u64 },
+}
+
+/// A response waiting to be sent.
+#[derive(Debug, Clone, Copy)]
+enum Response {
+    Ack {
+        psn: Psn,
+        syndrome: Syndrome,
+        msn: u32,
+    },
+    Read {
+        rkey: u32,
+        va: u64,
+        len: u32,
+        first_psn: Psn,
+        offset: u32,
+        msn: u32,
+    },
+    AtomicAck {
+        psn: Psn,
+        orig: u64,
+        msn: u32,
+    },
+}
+
+/// The responder of one RC QP.
+#[derive(Debug)]
+pub(super) struct Responder {
+    pub epsn: Psn,
+    /// Message sequence number, 24 bits.
+    pub msn: u32,
+    pub rq: VecDeque<RecvWqe>,
+    pub max_recv_wr: usize,
+    msg: Option<InMessage>,
+    /// A NAK (sequence or RNR) was sent and the expected PSN has not arrived since.
+    nak_sent: bool,
+    resources: VecDeque<Resource>,
+    out: VecDeque<Response>,
+}
+
+const MSN_MASK: u32 = 0x00ff_ffff;
+
+/// Why a request failed fatally: the NAK and the receive completion status.
+struct Fatal(NakCode, WcStatus);
+
+impl Responder {
+    pub fn new(max_recv_wr: usize) -> Responder {
+        Responder {
+            epsn: Psn::new(0),
+            msn: 0,
+            rq: VecDeque::with_capacity(max_recv_wr),
+            max_recv_wr,
+            msg: None,
+            nak_sent: false,
+            resources: VecDeque::new(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// Forgets everything (RESET).
+    pub fn reset(&mut self) {
+        *self = Responder::new(self.max_recv_wr);
+    }
+
+    /// Completes every receive WQE with `IBV_WC_WR_FLUSH_ERR`; drops queued READ responses
+    /// (ACKs and NAKs still go out).
+    pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
+        if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
+            ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
+        }
+        for wqe in self.rq.drain(..) {
+            ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
+        }
+        self.out.retain(|r| matches!(r, Response::Ack { .. }));
+    }
+
+    /// Handles a request packet for this QP.
+    pub fn handle_request(
+        &mut self,
+        ctx: &QpContext,
+        pkt: &RocePacket<'_>,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) {
+        let psn = pkt.repr.bth.psn;
+        match classify(self.epsn, psn) {
+            PsnClass::Expected => {
+                self.nak_sent = false;
+                if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, ev) {
+                    self.queue_ack(psn, Syndrome::Nak(code));
+                    if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
+                        ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, status));
+                    }
+                    ev.fatal = true;
+                }
+            }
+            PsnClass::Duplicate => self.duplicate(ctx, pkt, mrs),
+            PsnClass::OutOfSequence => {
+                if !self.nak_sent {
+                    self.nak_sent = true;
+                    let epsn = self.epsn;
+                    self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+                }
+            }
+        }
+    }
+
+    /// Executes the request at the expected PSN.
+    fn execute(
+        &mut self,
+        ctx: &QpContext,
+        pkt: &RocePacket<'_>,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) -> Result<(), Fatal> {
+        const INVALID: Fatal = Fatal(NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        let repr = &pkt.repr;
+        let psn = repr.bth.psn;
+        let info = repr.info().map_err(|_| INVALID)?;
+        if info.transport != WireTransport::Rc {
+            return Err(INVALID);
+        }
+        // Opcode sequence: a message in progress admits only its own MIDDLE/LAST.
+        let continues = matches!(info.position, Position::Middle | Position::Last);
+        let in_sequence = match (&self.msg, info.operation) {
+            (Some(InMessage::Send { .. }), Operation::Send) => continues,
+            (Some(InMessage::Write { .. }), Operation::RdmaWrite) => continues,
+            (Some(_), _) => false,
+            (None, _) => !continues,
+        };
+        if !in_sequence {
+            return Err(INVALID);
+        }
+        match info.operation {
+            Operation::Send => {
+                if repr.ieth.is_some() {
+                    // SEND with Invalidate arrives with memory windows (next issue).
+                    return Err(INVALID);
+                }
+                if self.msg.is_none() {
+                    let Some(wqe) = self.rq.pop_front() else {
+                        return self.rnr(ctx, psn);
+                    };
+                    self.msg = Some(InMessage::Send { wqe, offset: 0 });
+                }
+                let Some(InMessage::Send { wqe, offset }) = &mut self.msg else {
+                    unreachable!("set above")
+                };
+                let len = pkt.payload.len() as u32;
+                if offset.checked_add(len).is_none_or(|end| end > wqe.total) {
+                    return Err(Fatal(NakCode::InvalidRequest, WcStatus::LocLenErr));
+                }
+                let chunks = Chunks::of_sges(ctx.pd, &wqe.sges, *offset, len);
+                chunks
+                    .write(mrs, pkt.payload)
+                    .map_err(|_| Fatal(NakCode::RemoteOperationalError, WcStatus::LocProtErr))?;
+                *offset += len;
+                if matches!(info.position, Position::Last | Position::Only) {
+                    let Some(InMessage::Send { wqe, offset }) = self.msg.take() else {
+                        unreachable!("set above")
+                    };
+                    let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
+                    wc.byte_len = offset;
+                    if let Some(imm) = repr.immdt {
+                        wc.imm_data_or_inv_rkey = imm.0;
+                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+                    }
+                    ev.complete(CqSide::Recv, wc);
+                    self.msn = (self.msn + 1) & MSN_MASK;
+                }
+            }
+            Operation::RdmaWrite => {
+                if !ctx.access.contains(Access::REMOTE_WRITE) {
+                    return Err(INVALID);
+                }
+                if let Some(reth) = repr.reth {
+                    if reth.dma_len > 0 {
+                        mrs.with_remote_write(
+                            reth.rkey,
+                            ctx.pd,
+                            reth.va,
+                            reth.dma_len as usize,
+                            |_| (),
+                        )
+                        .map_err(remote_fatal)?;
+                    }
+                    self.msg = Some(InMessage::Write {
+                        rkey: reth.rkey,
+                        va: reth.va,
+                        len: reth.dma_len,
+                        offset: 0,
+                    });
+                }
+                let last = matches!(info.position, Position::Last | Position::Only);
+                if last && repr.immdt.is_some() && self.rq.is_empty() {
+                    return self.rnr(ctx, psn);
+                }
+                let Some(InMessage::Write {
+                    rkey,
+                    va,
+                    len,
+                    offset,
+                }) = &mut self.msg
+                else {
+                    unreachable!("in_sequence checked it")
+                };
+                let n = pkt.payload.len() as u32;
+                let end = offset.checked_add(n).filter(|&e| e <= *len);
+                let Some(end) = end.filter(|&e| !last || e == *len) else {
+                    return Err(INVALID); // the payloads do not add up to the DMA length
+                };
+                if n > 0 {
+                    mrs.with_remote_write(
+                        *rkey,
+                        ctx.pd,
+                        *va + u64::from(*offset),
+                        n as usize,
+                        |d| d.copy_from_slice(pkt.payload),
+                    )
+                    .map_err(remote_fatal)?;
+                }
+                *offset = end;
+                if last {
+                    let total = *len;
+                    self.msg = None;
+                    if let Some(imm) = repr.immdt {
+                        let wqe = self.rq.pop_front().expect("checked above");
+                        let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
+                        wc.opcode = WcOpcode::RecvRdmaWithImm;
+                        wc.byte_len = total;
+                        wc.imm_data_or_inv_rkey = imm.0;
+                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+                        ev.complete(CqSide::Recv, wc);
+                    }
+                    self.msn = (self.msn + 1) & MSN_MASK;
+                }
+            }
+            Operation::RdmaReadRequest => {
+                let reth = repr.reth.ok_or(INVALID)?;
+                if !ctx.access.contains(Access::REMOTE_READ) || ctx.max_dest_rd_atomic == 0 {
+                    return Err(INVALID);
+                }
+                check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len)?;
+                let npkts = packets_for(reth.dma_len, ctx.pmtu);
+                self.save(
+                    ctx,
+                    Resource::Read {
+                        first_psn: psn,
+                        npkts,
+                    },
+                );
+                self.msn = (self.msn + 1) & MSN_MASK;
+                self.out.push_back(Response::Read {
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    len: reth.dma_len,
+                    first_psn: psn,
+                    offset: 0,
+                    msn: self.msn,
+                });
+                self.epsn = psn.add(npkts);
+                return Ok(());
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                let a = repr.atomic_eth.ok_or(INVALID)?;
+                if !ctx.access.contains(Access::REMOTE_ATOMIC) || ctx.max_dest_rd_atomic == 0 {
+                    return Err(INVALID);
+                }
+                let cmp_swap = info.operation == Operation::CompareSwap;
+                let orig = mrs
+                    .with_remote_atomic(a.rkey, ctx.pd, a.va, |word| {
+                        let orig = u64::from_ne_bytes(*word);
+                        let new = if cmp_swap {
+                            if orig == a.compare {
+                                a.swap_add
+                            } else {
+                                orig
+                            }
+                        } else {
+                            orig.wrapping_add(a.swap_add)
+                        };
+                        *word = new.to_ne_bytes();
+                        orig
+                    })
+                    .map_err(remote_fatal)?;
+                self.save(ctx, Resource::Atomic { psn, orig });
+                self.msn = (self.msn + 1) & MSN_MASK;
+                let msn = self.msn;
+                self.out.push_back(Response::AtomicAck { psn, orig, msn });
+                self.epsn = psn.add(1);
+                return Ok(());
+            }
+            _ => return Err(INVALID),
+        }
+        self.epsn = psn.add(1);
+        if repr.bth.ack_req {
+            self.queue_ack(psn, Syndrome::Ack(CreditCode::UNLIMITED));
+        }
+        Ok(())
+    }
+
+    /// Answers a duplicate request (IBTA 9.7.5.1.2).
+    fn duplicate(&mut self, ctx: &QpContext, pkt: &RocePacket<'_>, mrs: &MrTable) {
+        let repr = &pkt.repr;
+        let psn = repr.bth.psn;
+        let Ok(info) = repr.info() else { return };
+        match info.operation {
+            Operation::Send | Operation::RdmaWrite if repr.bth.ack_req => {
+                let last = self.epsn.sub(1);
+                self.queue_ack(last, Syndrome::Ack(CreditCode::UNLIMITED));
+            }
+            Operation::RdmaReadRequest => {
+                let Some(reth) = repr.reth else { return };
+                let found = self.resources.iter().any(|r| match *r {
+                    Resource::Read { first_psn, npkts } => {
+                        psn.distance_from(first_psn) < npkts
+                            && packets_for(reth.dma_len, ctx.pmtu)
+                                <= npkts - psn.distance_from(first_psn)
+                    }
+                    Resource::Atomic { .. } => false,
+                });
+                if !found || check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len).is_err() {
+                    return; // nothing saved for it (or no longer readable): drop, as rxe
+                }
+                let msn = self.msn;
+                self.out.push_back(Response::Read {
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    len: reth.dma_len,
+                    first_psn: psn,
+                    offset: 0,
+                    msn,
+                });
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                let saved = self.resources.iter().find_map(|r| match *r {
+                    Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+                    _ => None,
+                });
+                if let Some(orig) = saved {
+                    let msn = self.msn;
+                    self.out.push_back(Response::AtomicAck { psn, orig, msn });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn rnr(&mut self, ctx: &QpContext, psn: Psn) -> Result<(), Fatal> {
+        self.nak_sent = true;
+        self.queue_ack(psn, Syndrome::RnrNak(RnrTimer(ctx.min_rnr_timer)));
+        Ok(())
+    }
+
+    /// Keeps a READ/atomic resource, dropping the oldest beyond `max_dest_rd_atomic` (a
+    /// requester that honours its `max_rd_atomic` never has more outstanding).
+    fn save(&mut self, ctx: &QpContext, r: Resource) {
+        while self.resources.len() >= usize::from(ctx.max_dest_rd_atomic).max(1) {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(r);
+    }
+
+    /// Queues an ACK or NAK; an ACK right behind another replaces it (coalescing).
+    fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        let msn = self.msn;
+        if let (
+            Syndrome::Ack(_),
+            Some(Response::Ack {
+                syndrome: Syndrome::Ack(_),
+                ..
+            }),
+        ) = (syndrome, self.out.back())
+        {
+            self.out.pop_back();
+        }
+        self.out.push_back(Response::Ack { psn, syndrome, msn });
+    }
+
+    /// The next response packet.
+    pub fn poll_transmit(&mut self, ctx: &QpContext) -> Option<Transmit> {
+        let resp = self.out.front_mut()?;
+        let (roce, payload) = match resp {
+            Response::Ack { psn, syndrome, msn } => {
+                let mut roce = ctx.header(Opcode::RC_ACKNOWLEDGE, *psn, false);
+                roce.aeth = Some(AethRepr {
+                    syndrome: *syndrome,
+                    msn: *msn,
+                });
+                self.out.pop_front();
+                (roce, Payload::None)
+            }
+            Response::AtomicAck { psn, orig, msn } => {
+                let mut roce = ctx.header(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, false);
+                roce.aeth = Some(AethRepr {
+                    syndrome: Syndrome::Ack(CreditCode::UNLIMITED),
+                    msn: *msn,
+                });
+                roce.atomic_ack_eth = Some(AtomicAckEthRepr { orig_rem_dt: *orig });
+                self.out.pop_front();
+                (roce, Payload::None)
+            }
+            Response::Read {
+                rkey,
+                va,
+                len,
+                first_psn,
+                offset,
+                msn,
+            } => {
+                let seg = Segments::new(
+                    WireTransport::Rc,
+                    MessageKind::ReadResponse,
+                    *len,
+                    ctx.pmtu,
+                    *offset,
+                )
+                .next()
+                .expect("a READ response has a packet at every offset before its end");
+                let psn = first_psn.add(*offset / ctx.pmtu);
+                let mut roce = ctx.header(seg.opcode, psn, false);
+                let info = seg.opcode.info().expect("segment opcodes are in the table");
+                if info.has(softrnic_wire::opcode::ExtHeader::Aeth) {
+                    roce.aeth = Some(AethRepr {
+                        syndrome: Syndrome::Ack(CreditCode::UNLIMITED),
+                        msn: *msn,
+                    });
+                }
+                roce.payload_len = seg.len as usize;
+                let payload = if seg.len == 0 {
+                    Payload::None
+                } else {
+                    let mut c = Chunks::new(ctx.pd, PinFor::RemoteRead);
+                    c.push(Chunk {
+                        key: *rkey,
+                        va: *va + u64::from(seg.offset),
+                        len: seg.len,
+                    });
+                    Payload::Memory(c)
+                };
+                *offset += seg.len;
+                if seg.last {
+                    self.out.pop_front();
+                }
+                (roce, payload)
+            }
+        };
+        Some(Transmit {
+            dst: ctx.dst,
+            src_port: ctx.src_port,
+            roce,
+            payload,
+        })
+    }
+
+    /// Whether responses are queued.
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+}
+
+fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {
+    WorkCompletion {
+        src_qp: ctx.dest_qpn,
+        ..WorkCompletion::error(wqe.wr_id, status, WcOpcode::Recv, ctx.qpn)
+    }
+}
+
+/// A failed remote access: NAK Invalid Request for a misaligned atomic, Remote Access Error
+/// otherwise (as rxe).
+fn remote_fatal(e: AccessError) -> Fatal {
+    match e {
+        AccessError::Misaligned => Fatal(NakCode::InvalidRequest, WcStatus::RemInvReqErr),
+        _ => Fatal(NakCode::RemoteAccessError, WcStatus::RemAccessErr),
+    }
+}
+
+/// Checks that a READ of `len` bytes at `va` through `rkey` is allowed (not for zero length).
+fn check_read(ctx: &QpContext, mrs: &MrTable, rkey: u32, va: u64, len: u32) -> Result<(), Fatal> {
+    if len == 0 {
+        return Ok(());
+    }
+    mrs.with_remote_read(rkey, ctx.pd, va, len as usize, |_| ())
+        .map_err(remote_fatal)
+}

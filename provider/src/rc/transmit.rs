@@ -1,0 +1,181 @@
+//! What the engine asks the driver to send: a packet's transport headers as a [`RoceRepr`],
+//! and its payload *by reference* to registered memory, so that the driver can send the bytes
+//! straight from the region (IBTA 9.4: the payload of a request comes from the local SGEs, of a
+//! READ response from the responder's region named by the R_Key).
+//!
+//! The engine validates every key when it builds the packet; the driver pins the bytes (see
+//! [`crate::mr::ReadPin`]) and computes the ICRC over them. If a key died in between (a
+//! concurrent deregistration), the pin fails and the packet is dropped: RC retransmission
+//! rebuilds it, and that time the engine sees the dead key and completes in error.
+
+use std::net::IpAddr;
+
+use softrnic_wire::roce::RoceRepr;
+
+use crate::mr::{AccessError, MrTable, PdHandle, PinFor};
+use crate::wr::Sge;
+
+/// The most SGEs a work request may have (`max_sge`), hence the most pieces of one payload.
+pub const MAX_SGE: usize = 32;
+
+/// The most inline data a send work request may carry (`max_inline_data`).
+pub const MAX_INLINE: usize = 256;
+
+/// A run of bytes in registered memory: `len` bytes at `va` through `key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Chunk {
+    /// The lkey (local buffer) or rkey (READ response) of the region.
+    pub key: u32,
+    /// The address, in the region's iova space.
+    pub va: u64,
+    /// The length in bytes.
+    pub len: u32,
+}
+
+/// A payload as a list of chunks of registered memory, in order.
+#[derive(Debug, Clone, Copy)]
+pub struct Chunks {
+    /// The PD the keys must belong to.
+    pub pd: PdHandle,
+    /// Which right the reads use.
+    pub why: PinFor,
+    n: u8,
+    items: [Chunk; MAX_SGE],
+}
+
+impl Chunks {
+    /// No chunks yet.
+    pub fn new(pd: PdHandle, why: PinFor) -> Chunks {
+        Chunks {
+            pd,
+            why,
+            n: 0,
+            items: [Chunk::default(); MAX_SGE],
+        }
+    }
+
+    /// Appends a chunk (at most [`MAX_SGE`]: the caller limits SGE lists to that).
+    pub fn push(&mut self, c: Chunk) {
+        self.items[self.n as usize] = c;
+        self.n += 1;
+    }
+
+    /// The chunks.
+    pub fn as_slice(&self) -> &[Chunk] {
+        &self.items[..self.n as usize]
+    }
+
+    /// The chunks of bytes `offset..offset + len` of the message laid out by `sges` (a scatter/
+    /// gather list, walked in order). Zero-length SGEs give no chunk.
+    pub fn of_sges(pd: PdHandle, sges: &[Sge], mut offset: u32, mut len: u32) -> Chunks {
+        let mut out = Chunks::new(pd, PinFor::Local);
+        for sge in sges {
+            if len == 0 {
+                break;
+            }
+            if offset >= sge.length {
+                offset -= sge.length;
+                continue;
+            }
+            let take = (sge.length - offset).min(len);
+            out.push(Chunk {
+                key: sge.lkey,
+                va: sge.addr + u64::from(offset),
+                len: take,
+            });
+            len -= take;
+            offset = 0;
+        }
+        out
+    }
+
+    /// Writes `data` (as long as the chunks together) into the chunks, each needing
+    /// `LOCAL_WRITE` (a receive buffer, a READ's or atomic's sink).
+    ///
+    /// # Errors
+    /// The first failed access check; chunks before it have been written.
+    pub fn write(&self, mrs: &MrTable, data: &[u8]) -> Result<(), AccessError> {
+        let mut at = 0usize;
+        for c in self.as_slice() {
+            let n = c.len as usize;
+            mrs.with_local_write(c.key, self.pd, c.va, n, |dst| {
+                dst.copy_from_slice(&data[at..at + n])
+            })?;
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+/// Where a packet's payload comes from. (Held by value in small batches: the inline variant's
+/// size is the point, no allocation.)
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Copy)]
+pub enum Payload {
+    /// No payload (ACKs, READ requests, atomics, zero-length messages).
+    None,
+    /// Inline data, copied from the work request at post time (`IBV_SEND_INLINE`).
+    Inline {
+        /// The bytes (only the first `len` count).
+        bytes: [u8; MAX_INLINE],
+        /// How many.
+        len: u16,
+    },
+    /// Registered memory.
+    Memory(Chunks),
+}
+
+/// A packet for the driver to send.
+#[derive(Debug, Clone, Copy)]
+pub struct Transmit {
+    /// The peer's IP address.
+    pub dst: IpAddr,
+    /// The UDP source port (per QP, A17.2.3).
+    pub src_port: u16,
+    /// BTH and extension headers; `roce.payload_len` is the payload's length.
+    pub roce: RoceRepr,
+    /// The payload.
+    pub payload: Payload,
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn chunks_of_an_sge_list_follow_the_message_offsets() {
+        let sge = |addr, length, lkey| Sge { addr, length, lkey };
+        let sges = [
+            sge(100, 10, 1),
+            sge(0, 0, 9),
+            sge(500, 20, 2),
+            sge(900, 5, 3),
+        ];
+        let c = Chunks::of_sges(PdHandle(1), &sges, 5, 20);
+        let expect = [
+            Chunk {
+                key: 1,
+                va: 105,
+                len: 5,
+            },
+            Chunk {
+                key: 2,
+                va: 500,
+                len: 15,
+            },
+        ];
+        assert_eq!(c.as_slice(), &expect);
+        let c = Chunks::of_sges(PdHandle(1), &sges, 30, 5);
+        assert_eq!(
+            c.as_slice(),
+            &[Chunk {
+                key: 3,
+                va: 900,
+                len: 5
+            }]
+        );
+        assert!(Chunks::of_sges(PdHandle(1), &sges, 0, 0)
+            .as_slice()
+            .is_empty());
+    }
+}

@@ -1,0 +1,354 @@
+//! A pair of RC QPs connected through the in-memory fabric, driven in virtual time — the test
+//! harness of the engine (after quinn-proto's `tests/util.rs`): each step lets both nodes
+//! transmit, the fabric deliver, both nodes receive and run their timers; when nothing moves,
+//! time jumps to the next arrival or deadline.
+
+#![allow(dead_code)]
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use softrnic_provider::driver::{accept, Emitter};
+use softrnic_provider::mr::{Access, MrKeys, MrTable, PdHandle};
+use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
+use softrnic_provider::rc::{Completion, CqSide, QpAttr, QpCaps, QpLimits, RcQp, Transmit};
+use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
+use softrnic_provider::wc::WorkCompletion;
+
+pub const PD: PdHandle = PdHandle(1);
+pub const LIMITS: QpLimits = QpLimits {
+    active_mtu: Mtu::Mtu4096,
+    max_rd_atomic: 16,
+    max_dest_rd_atomic: 16,
+};
+
+/// Memory registered with every right, owned by the node, reached only through the table.
+pub struct Region {
+    ptr: *mut u8,
+    len: usize,
+    pub keys: MrKeys,
+}
+
+impl Region {
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+}
+
+pub struct Node {
+    pub mrs: MrTable,
+    pub qp: RcQp,
+    pub ep: FabricEndpoint,
+    pub emitter: Emitter,
+    pub batch: RecvBatch,
+    pub txs: Vec<Transmit>,
+    pub send_wcs: Vec<WorkCompletion>,
+    pub recv_wcs: Vec<WorkCompletion>,
+    pub rejected: u64,
+    buffers: Vec<(*mut u8, usize)>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        for &(p, len) in &self.buffers {
+            // SAFETY: allocated by `Node::region` with this layout; the table that could reach
+            // it is dropped with the node (`mrs` is dropped after this runs, but nothing uses
+            // it any more).
+            unsafe {
+                std::alloc::dealloc(p, std::alloc::Layout::from_size_align(len, 4096).unwrap())
+            };
+        }
+    }
+}
+
+impl Node {
+    fn new(fabric: &Fabric, addr: IpAddr, qpn: u32, caps: QpCaps) -> Node {
+        Node {
+            mrs: MrTable::new(64, u64::from(qpn)).unwrap(),
+            qp: RcQp::new(qpn, PD, caps, 0xc000 + qpn as u16, false),
+            ep: fabric.attach(addr).unwrap(),
+            emitter: Emitter::new(addr, 32),
+            batch: RecvBatch::new(64, 4096 + 256),
+            txs: Vec::with_capacity(32),
+            send_wcs: Vec::new(),
+            recv_wcs: Vec::new(),
+            rejected: 0,
+            buffers: Vec::new(),
+        }
+    }
+
+    /// A zeroed, page-aligned buffer of `len` bytes registered with `access`.
+    pub fn region(&mut self, len: usize, access: Access) -> Region {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        self.buffers.push((ptr, len));
+        // SAFETY: the buffer lives until the node drops, after its last use by the table.
+        let keys = unsafe { self.mrs.register(PD, ptr, len, ptr as u64, access) }.unwrap();
+        Region { ptr, len, keys }
+    }
+
+    /// Copies `data` into a region at `offset` (through the table, as a local write).
+    pub fn fill(&self, r: &Region, offset: usize, data: &[u8]) {
+        self.mrs
+            .with_local_write(r.keys.lkey, PD, r.addr() + offset as u64, data.len(), |d| {
+                d.copy_from_slice(data)
+            })
+            .unwrap();
+    }
+
+    /// Reads `len` bytes of a region at `offset`.
+    pub fn read(&self, r: &Region, offset: usize, len: usize) -> Vec<u8> {
+        assert!(offset + len <= r.len);
+        self.mrs
+            .with_local_read(r.keys.lkey, PD, r.addr() + offset as u64, len, |d| {
+                d.to_vec()
+            })
+            .unwrap()
+    }
+
+    fn transmit(&mut self, now: Instant) -> usize {
+        let mut sent = 0;
+        loop {
+            self.txs.clear();
+            while self.txs.len() < self.emitter.batch() {
+                match self.qp.poll_transmit(now, &self.mrs) {
+                    Some(t) => self.txs.push(t),
+                    None => break,
+                }
+            }
+            if self.txs.is_empty() {
+                return sent;
+            }
+            let n = self
+                .emitter
+                .send(&self.txs, &self.mrs, &mut self.ep)
+                .unwrap();
+            assert_eq!(n, self.txs.len(), "the fabric takes every packet");
+            sent += n;
+        }
+    }
+
+    fn receive(&mut self, now: Instant) -> usize {
+        let mut got = 0;
+        loop {
+            let n = self.ep.recv_batch(&mut self.batch).unwrap();
+            if n == 0 {
+                return got;
+            }
+            got += n;
+            for pkt in self.batch.iter() {
+                match accept(&pkt) {
+                    Ok((p, verified)) => {
+                        assert!(verified, "the fabric shows the IP header");
+                        if p.repr.bth.dest_qp == self.qp.qpn() {
+                            self.qp.handle_packet(now, &p, &self.mrs);
+                        }
+                    }
+                    Err(_) => self.rejected += 1,
+                }
+            }
+        }
+    }
+
+    fn drain_completions(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(Completion { side, wc }) = self.qp.poll_completion() {
+            match side {
+                CqSide::Send => self.send_wcs.push(wc),
+                CqSide::Recv => self.recv_wcs.push(wc),
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+/// QP attributes for the harness's connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Connect {
+    pub mtu: Mtu,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub a_psn: u32,
+    pub b_psn: u32,
+}
+
+impl Default for Connect {
+    fn default() -> Connect {
+        Connect {
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 4,
+            a_psn: 100,
+            b_psn: 5000,
+        }
+    }
+}
+
+pub struct Pair {
+    pub fabric: Fabric,
+    pub a: Node,
+    pub b: Node,
+    pub base: Instant,
+}
+
+pub const A_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+pub const B_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+pub fn caps() -> QpCaps {
+    QpCaps {
+        max_send_wr: 4096,
+        max_recv_wr: 4096,
+        max_send_sge: 8,
+        max_recv_sge: 8,
+        max_inline_data: 256,
+    }
+}
+
+impl Pair {
+    pub fn new(config: FabricConfig, seed: u64, c: Connect) -> Pair {
+        let fabric = Fabric::new(config, seed);
+        let mut a = Node::new(&fabric, A_ADDR, 0x11, caps());
+        let mut b = Node::new(&fabric, B_ADDR, 0x22, caps());
+        connect(&mut a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
+        connect(&mut b.qp, 0x11, A_ADDR, c, c.b_psn, c.a_psn);
+        Pair {
+            fabric,
+            a,
+            b,
+            base: Instant::now(),
+        }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.base + Duration::from_nanos(self.fabric.now())
+    }
+
+    /// One round; returns whether anything happened.
+    pub fn step(&mut self) -> bool {
+        let now = self.now();
+        let mut work = 0;
+        for n in [&mut self.a, &mut self.b] {
+            if n.qp.poll_timeout().is_some_and(|t| t <= now) {
+                n.qp.handle_timeout(now);
+                work += 1;
+            }
+            work += n.transmit(now);
+        }
+        for n in [&mut self.a, &mut self.b] {
+            work += n.receive(now);
+            work += n.drain_completions();
+        }
+        work > 0
+    }
+
+    /// Runs until `done` or until nothing can happen any more (no packet in flight, no timer);
+    /// panics after `max_steps`.
+    pub fn run_until(&mut self, max_steps: usize, mut done: impl FnMut(&Pair) -> bool) {
+        for _ in 0..max_steps {
+            if done(self) {
+                return;
+            }
+            if self.step() {
+                continue;
+            }
+            let next = [
+                self.fabric
+                    .next_arrival()
+                    .map(|ns| self.base + Duration::from_nanos(ns)),
+                self.a.qp.poll_timeout(),
+                self.b.qp.poll_timeout(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) => {
+                    let ns = t.duration_since(self.base).as_nanos() as u64;
+                    self.fabric.advance_to(ns.max(self.fabric.now() + 1));
+                }
+                None => return, // quiescent
+            }
+        }
+        panic!("not done after {max_steps} steps");
+    }
+
+    /// Runs until both send queues are empty and nothing is in flight.
+    pub fn run_to_quiescence(&mut self, max_steps: usize) {
+        self.run_until(max_steps, |p| {
+            p.a.qp.send_queue_len() == 0
+                && p.b.qp.send_queue_len() == 0
+                && p.fabric.in_flight() == 0
+                && !p.a.qp.wants_transmit()
+                && !p.b.qp.wants_transmit()
+        });
+    }
+}
+
+pub fn connect(qp: &mut RcQp, dest_qpn: u32, dest: IpAddr, c: Connect, sq_psn: u32, rq_psn: u32) {
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: access,
+        pkey_index: 0,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &init,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        &LIMITS,
+    )
+    .unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: c.mtu,
+        dest_qp_num: dest_qpn,
+        rq_psn,
+        max_dest_rd_atomic: c.max_rd_atomic,
+        min_rnr_timer: c.min_rnr_timer,
+        dest,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &rtr,
+        AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER,
+        &LIMITS,
+    )
+    .unwrap();
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: c.timeout,
+        retry_cnt: c.retry_cnt,
+        rnr_retry: c.rnr_retry,
+        sq_psn,
+        max_rd_atomic: c.max_rd_atomic,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &rts,
+        AttrMask::STATE
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::SQ_PSN
+            | AttrMask::MAX_QP_RD_ATOMIC,
+        &LIMITS,
+    )
+    .unwrap();
+}
