@@ -218,15 +218,14 @@ impl Requester {
         let psn = pkt.repr.bth.psn;
         let w = self.sq.front().expect("expected_response saw it");
         let k = psn.distance_from(w.first_psn);
-        let expect_pos = match (w.npkts, k) {
-            (1, _) => Position::Only,
-            (_, 0) => Position::First,
-            (n, k) if k == n - 1 => Position::Last,
-            _ => Position::Middle,
-        };
+        // The last response ends the READ; the others do not. (The FIRST/MIDDLE distinction
+        // is not checked: after a retry the responder numbers a resumed READ's responses from
+        // its new FIRST, while responses to the original request may still arrive.)
+        let ends = matches!(position, Position::Last | Position::Only);
+        let is_last = k == w.npkts - 1;
         let offset = k * ctx.pmtu;
         let expect_len = (w.total - offset).min(ctx.pmtu);
-        if position != expect_pos || pkt.payload.len() != expect_len as usize {
+        if ends != is_last || pkt.payload.len() != expect_len as usize {
             self.fail_front(ctx, WcStatus::BadRespErr, ev);
             return;
         }
