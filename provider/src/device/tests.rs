@@ -2,8 +2,12 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
+use softrnic_wire::frame::{IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use softrnic_wire::icrc::ICRC_LEN;
+use softrnic_wire::{bth, opcode};
 
 use super::*;
+use crate::qp_state::Mtu;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -78,6 +82,20 @@ fn eui64_vectors() {
     );
     assert_eq!(g.subnet_prefix(), 0xfe80_0000_0000_0000);
     assert_eq!(g.interface_id(), 0x0200_00ff_fe00_0000);
+}
+
+#[test]
+fn node_guid_is_the_eui64_of_the_mac() {
+    assert_eq!(node_guid_from_mac([0; 6]), 0x0200_00ff_fe00_0000);
+    assert_eq!(
+        node_guid_from_mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+        0x5054_00ff_fe12_3456
+    );
+    let mac = [0x00, 0x1b, 0x21, 0xaa, 0xbb, 0xcc];
+    assert_eq!(
+        node_guid_from_mac(mac),
+        Gid::link_local_from_mac(mac).interface_id()
+    );
 }
 
 #[test]
@@ -330,4 +348,154 @@ fn address_of_no_interface_is_an_error() {
         assert_eq!(e.kind(), io::ErrorKind::AddrNotAvailable, "{a}: {e}");
         assert!(e.to_string().contains(a), "{e}");
     }
+}
+
+// ---- MTU ----
+
+#[test]
+fn active_mtu_examples() {
+    for (netdev, ib) in [
+        (1500, Mtu::Mtu1024),
+        (1400, Mtu::Mtu1024),
+        (9000, Mtu::Mtu4096),
+        (65536, Mtu::Mtu4096),
+        (1000, Mtu::Mtu512),
+        (1280, Mtu::Mtu1024),
+        (576, Mtu::Mtu256),
+        (0, Mtu::Mtu256),
+    ] {
+        assert_eq!(active_mtu_for_netdev_mtu(netdev), ib, "netdev MTU {netdev}");
+    }
+}
+
+#[test]
+fn active_mtu_thresholds() {
+    // An IB MTU is chosen from netdev MTU = IB MTU + 84 on.
+    for m in Mtu::ALL {
+        let at = m.bytes() + MAX_HEADER_OVERHEAD;
+        assert_eq!(active_mtu_for_netdev_mtu(at), m, "at {at}");
+        if m != Mtu::Mtu256 {
+            assert!(active_mtu_for_netdev_mtu(at - 1) < m, "below {at}");
+        }
+    }
+    // rxe's 80 bytes would give 1024 here; the largest packet (IPv6 WRITE_ONLY_WITH_IMM of
+    // 1024 bytes = 1108) would not fit.
+    assert_eq!(active_mtu_for_netdev_mtu(1107), Mtu::Mtu512);
+    assert_eq!(active_mtu_for_netdev_mtu(1108), Mtu::Mtu1024);
+}
+
+#[test]
+fn active_mtu_is_monotone_and_fits() {
+    let mut last = Mtu::Mtu256;
+    for netdev in 0..70_000u32 {
+        let m = active_mtu_for_netdev_mtu(netdev);
+        assert!(m >= last, "{netdev}");
+        if netdev >= 256 + MAX_HEADER_OVERHEAD {
+            assert!(m.bytes() + MAX_HEADER_OVERHEAD <= netdev, "{netdev}");
+        }
+        last = m;
+    }
+    assert_eq!(active_mtu_for_netdev_mtu(u32::MAX), Mtu::Mtu4096);
+}
+
+#[test]
+fn overhead_covers_every_opcode() {
+    let fixed = IPV6_HEADER_LEN + UDP_HEADER_LEN + bth::HEADER_LEN + ICRC_LEN;
+    let worst = opcode::TABLE
+        .iter()
+        .filter(|i| i.has_payload())
+        .map(|i| fixed + i.ext_len())
+        .max()
+        .unwrap();
+    assert_eq!(worst as u32, MAX_HEADER_OVERHEAD);
+    assert_eq!(MAX_HEADER_OVERHEAD, 84);
+}
+
+// ---- attributes ----
+
+#[test]
+fn device_attr_is_consistent() {
+    let a = DeviceAttr::softrnic(0x0200_00ff_fe00_0000);
+    assert_eq!(a.node_guid, 0x0200_00ff_fe00_0000);
+    assert_eq!(a.sys_image_guid, a.node_guid);
+    assert!(!a.fw_ver.is_empty() && a.fw_ver.len() < 64, "fits char[64]");
+    assert!(a.max_qp_init_rd_atom <= a.max_qp_rd_atom);
+    assert_eq!(a.max_res_rd_atom, a.max_qp * a.max_qp_rd_atom);
+    assert!(a.max_sge_rd <= a.max_sge);
+    assert!(a.max_srq_sge <= a.max_sge);
+    assert!(a.max_srq_wr <= a.max_qp_wr);
+    assert!(a.max_cqe >= a.max_qp_wr, "a CQ can take a full queue");
+    for v in [
+        a.max_qp,
+        a.max_qp_wr,
+        a.max_sge,
+        a.max_cq,
+        a.max_cqe,
+        a.max_mr,
+        a.max_pd,
+        a.max_ah,
+        a.max_srq,
+    ] {
+        assert!(v > 0);
+    }
+    assert_eq!(a.max_mw, 0);
+    assert_eq!(
+        a.device_cap_flags & device_cap::MEM_WINDOW,
+        0,
+        "no windows yet"
+    );
+    assert_eq!(a.device_cap_flags & device_cap::MEM_MGT_EXTENSIONS, 0);
+    assert_ne!(a.device_cap_flags & device_cap::RC_RNR_NAK_GEN, 0);
+    assert_eq!(a.atomic_cap as u32, 1);
+    assert_eq!(a.max_pkeys, 1);
+    assert_eq!(a.phys_port_cnt, 1);
+    assert_eq!(a.local_ca_ack_delay, 15);
+    assert_eq!(a.max_mr_size, u64::MAX);
+    assert!(
+        a.max_mr as u32 <= crate::mr::MAX_MR_LIMIT,
+        "keys can index every MR"
+    );
+    assert_eq!(
+        (a.max_ee, a.max_rdd, a.max_mcast_grp, a.max_fmr),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn flag_values_match_verbs_h() {
+    assert_eq!(device_cap::BAD_PKEY_CNTR, 2);
+    assert_eq!(device_cap::BAD_QKEY_CNTR, 4);
+    assert_eq!(device_cap::CURR_QP_STATE_MOD, 128);
+    assert_eq!(device_cap::PORT_ACTIVE_EVENT, 1024);
+    assert_eq!(device_cap::SYS_IMAGE_GUID, 2048);
+    assert_eq!(device_cap::RC_RNR_NAK_GEN, 4096);
+    assert_eq!(device_cap::SRQ_RESIZE, 8192);
+    assert_eq!(device_cap::MEM_WINDOW, 131_072);
+    assert_eq!(device_cap::MEM_MGT_EXTENSIONS, 2_097_152);
+    assert_eq!(port_cap::CM_SUP, 65_536);
+    assert_eq!(port_cap::IP_BASED_GIDS, 67_108_864);
+    assert_eq!(PortState::Active as u32, 4);
+    assert_eq!(PortState::Down as u32, 1);
+    assert_eq!(LINK_LAYER_ETHERNET, 2);
+    assert_eq!(AtomicCap::Hca as u32, 1);
+}
+
+#[test]
+fn port_attr_is_consistent() {
+    let p = PortAttr::softrnic(Mtu::Mtu1024, GID_TBL_LEN);
+    assert_eq!(p.state, PortState::Active);
+    assert_eq!(p.max_mtu, Mtu::Mtu4096);
+    assert_eq!(p.active_mtu, Mtu::Mtu1024);
+    assert!(p.active_mtu <= p.max_mtu);
+    assert_eq!(p.gid_tbl_len, 16);
+    assert_eq!(p.max_msg_sz, 0x8000_0000);
+    assert_eq!(p.pkey_tbl_len, 1);
+    assert_eq!(p.link_layer, LINK_LAYER_ETHERNET);
+    assert_eq!(p.phys_state, PHYS_STATE_LINK_UP);
+    assert_eq!(p.port_cap_flags, port_cap::CM_SUP | port_cap::IP_BASED_GIDS);
+    assert_eq!(p.active_speed_ex, u32::from(p.active_speed));
+    assert_eq!((p.lid, p.sm_lid, p.lmc), (0, 0, 0));
+    // A real table never outgrows the length the port reports.
+    let t = GidTable::for_address(ip("127.0.0.1")).unwrap();
+    assert!(t.len() <= p.gid_tbl_len as usize);
 }
