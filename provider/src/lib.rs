@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod cq;
+pub mod device;
 pub mod driver;
 pub mod error;
 pub mod mr;
