@@ -2,3 +2,4 @@
 //! tests and fuzz targets can call it.
 
 pub mod decode;
+pub mod perf;

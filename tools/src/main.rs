@@ -3,9 +3,10 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use softrnic_tools::decode;
+use softrnic_tools::{decode, perf};
 use softrnic_wire::pcap;
 
 #[derive(Parser)]
@@ -29,12 +30,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure throughput and latency: for now the raw kernel UDP baseline over loopback
+    /// (127.0.0.1 to 127.0.0.2), which the RC figures are to be compared with.
+    Perf {
+        /// Seconds each throughput test sends, after a short warm-up.
+        #[arg(long, default_value = "3", value_parser = parse_secs)]
+        secs: Duration,
+        /// Round trips measured by each latency test.
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+        iters: u64,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode { file, json } => run_decode(&file, json),
+        Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -61,4 +76,25 @@ fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {
         }
     }
     out.flush()
+}
+
+fn run_perf(duration: Duration, iters: u64, json: bool) -> io::Result<()> {
+    let iters = usize::try_from(iters)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
+    let report = perf::run(&perf::Options { duration, iters })?;
+    let mut out = io::stdout().lock();
+    if json {
+        writeln!(out, "{}", report.to_json())?;
+    } else {
+        report.print(&mut out)?;
+    }
+    out.flush()
+}
+
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err("must be a positive number of seconds".into()),
+    }
 }

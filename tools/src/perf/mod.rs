@@ -1,0 +1,172 @@
+//! `softrnic perf`: throughput and latency figures, each RC (RDMA) figure printed next to the
+//! baseline it is judged against, measured in the same run on the same machine.
+//!
+//! The baseline is raw kernel UDP over loopback ([`raw_udp`]): 4 KiB datagrams with
+//! `sendmmsg`/`recvmmsg` for throughput, a 64-byte busy-poll ping-pong for latency. softrnic
+//! carries RoCEv2 over the same kernel UDP, so these are the ceilings for RC RDMA WRITE
+//! throughput and RC SEND ping-pong latency.
+//!
+//! The RC lines are not measured yet: the RC engine work adds them to [`run`], as
+//! [`Measurement`]s whose `baseline` names the raw UDP line they are compared with
+//! (`raw_udp_bw`, `raw_udp_pingpong`); [`Report::print`] and [`Report::to_json`] then show the
+//! [`ratio`] beside them. Until then the report holds the baseline only.
+
+pub mod raw_udp;
+mod sock;
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// What `softrnic perf` runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long each throughput test sends (after a warm-up of a quarter of it, at most 200 ms).
+    pub duration: Duration,
+    /// Round trips measured by each latency test.
+    pub iters: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            duration: Duration::from_secs(3),
+            iters: 100_000,
+        }
+    }
+}
+
+/// Runs every measurement, one after the other, so that none disturbs another.
+pub fn run(opts: &Options) -> io::Result<Report> {
+    let bw = raw_udp::udp_bandwidth(&raw_udp::BwConfig {
+        duration: opts.duration,
+        warmup: (opts.duration / 4).min(Duration::from_millis(200)),
+        ..Default::default()
+    })?;
+    let lat = raw_udp::udp_pingpong(&raw_udp::LatConfig {
+        iters: opts.iters,
+        ..Default::default()
+    })?;
+    let mut report = Report::default();
+    report.lines.push(bw.measurement());
+    report.lines.push(lat.measurement());
+    // The RC engine work adds RC RDMA WRITE (baseline "raw_udp_bw") and RC SEND ping-pong
+    // (baseline "raw_udp_pingpong") here.
+    Ok(report)
+}
+
+/// The unit of a measurement's headline figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Received payload, 10^9 bits per second: higher is better.
+    GbitPerSec,
+    /// Mean round trip in microseconds: lower is better.
+    MeanRttUs,
+}
+
+impl Unit {
+    fn format(self, v: f64) -> String {
+        match self {
+            Unit::GbitPerSec => format!("{v:.2} Gbit/s"),
+            Unit::MeanRttUs => format!("{v:.1} us mean RTT"),
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// Stable name, the key in JSON: `raw_udp_bw`, `raw_udp_pingpong`.
+    pub key: &'static str,
+    /// What was measured, as printed: `raw UDP  4 KiB sendmmsg/recvmmsg`.
+    pub label: String,
+    /// The headline figure, in `unit`.
+    pub value: f64,
+    pub unit: Unit,
+    /// Printed in parentheses after the figure.
+    pub detail: String,
+    /// The key of the line this one is compared with: the raw UDP line for an RC line.
+    pub baseline: Option<&'static str>,
+    /// Every figure of the measurement, for `--json`.
+    pub fields: Map<String, Value>,
+}
+
+/// `a / b`: how many times the baseline `b` the figure `a` is (for a latency, above 1 is
+/// slower). `None` when it has no meaning (`b` zero, either not finite).
+pub fn ratio(a: f64, b: f64) -> Option<f64> {
+    let r = a / b;
+    (b != 0.0 && r.is_finite()).then_some(r)
+}
+
+/// The measurements of one run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub lines: Vec<Measurement>,
+}
+
+impl Report {
+    /// The line named `key`.
+    pub fn get(&self, key: &str) -> Option<&Measurement> {
+        self.lines.iter().find(|m| m.key == key)
+    }
+
+    /// `m`'s figure over that of its baseline line, if it has one and it was measured.
+    pub fn ratio_to_baseline(&self, m: &Measurement) -> Option<f64> {
+        ratio(m.value, self.get(m.baseline?)?.value)
+    }
+
+    /// One line per measurement, labels aligned, with the ratio to the baseline where there is
+    /// one.
+    pub fn print(&self, out: &mut dyn Write) -> io::Result<()> {
+        let width = self.lines.iter().map(|m| m.label.len()).max().unwrap_or(0);
+        for m in &self.lines {
+            let pad = width - m.label.len();
+            write!(
+                out,
+                "{}:{:pad$} {} ({})",
+                m.label,
+                "",
+                m.unit.format(m.value),
+                m.detail
+            )?;
+            if let Some(b) = m.baseline {
+                match self.ratio_to_baseline(m) {
+                    Some(r) => write!(out, "  = {r:.2}x {b}")?,
+                    None => write!(out, "  (no {b} to compare with)")?,
+                }
+            }
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+
+    /// One object: per line, its key mapped to its label and fields, and for a line with a
+    /// baseline, `baseline` (the key) and `ratio`.
+    pub fn to_json(&self) -> Value {
+        let mut all = Map::new();
+        for m in &self.lines {
+            let mut o = Map::new();
+            o.insert("label".into(), m.label.clone().into());
+            o.extend(m.fields.clone());
+            if let Some(b) = m.baseline {
+                o.insert("baseline".into(), b.into());
+                o.insert("ratio".into(), self.ratio_to_baseline(m).into());
+            }
+            all.insert(m.key.into(), Value::Object(o));
+        }
+        Value::Object(all)
+    }
+}
+
+/// `4 KiB` for whole kibibytes, else `64 B`.
+fn size_text(bytes: usize) -> String {
+    if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,57 @@
+//! The raw UDP baseline: what the kernel's own UDP does over loopback on this machine, measured
+//! in the same run as the RC figures it is compared with.
+//!
+//! softrnic carries RoCEv2 through kernel UDP sockets, so plain UDP with no RDMA on top is the
+//! ceiling its RC transport is judged against:
+//!
+//! - [`udp_bandwidth`]: one thread on 127.0.0.1 floods 4096-byte datagrams with `sendmmsg` to a
+//!   thread on 127.0.0.2 that reads them with `recvmmsg`; the figure is the payload the receiver
+//!   got per second, and what the sender handed the kernel that never arrived (loss). RC RDMA
+//!   WRITE throughput of the same message size is compared with it.
+//! - [`udp_pingpong`]: two threads bounce a 64-byte datagram between 127.0.0.1 and 127.0.0.2,
+//!   each spinning on a non-blocking `recv`; the figure is the round trip. The RC SEND ping-pong
+//!   is compared with it.
+//!
+//! Both functions start their own threads and always end: every blocking call has a timeout
+//! after which its thread looks at the clock and at the other side. The measured loops do not
+//! allocate: buffers, message headers and the sample vector are made before them.
+
+mod bandwidth;
+mod pingpong;
+
+pub use bandwidth::{udp_bandwidth, BwConfig, BwResult};
+pub use pingpong::{udp_pingpong, LatConfig, LatResult};
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use serde_json::{Map, Value};
+
+/// Largest UDP payload over IPv4.
+const MAX_DATAGRAM: usize = 65_507;
+
+/// Sets the flag when dropped, also when its thread unwinds.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Joins a thread, passing its panic on.
+fn join<T>(t: thread::ScopedJoinHandle<'_, T>) -> T {
+    t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+fn into_map(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("json! of an object literal"),
+    }
+}
+
+fn invalid(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}

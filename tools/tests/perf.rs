@@ -1,0 +1,94 @@
+//! The raw UDP baseline on tiny runs: the figures hang together (bytes, datagrams and loss add
+//! up, every round trip is recorded, percentiles are ordered). No assertion is about how fast
+//! anything is.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use softrnic_tools::perf::raw_udp::{udp_bandwidth, udp_pingpong, BwConfig, LatConfig};
+
+/// The machine has two cores and every test here keeps both busy: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tiny_bw(datagram_len: usize, batch: usize) -> BwConfig {
+    BwConfig {
+        datagram_len,
+        batch,
+        warmup: Duration::from_millis(20),
+        duration: Duration::from_millis(100),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn bandwidth_counts_whole_datagrams_and_loss_adds_up() {
+    let _one = serial();
+    let r = udp_bandwidth(&tiny_bw(4096, 32)).unwrap();
+    assert_eq!(r.datagram_len, 4096);
+    assert!(r.bytes > 0, "{r:?}");
+    assert_eq!(r.bytes % 4096, 0, "{r:?}");
+    assert_eq!(r.bytes, r.datagrams * 4096, "{r:?}");
+    assert!(r.datagrams <= r.sent, "more received than sent: {r:?}");
+    assert_eq!(r.lost, r.sent - r.datagrams, "{r:?}");
+    assert!((0.0..=1.0).contains(&r.loss_ratio()), "{r:?}");
+    assert!(r.gbit_per_s.is_finite() && r.gbit_per_s >= 0.0, "{r:?}");
+    assert!(r.sndbuf > 0 && r.rcvbuf > 0, "{r:?}");
+}
+
+#[test]
+fn bandwidth_takes_other_sizes_and_batches() {
+    let _one = serial();
+    let r = udp_bandwidth(&tiny_bw(1000, 7)).unwrap();
+    assert!(r.datagrams > 0, "{r:?}");
+    assert_eq!(r.bytes, r.datagrams * 1000, "{r:?}");
+}
+
+#[test]
+fn bandwidth_refuses_impossible_configs() {
+    for cfg in [tiny_bw(0, 32), tiny_bw(70_000, 32), tiny_bw(4096, 0)] {
+        let e = udp_bandwidth(&cfg).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cfg:?}");
+    }
+}
+
+#[test]
+fn pingpong_records_every_round_trip() {
+    let _one = serial();
+    let r = udp_pingpong(&LatConfig {
+        iters: 200,
+        warmup: 10,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(r.rtt_ns.len(), 200);
+    assert!(r.rtt_ns.windows(2).all(|w| w[0] <= w[1]), "not sorted");
+    assert!(r.mean_us > 0.0, "{}", r.mean_us);
+    assert!(r.median_us <= r.p99_us, "{} > {}", r.median_us, r.p99_us);
+    let (min, max) = (r.rtt_ns[0] as f64 / 1e3, r.rtt_ns[199] as f64 / 1e3);
+    assert!(
+        min <= r.mean_us && r.mean_us <= max,
+        "{min} {} {max}",
+        r.mean_us
+    );
+    assert!(min <= r.median_us && r.p99_us <= max);
+}
+
+#[test]
+fn pingpong_refuses_impossible_configs() {
+    let short = LatConfig {
+        datagram_len: 4,
+        ..Default::default()
+    };
+    let none = LatConfig {
+        iters: 0,
+        ..Default::default()
+    };
+    for cfg in [short, none] {
+        let e = udp_pingpong(&cfg).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cfg:?}");
+    }
+}

@@ -1,0 +1,78 @@
+//! `softrnic perf` as a user runs it, on tiny runs: the text report has one line per
+//! measurement, `--json` has every field. No assertion is about how fast anything is.
+//! (Cargo runs test binaries one after another, and the tests here one at a time, so no two
+//! runs share the two cores.)
+
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn perf_json_has_both_baseline_lines() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--secs", "0.2", "--iters", "200", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let bw = &v["raw_udp_bw"];
+    for f in ["gbit_per_s", "loss_percent", "elapsed_s"] {
+        assert!(bw[f].is_f64(), "{f} in {bw}");
+    }
+    for f in ["bytes", "datagrams", "sent", "lost", "datagram_len"] {
+        assert!(bw[f].is_u64(), "{f} in {bw}");
+    }
+    assert!(bw["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(
+        bw["bytes"].as_u64().unwrap(),
+        bw["datagrams"].as_u64().unwrap() * 4096
+    );
+
+    let pp = &v["raw_udp_pingpong"];
+    assert_eq!(pp["iters"], 200);
+    for f in ["mean_us", "median_us", "p99_us"] {
+        assert!(pp[f].is_f64(), "{f} in {pp}");
+    }
+    assert!(pp["median_us"].as_f64() <= pp["p99_us"].as_f64());
+}
+
+#[test]
+fn perf_text_prints_one_line_per_measurement() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--secs", "0.1", "--iters", "100"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("raw UDP  4 KiB sendmmsg/recvmmsg:"),
+        "{text}"
+    );
+    assert!(lines[0].contains(" Gbit/s ("), "{text}");
+    assert!(
+        lines[1].starts_with("raw UDP  64 B busy-poll ping-pong:"),
+        "{text}"
+    );
+    assert!(lines[1].contains(" us mean RTT (median "), "{text}");
+}
+
+#[test]
+fn perf_refuses_zero_seconds() {
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--secs", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+}
