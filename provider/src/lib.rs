@@ -17,6 +17,7 @@ pub mod device;
 pub mod driver;
 pub mod error;
 pub mod mr;
+pub mod nic;
 pub mod qp_state;
 pub mod rc;
 pub mod timer;

@@ -2,4 +2,6 @@
 //! tests and fuzz targets can call it.
 
 pub mod decode;
+pub mod demo;
 pub mod perf;
+pub mod rig;

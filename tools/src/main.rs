@@ -30,6 +30,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Two devices in this process (127.0.0.1 and 127.0.0.2) connect RC QPs, run SEND, WRITE,
+    /// WRITE_WITH_IMM, READ, CMP_SWP and FETCH_ADD, verify every byte, and report throughput
+    /// and latency.
+    Demo {
+        /// Address of the first device.
+        #[arg(long, default_value = "127.0.0.1")]
+        a: std::net::IpAddr,
+        /// Address of the second device.
+        #[arg(long, default_value = "127.0.0.2")]
+        b: std::net::IpAddr,
+        /// Progress from the callers' poll_cq instead of a thread per device.
+        #[arg(long)]
+        polling: bool,
+    },
     /// Measure throughput and latency: for now the raw kernel UDP baseline over loopback
     /// (127.0.0.1 to 127.0.0.2), which the RC figures are to be compared with.
     Perf {
@@ -50,6 +64,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
+        Command::Demo { a, b, polling } => run_demo(a, b, polling),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -59,6 +74,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_demo(a: std::net::IpAddr, b: std::net::IpAddr, polling: bool) -> io::Result<()> {
+    let progress = if polling {
+        softrnic_uapi::Progress::Polling
+    } else {
+        softrnic_uapi::Progress::Thread
+    };
+    println!("softrnic demo: RC between {a} and {b} over RoCEv2/UDP");
+    let r = softrnic_tools::demo::run(a, b, progress)?;
+    softrnic_tools::demo::print(&r, &mut io::stdout().lock())
 }
 
 fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {

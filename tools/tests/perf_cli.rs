@@ -15,7 +15,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
-fn perf_json_has_both_baseline_lines() {
+fn perf_json_has_baselines_and_rc_lines_with_ratios() {
     let _one = serial();
     let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
         .args(["perf", "--secs", "0.2", "--iters", "200", "--json"])
@@ -43,6 +43,17 @@ fn perf_json_has_both_baseline_lines() {
         assert!(pp[f].is_f64(), "{f} in {pp}");
     }
     assert!(pp["median_us"].as_f64() <= pp["p99_us"].as_f64());
+
+    for (key, field, base) in [
+        ("rc_write_bw", "gbit_per_s", "raw_udp_bw"),
+        ("rc_send_pingpong", "mean_us", "raw_udp_pingpong"),
+    ] {
+        let rc = &v[key];
+        assert!(rc[field].as_f64().is_some_and(|x| x > 0.0), "{key}: {rc}");
+        assert_eq!(rc["baseline"], base);
+        let ratio = rc[field].as_f64().unwrap() / v[base][field].as_f64().unwrap();
+        assert!((rc["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9, "{rc}");
+    }
 }
 
 #[test]
@@ -55,7 +66,7 @@ fn perf_text_prints_one_line_per_measurement() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
     assert!(
         lines[0].starts_with("raw UDP  4 KiB sendmmsg/recvmmsg:"),
         "{text}"
@@ -66,6 +77,10 @@ fn perf_text_prints_one_line_per_measurement() {
         "{text}"
     );
     assert!(lines[1].contains(" us mean RTT (median "), "{text}");
+    assert!(lines[2].starts_with("RC RDMA WRITE 64 KiB"), "{text}");
+    assert!(lines[2].contains("x raw_udp_bw"), "{text}");
+    assert!(lines[3].starts_with("RC SEND 64 B ping-pong"), "{text}");
+    assert!(lines[3].contains("x raw_udp_pingpong"), "{text}");
 }
 
 #[test]

@@ -1,1 +1,37 @@
-//! softrnic-uapi: not yet written (see the open issues).
+//! softrnic-uapi: the verbs API, as a safe Rust API that maps one-to-one onto libibverbs
+//! (`ibv_open_device`, `ibv_alloc_pd`, `ibv_reg_mr`, `ibv_create_cq`, `ibv_create_qp`,
+//! `ibv_modify_qp`, `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`; names and numeric values
+//! of `ibv_wc_status`, `ibv_wc_opcode`, `ibv_wr_opcode`, `ibv_qp_state`, `ibv_mtu` kept).
+//! The C ABI (`libibverbs.so.1`) comes with the next issue and is built on the same objects.
+//!
+//! # Memory and aliasing
+//!
+//! The NIC reads and writes registered memory at any time, from its own thread, as a DMA
+//! engine does. Safe code must never hold a Rust reference to bytes the NIC may write, so:
+//!
+//! * [`Pd::reg_mr`] allocates the region itself (zeroed, page-aligned) and owns it. Safe code
+//!   reaches the bytes only by copying through [`MemoryRegion::read`] / [`MemoryRegion::write`],
+//!   which go through the key table's lock like every NIC access: no `&[u8]` into the region
+//!   ever escapes.
+//! * [`Pd::reg_mr_raw`] registers memory the caller owns; it is `unsafe`, and the caller
+//!   promises what a C program promises to `ibv_reg_mr`. The C ABI uses it.
+//!
+//! Dropping a [`MemoryRegion`] deregisters it (waiting for accesses in progress), so its keys
+//! are dead before its memory is freed.
+
+mod context;
+mod mr;
+mod qp;
+
+pub use context::{Context, Cq, OpenOptions, Pd};
+pub use mr::MemoryRegion;
+pub use qp::{QpInitAttr, QueuePair};
+
+pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};
+pub use softrnic_provider::driver::Progress;
+pub use softrnic_provider::mr::Access;
+pub use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
+pub use softrnic_provider::rc::{QpAttr, QpCaps};
+pub use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
+pub use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+pub use softrnic_provider::{Error, Result};

@@ -38,7 +38,7 @@ pub struct Emitter {
     headers: Vec<[u8; HEADER_ROOM]>,
     trailers: Vec<[u8; 8]>,
     spans: Vec<Span>,
-    pins: Vec<ReadPin<'static>>,
+    pins: Spare<ReadPin<'static>>,
     pieces: Vec<&'static [u8]>,
     pkts: Vec<OutPacket<'static>>,
     /// (packet index, first piece, piece count) of each packet that goes out.
@@ -61,6 +61,14 @@ struct Span {
     ok: bool,
 }
 
+/// The allocation of a vector of pins, kept between batches.
+#[derive(Debug, Default)]
+struct Spare<T>(Vec<T>);
+
+// SAFETY: the vector is empty whenever the emitter is not inside `Emitter::send` (which holds
+// it by `&mut self` and empties it before returning), so no pin ever crosses a thread.
+unsafe impl<T> Send for Spare<T> {}
+
 /// Reuses an empty vector's allocation for another lifetime (same layout, so `collect`
 /// reuses it in place).
 fn recycle<A, B>(mut v: Vec<A>) -> Vec<B> {
@@ -78,7 +86,7 @@ impl Emitter {
             headers: vec![[0; HEADER_ROOM]; batch],
             trailers: vec![[0; 8]; batch],
             spans: Vec::with_capacity(batch),
-            pins: Vec::with_capacity(batch * 2),
+            pins: Spare(Vec::with_capacity(batch * 2)),
             pieces: Vec::with_capacity(batch * 4),
             pkts: Vec::with_capacity(batch),
             outs: Vec::with_capacity(batch),
@@ -109,7 +117,7 @@ impl Emitter {
         transport: &mut dyn Transport,
     ) -> io::Result<usize> {
         let txs = &txs[..txs.len().min(self.batch())];
-        let mut pins: Vec<ReadPin<'_>> = recycle(std::mem::take(&mut self.pins));
+        let mut pins: Vec<ReadPin<'_>> = recycle(std::mem::take(&mut self.pins.0));
         let mut pieces: Vec<&[u8]> = recycle(std::mem::take(&mut self.pieces));
         let mut pkts: Vec<OutPacket<'_>> = recycle(std::mem::take(&mut self.pkts));
         self.outs.clear();
@@ -188,7 +196,7 @@ impl Emitter {
         };
         self.pkts = recycle(pkts);
         self.pieces = recycle(pieces);
-        self.pins = recycle(pins);
+        self.pins = Spare(recycle(pins));
         result
     }
 

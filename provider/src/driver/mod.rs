@@ -1,8 +1,10 @@
 //! The thin I/O layer around the sans-IO engine: emitting packets onto a transport and
 //! accepting received ones.
 
+pub mod device;
 pub mod emit;
 pub mod ingress;
 
+pub use device::{Device, Progress};
 pub use emit::{EmitStats, Emitter};
 pub use ingress::{accept, Rejected};

@@ -346,6 +346,13 @@ pub trait Transport {
 
     /// The counters so far.
     fn stats(&self) -> TransportStats;
+
+    /// A file descriptor that becomes readable when a packet arrives, for a driver that sleeps
+    /// in `poll(2)` without holding the transport; `None` if there is none (the in-memory
+    /// fabric), and the driver then sleeps briefly instead.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -332,6 +332,10 @@ impl Transport for UdpTransport {
         self.local
     }
 
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.rx.as_raw_fd())
+    }
+
     fn stats(&self) -> TransportStats {
         self.stats
     }

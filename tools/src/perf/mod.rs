@@ -6,10 +6,10 @@
 //! carries RoCEv2 over the same kernel UDP, so these are the ceilings for RC RDMA WRITE
 //! throughput and RC SEND ping-pong latency.
 //!
-//! The RC lines are not measured yet: the RC engine work adds them to [`run`], as
-//! [`Measurement`]s whose `baseline` names the raw UDP line they are compared with
-//! (`raw_udp_bw`, `raw_udp_pingpong`); [`Report::print`] and [`Report::to_json`] then show the
-//! [`ratio`] beside them. Until then the report holds the baseline only.
+//! The RC lines (`rc_write_bw`, `rc_send_pingpong`) are [`Measurement`]s whose `baseline` names
+//! the raw UDP line they are compared with; [`Report::print`] and [`Report::to_json`] show the
+//! [`ratio`] beside them. They run two devices in this process, both driven from the poll loop
+//! (`Progress::Polling`), as the raw baseline's threads busy-poll too.
 
 pub mod raw_udp;
 mod sock;
@@ -51,8 +51,30 @@ pub fn run(opts: &Options) -> io::Result<Report> {
     let mut report = Report::default();
     report.lines.push(bw.measurement());
     report.lines.push(lat.measurement());
-    // The RC engine work adds RC RDMA WRITE (baseline "raw_udp_bw") and RC SEND ping-pong
-    // (baseline "raw_udp_pingpong") here.
+    // RC over the same loopback, one process driving both devices from its poll loop.
+    let a = "127.0.0.1".parse().expect("literal");
+    let b = "127.0.0.2".parse().expect("literal");
+    let rig = crate::rig::Rig::new(a, b, 4 << 20, softrnic_uapi::Progress::Polling)?;
+    let gbit = crate::demo::write_throughput(&rig, opts.duration)?;
+    let rtt = crate::demo::pingpong(&rig, opts.iters)?;
+    report.lines.push(Measurement {
+        key: "rc_write_bw",
+        label: "RC RDMA WRITE 64 KiB, PMTU 4096, 1 QP".to_owned(),
+        value: gbit,
+        unit: Unit::GbitPerSec,
+        detail: "16 outstanding, one thread polls both devices".to_owned(),
+        baseline: Some("raw_udp_bw"),
+        fields: Map::from_iter([("gbit_per_s".to_owned(), gbit.into())]),
+    });
+    report.lines.push(Measurement {
+        key: "rc_send_pingpong",
+        label: "RC SEND 64 B ping-pong".to_owned(),
+        value: rtt,
+        unit: Unit::MeanRttUs,
+        detail: "inline, one thread polls both devices".to_owned(),
+        baseline: Some("raw_udp_pingpong"),
+        fields: Map::from_iter([("mean_us".to_owned(), rtt.into())]),
+    });
     Ok(report)
 }
 

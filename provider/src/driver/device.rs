@@ -1,0 +1,241 @@
+//! A running device: the sans-IO [`Nic`] behind a lock, its transport, and the two ways of
+//! making progress the issue asks for:
+//!
+//! * [`Progress::Thread`] — a background thread per device receives, runs timers and sends,
+//!   sleeping in `poll(2)` on the transport's descriptor (at most 1 ms, so that deadlines set
+//!   by other threads are met). RDMA WRITEs land while the application does nothing, as
+//!   programs that spin on memory expect.
+//! * [`Progress::Polling`] — no thread: progress happens inside the caller's `poll_cq` (and
+//!   right after each post), which on a 2-core machine avoids a spinning thread competing
+//!   with the application's own.
+//!
+//! In both modes a post transmits at once if no other thread is busy with the transport
+//! (lowest latency); the thread re-checks for work after it releases the transport, so a post
+//! that found it busy is never left waiting. The NIC lock is never held across a system call.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::emit::Emitter;
+use super::ingress::{accept, Rejected};
+use crate::mr::MrTable;
+use crate::nic::Nic;
+use crate::rc::Transmit;
+use crate::transport::{RecvBatch, Transport};
+
+/// How a device makes progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A background thread per device.
+    Thread,
+    /// Inside the caller's `poll_cq` and posts.
+    Polling,
+}
+
+/// Packets per batch (sendmmsg/recvmmsg).
+pub const BATCH: usize = 32;
+
+/// The longest the progress thread sleeps without a packet.
+const MAX_SLEEP: Duration = Duration::from_millis(1);
+
+struct Io {
+    transport: Box<dyn Transport + Send>,
+    emitter: Emitter,
+    batch: RecvBatch,
+    txs: Vec<Transmit>,
+}
+
+struct Inner {
+    nic: Mutex<Nic>,
+    io: Mutex<Io>,
+    mrs: Arc<MrTable>,
+    stop: AtomicBool,
+}
+
+/// A device with its transport and progress.
+pub struct Device {
+    inner: Arc<Inner>,
+    mode: Progress,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Device {
+    /// Starts a device on `transport`, with memory regions in `mrs` and at most `max_qp` QPs.
+    ///
+    /// # Errors
+    /// Spawning the progress thread failed.
+    pub fn start(
+        transport: Box<dyn Transport + Send>,
+        mrs: Arc<MrTable>,
+        max_qp: usize,
+        mode: Progress,
+    ) -> io::Result<Device> {
+        let local = transport.local_addr();
+        let wait_fd = transport.wait_fd();
+        let inner = Arc::new(Inner {
+            nic: Mutex::new(Nic::new(local, mrs.clone(), max_qp)),
+            io: Mutex::new(Io {
+                transport,
+                emitter: Emitter::new(local, BATCH),
+                batch: RecvBatch::new(BATCH, 4096 + 512),
+                txs: Vec::with_capacity(BATCH),
+            }),
+            mrs,
+            stop: AtomicBool::new(false),
+        });
+        let thread = match mode {
+            Progress::Polling => None,
+            Progress::Thread => {
+                let inner = inner.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name(format!("softrnic {local}"))
+                        .spawn(move || run(&inner, wait_fd))?,
+                )
+            }
+        };
+        Ok(Device {
+            inner,
+            mode,
+            thread,
+        })
+    }
+
+    /// The progress mode.
+    pub fn mode(&self) -> Progress {
+        self.mode
+    }
+
+    /// The NIC, locked. Do not hold it across a call that may block.
+    pub fn nic(&self) -> MutexGuard<'_, Nic> {
+        lock(&self.inner.nic)
+    }
+
+    /// The key table.
+    pub fn mrs(&self) -> &Arc<MrTable> {
+        &self.inner.mrs
+    }
+
+    /// One round of progress if no other thread is making it: receive, timers, transmit.
+    /// Returns the packets moved. Called after posts (both modes) and from `poll_cq`
+    /// (polling mode).
+    pub fn progress(&self) -> usize {
+        match self.inner.io.try_lock() {
+            Ok(mut io) => progress(&self.inner, &mut io),
+            Err(TryLockError::Poisoned(p)) => progress(&self.inner, &mut p.into_inner()),
+            Err(TryLockError::WouldBlock) => 0,
+        }
+    }
+
+    /// The transport's counters.
+    pub fn transport_stats(&self) -> crate::transport::TransportStats {
+        lock(&self.inner.io).transport.stats()
+    }
+
+    /// The emitter's counters.
+    pub fn emit_stats(&self) -> super::EmitStats {
+        lock(&self.inner.io).emitter.stats()
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The progress thread.
+fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
+    while !inner.stop.load(Ordering::Acquire) {
+        let moved = progress(inner, &mut lock(&inner.io));
+        if moved > 0 || lock(&inner.nic).wants_transmit() {
+            continue;
+        }
+        let now = Instant::now();
+        let sleep = lock(&inner.nic).poll_timeout().map_or(MAX_SLEEP, |t| {
+            t.saturating_duration_since(now).min(MAX_SLEEP)
+        });
+        if sleep.is_zero() {
+            continue;
+        }
+        match wait_fd {
+            Some(fd) => {
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = sleep.as_micros().div_ceil(1000) as libc::c_int;
+                // SAFETY: one valid pollfd; the descriptor outlives the thread (the transport
+                // is dropped after the thread is joined).
+                unsafe { libc::poll(&mut pfd, 1, ms) };
+            }
+            None => std::thread::sleep(sleep.min(Duration::from_micros(50))),
+        }
+    }
+}
+
+/// One round: receive a batch, run timers, send everything the QPs have.
+fn progress(inner: &Inner, io: &mut Io) -> usize {
+    let now = Instant::now();
+    let mut moved = 0;
+    let Io {
+        transport,
+        emitter,
+        batch,
+        txs,
+    } = io;
+    if let Ok(n) = transport.recv_batch(batch) {
+        if n > 0 {
+            moved += n;
+            let mut nic = lock(&inner.nic);
+            for pkt in batch.iter() {
+                match accept(&pkt) {
+                    Ok((p, verified)) => nic.handle_packet(now, &p, verified),
+                    Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
+                    Err(Rejected::Malformed) => nic.rx.malformed += 1,
+                }
+            }
+        }
+    }
+    loop {
+        txs.clear();
+        {
+            let mut nic = lock(&inner.nic);
+            nic.handle_timeout(now);
+            nic.poll_transmit(now, txs, emitter.batch());
+            nic.route_completions();
+        }
+        if txs.is_empty() {
+            return moved;
+        }
+        let mut done = 0;
+        let mut stalls = 0;
+        while done < txs.len() {
+            match emitter.send(&txs[done..], &inner.mrs, transport.as_mut()) {
+                Ok(0) => {
+                    // The socket is full: wait for room a little, then give the rest up to
+                    // retransmission rather than stall the device.
+                    stalls += 1;
+                    if stalls > 50 {
+                        break;
+                    }
+                    let _ = transport.poll(Some(Duration::from_micros(200)));
+                }
+                Ok(n) => done += n,
+                Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
+            }
+        }
+        moved += done;
+    }
+}

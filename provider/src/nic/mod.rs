@@ -1,0 +1,257 @@
+//! The software NIC of one device, sans-IO: its QPs and CQs, the demultiplexing of received
+//! packets to QPs by destination QPN (IBTA 9.6.1.1 "BTH: DestQP"), and the routing of each QP's
+//! completions to its send or receive CQ. The driver ([`crate::driver::device`]) feeds it
+//! packets and time under a lock and sends what it emits.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use softrnic_wire::roce::RocePacket;
+
+use crate::cq::Cq;
+use crate::error::{Error, Result};
+use crate::mr::{MrTable, PdHandle};
+use crate::rc::{Completion, CqSide, QpCaps, RcQp, Transmit};
+use crate::wc::WorkCompletion;
+
+/// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
+pub const FIRST_QPN: u32 = 17;
+
+/// The first UDP source port of QPs (A17.2.3; rxe uses 0xC000 and up).
+pub const FIRST_SRC_PORT: u16 = 0xc000;
+
+/// A CQ handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CqId(pub u32);
+
+/// Counters of received packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Packets handed to a QP.
+    pub delivered: u64,
+    /// Of those, packets whose ICRC the transport could not verify (IPv4 on UDP sockets).
+    pub unverified: u64,
+    /// Packets for a QPN that does not exist.
+    pub no_qp: u64,
+    /// Packets dropped for a bad ICRC.
+    pub bad_icrc: u64,
+    /// Packets dropped as malformed.
+    pub malformed: u64,
+}
+
+struct QpEntry {
+    qp: RcQp,
+    send_cq: CqId,
+    recv_cq: CqId,
+}
+
+/// The sans-IO NIC of one device.
+pub struct Nic {
+    local: IpAddr,
+    mrs: Arc<MrTable>,
+    qps: HashMap<u32, QpEntry>,
+    cqs: HashMap<u32, Cq>,
+    next_qpn: u32,
+    next_cq: u32,
+    max_qp: usize,
+    /// Receive counters.
+    pub rx: RxStats,
+}
+
+impl Nic {
+    /// A NIC for the device at `local`, its memory regions in `mrs`.
+    pub fn new(local: IpAddr, mrs: Arc<MrTable>, max_qp: usize) -> Nic {
+        Nic {
+            local,
+            mrs,
+            qps: HashMap::new(),
+            cqs: HashMap::new(),
+            next_qpn: FIRST_QPN,
+            next_cq: 1,
+            max_qp,
+            rx: RxStats::default(),
+        }
+    }
+
+    /// The device's address.
+    pub fn local(&self) -> IpAddr {
+        self.local
+    }
+
+    /// The key table.
+    pub fn mrs(&self) -> &Arc<MrTable> {
+        &self.mrs
+    }
+
+    /// `ibv_create_cq`.
+    pub fn create_cq(&mut self, cqe: usize) -> CqId {
+        let id = self.next_cq;
+        self.next_cq += 1;
+        self.cqs.insert(id, Cq::new(cqe));
+        CqId(id)
+    }
+
+    /// `ibv_destroy_cq`.
+    ///
+    /// # Errors
+    /// `EBUSY` while a QP uses it; `EINVAL` for an unknown CQ.
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
+        if self
+            .qps
+            .values()
+            .any(|e| e.send_cq == cq || e.recv_cq == cq)
+        {
+            return Err(Error::Busy("a QP still uses the CQ"));
+        }
+        self.cqs
+            .remove(&cq.0)
+            .map(drop)
+            .ok_or(Error::InvalidArgument("no such CQ"))
+    }
+
+    /// `ibv_create_qp` for RC.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown CQ or bad capacities; `ENOMEM` beyond `max_qp`.
+    pub fn create_qp(
+        &mut self,
+        pd: PdHandle,
+        send_cq: CqId,
+        recv_cq: CqId,
+        caps: QpCaps,
+        sq_sig_all: bool,
+        max_wr: u32,
+    ) -> Result<u32> {
+        if !self.cqs.contains_key(&send_cq.0) || !self.cqs.contains_key(&recv_cq.0) {
+            return Err(Error::InvalidArgument("no such CQ"));
+        }
+        caps.check(max_wr)?;
+        if self.qps.len() >= self.max_qp {
+            return Err(Error::NoMemory("max_qp reached"));
+        }
+        let qpn = loop {
+            let n = self.next_qpn;
+            self.next_qpn = if n >= 0x00ff_ffff { FIRST_QPN } else { n + 1 };
+            if !self.qps.contains_key(&n) {
+                break n;
+            }
+        };
+        let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
+        let qp = RcQp::new(qpn, pd, caps, port, sq_sig_all);
+        self.qps.insert(
+            qpn,
+            QpEntry {
+                qp,
+                send_cq,
+                recv_cq,
+            },
+        );
+        Ok(qpn)
+    }
+
+    /// `ibv_destroy_qp`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown QP.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        self.qps
+            .remove(&qpn)
+            .map(drop)
+            .ok_or(Error::InvalidArgument("no such QP"))
+    }
+
+    /// The QP `qpn`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown QP.
+    pub fn qp(&mut self, qpn: u32) -> Result<&mut RcQp> {
+        self.qps
+            .get_mut(&qpn)
+            .map(|e| &mut e.qp)
+            .ok_or(Error::InvalidArgument("no such QP"))
+    }
+
+    /// `ibv_poll_cq`: moves completions into `out`; moves the QPs' fresh completions in first.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown CQ; `Io(EOVERFLOW)` once the CQ has overflowed and is drained.
+    pub fn poll_cq(&mut self, cq: CqId, out: &mut [WorkCompletion]) -> Result<usize> {
+        self.route_completions();
+        let c = self
+            .cqs
+            .get_mut(&cq.0)
+            .ok_or(Error::InvalidArgument("no such CQ"))?;
+        if c.overflowed() && c.is_empty() {
+            return Err(Error::Io(libc::EOVERFLOW));
+        }
+        Ok(c.poll(out))
+    }
+
+    /// Moves every QP's completions to its CQs.
+    pub fn route_completions(&mut self) {
+        for e in self.qps.values_mut() {
+            while let Some(Completion { side, wc }) = e.qp.poll_completion() {
+                let cq = match side {
+                    CqSide::Send => e.send_cq,
+                    CqSide::Recv => e.recv_cq,
+                };
+                if let Some(c) = self.cqs.get_mut(&cq.0) {
+                    // An overflow marks the CQ in error (reported by poll_cq).
+                    let _ = c.push(wc);
+                }
+            }
+        }
+    }
+
+    /// Hands a received, checked packet to its QP.
+    pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, verified: bool) {
+        let Some(e) = self.qps.get_mut(&pkt.repr.bth.dest_qp) else {
+            self.rx.no_qp += 1;
+            return;
+        };
+        self.rx.delivered += 1;
+        self.rx.unverified += u64::from(!verified);
+        e.qp.handle_packet(now, pkt, &self.mrs);
+    }
+
+    /// Runs the QPs' due timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for e in self.qps.values_mut() {
+            if e.qp.poll_timeout().is_some_and(|t| t <= now) {
+                e.qp.handle_timeout(now);
+            }
+        }
+    }
+
+    /// The earliest deadline of all QPs.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()
+    }
+
+    /// Appends up to `max` packets to send to `out`, taking from each QP in turn.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Transmit>, max: usize) {
+        let mrs = &self.mrs;
+        'outer: loop {
+            let mut any = false;
+            for e in self.qps.values_mut() {
+                if out.len() >= max {
+                    break 'outer;
+                }
+                if let Some(t) = e.qp.poll_transmit(now, mrs) {
+                    out.push(t);
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// Whether some QP may have packets to send.
+    pub fn wants_transmit(&self) -> bool {
+        self.qps.values().any(|e| e.qp.wants_transmit())
+    }
+}

@@ -1,0 +1,255 @@
+//! `softrnic demo`: two devices in one process (127.0.0.1 and 127.0.0.2 by default) connect RC
+//! QPs and run SEND, RDMA WRITE, WRITE with immediate, RDMA READ, compare-and-swap and
+//! fetch-and-add, verifying every byte; then a short RDMA WRITE throughput run and a SEND
+//! ping-pong, reported.
+
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use softrnic_uapi::{Progress, RemoteAddr, SendFlags, SendOpcode, WcFlags, WcOpcode};
+
+use crate::rig::{wr, Rig, Side};
+
+/// What the demo found.
+#[derive(Debug, Clone)]
+pub struct DemoReport {
+    /// One line per verified operation.
+    pub checks: Vec<String>,
+    /// RDMA WRITE throughput, Gbit/s of payload.
+    pub write_gbit_s: f64,
+    /// RC SEND 64-byte ping-pong mean round trip, microseconds.
+    pub pingpong_us: f64,
+}
+
+const MEM: usize = 4 << 20;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+fn check(what: &str, ok: bool, checks: &mut Vec<String>) -> io::Result<()> {
+    if !ok {
+        return Err(io::Error::other(format!("{what}: bytes differ")));
+    }
+    checks.push(format!("{what}: ok"));
+    Ok(())
+}
+
+fn read(s: &Side, off: usize, len: usize) -> io::Result<Vec<u8>> {
+    let mut v = vec![0; len];
+    s.mr.read(off, &mut v)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(v)
+}
+
+fn write(s: &Side, off: usize, data: &[u8]) -> io::Result<()> {
+    s.mr.write(off, data)
+        .map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// Runs the demo between `a` and `b`.
+pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
+    let rig = Rig::new(a, b, MEM, progress)?;
+    let (sa, sb) = (&rig.a, &rig.b);
+    let remote = |off: usize| RemoteAddr {
+        addr: sb.mr.addr() + off as u64,
+        rkey: sb.mr.rkey(),
+    };
+    let mut checks = Vec::new();
+
+    // SEND: 10000 bytes into a posted receive.
+    let data = pattern(10000, 1);
+    write(sa, 0, &data)?;
+    sb.post_recv(100, 0, 16384)?;
+    sa.post(wr(
+        1,
+        SendOpcode::Send,
+        vec![sa.mr.sge(0, 10000)],
+        remote(0),
+    ))?;
+    sa.wait(1)?;
+    let r = sb.wait(1)?;
+    check(
+        "SEND 10000 B",
+        r[0].opcode == WcOpcode::Recv && r[0].byte_len == 10000 && read(sb, 0, 10000)? == data,
+        &mut checks,
+    )?;
+
+    // RDMA WRITE: 64 KiB.
+    let data = pattern(65536, 2);
+    write(sa, 65536, &data)?;
+    sa.post(wr(
+        2,
+        SendOpcode::RdmaWrite,
+        vec![sa.mr.sge(65536, 65536)],
+        remote(65536),
+    ))?;
+    sa.wait(1)?;
+    check(
+        "RDMA WRITE 64 KiB",
+        read(sb, 65536, 65536)? == data,
+        &mut checks,
+    )?;
+
+    // RDMA WRITE with immediate.
+    sb.post_recv(101, 0, 0)?;
+    let mut w = wr(
+        3,
+        SendOpcode::RdmaWriteWithImm,
+        vec![sa.mr.sge(65536, 1000)],
+        remote(200_000),
+    );
+    w.imm_data_or_inv_rkey = 0x1234_5678;
+    sa.post(w)?;
+    sa.wait(1)?;
+    let r = sb.wait(1)?;
+    let imm_ok = r[0].opcode == WcOpcode::RecvRdmaWithImm
+        && r[0].wc_flags.contains(WcFlags::WITH_IMM)
+        && r[0].imm_data_or_inv_rkey == 0x1234_5678;
+    check(
+        "RDMA WRITE_WITH_IMM 1000 B",
+        imm_ok && read(sb, 200_000, 1000)? == data[..1000],
+        &mut checks,
+    )?;
+
+    // RDMA READ: 64 KiB back from B.
+    let data = pattern(65536, 3);
+    write(sb, 300_000, &data)?;
+    sa.post(wr(
+        4,
+        SendOpcode::RdmaRead,
+        vec![sa.mr.sge(400_000, 65536)],
+        remote(300_000),
+    ))?;
+    sa.wait(1)?;
+    check(
+        "RDMA READ 64 KiB",
+        read(sa, 400_000, 65536)? == data,
+        &mut checks,
+    )?;
+
+    // Atomics on an 8-byte word at B.
+    write(sb, 500_000, &100u64.to_ne_bytes())?;
+    let mut w = wr(
+        5,
+        SendOpcode::AtomicCmpAndSwp,
+        vec![sa.mr.sge(500_000, 8)],
+        remote(500_000),
+    );
+    w.compare_add = 100;
+    w.swap = 250;
+    sa.post(w)?;
+    sa.wait(1)?;
+    let ok = read(sa, 500_000, 8)? == 100u64.to_ne_bytes()
+        && read(sb, 500_000, 8)? == 250u64.to_ne_bytes();
+    check("ATOMIC CMP_AND_SWP 100 -> 250", ok, &mut checks)?;
+    let mut w = wr(
+        6,
+        SendOpcode::AtomicFetchAndAdd,
+        vec![sa.mr.sge(500_008, 8)],
+        remote(500_000),
+    );
+    w.compare_add = 5;
+    sa.post(w)?;
+    sa.wait(1)?;
+    let ok = read(sa, 500_008, 8)? == 250u64.to_ne_bytes()
+        && read(sb, 500_000, 8)? == 255u64.to_ne_bytes();
+    check("ATOMIC FETCH_AND_ADD +5", ok, &mut checks)?;
+
+    let write_gbit_s = write_throughput(&rig, Duration::from_millis(1000))?;
+    let pingpong_us = pingpong(&rig, 2000)?;
+    Ok(DemoReport {
+        checks,
+        write_gbit_s,
+        pingpong_us,
+    })
+}
+
+/// RDMA WRITE of 64 KiB messages, 16 outstanding, for `dur`: Gbit/s of payload.
+pub fn write_throughput(rig: &Rig, dur: Duration) -> io::Result<f64> {
+    const MSG: usize = 65536;
+    const DEPTH: usize = 16;
+    let (sa, sb) = (&rig.a, &rig.b);
+    let remote = RemoteAddr {
+        addr: sb.mr.addr(),
+        rkey: sb.mr.rkey(),
+    };
+    let mut posted = 0u64;
+    let mut done = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < dur || done < posted {
+        while posted - done < DEPTH as u64 && start.elapsed() < dur {
+            let off = (posted as usize % 16) * MSG;
+            sa.post(wr(
+                posted,
+                SendOpcode::RdmaWrite,
+                vec![sa.mr.sge(off, MSG as u32)],
+                remote,
+            ))?;
+            posted += 1;
+        }
+        done += sa.wait(1)?.len() as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Ok(done as f64 * MSG as f64 * 8.0 / secs / 1e9)
+}
+
+/// RC SEND 64-byte ping-pong, `iters` round trips: mean RTT in microseconds.
+pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<f64> {
+    let (sa, sb) = (&rig.a, &rig.b);
+    let off = 1 << 20;
+    let send = |s: &Side, id| {
+        let mut w = wr(
+            id,
+            SendOpcode::Send,
+            vec![s.mr.sge(off, 64)],
+            RemoteAddr { addr: 0, rkey: 0 },
+        );
+        w.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+        s.post(w)
+    };
+    sa.post_recv(1, off + 4096, 64)?;
+    sb.post_recv(1, off + 4096, 64)?;
+    let start = Instant::now();
+    for i in 0..iters as u64 {
+        send(sa, i)?;
+        // B: wait for the ping (and A's send completion comes with the pong).
+        wait_recv(sb)?;
+        sb.post_recv(i, off + 4096, 64)?;
+        send(sb, i)?;
+        wait_recv(sa)?;
+        sa.post_recv(i, off + 4096, 64)?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+}
+
+/// Waits until a receive completes on `s` (send completions are skipped).
+fn wait_recv(s: &Side) -> io::Result<()> {
+    loop {
+        for wc in s.wait(1)? {
+            if wc.opcode == WcOpcode::Recv {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Prints the report.
+pub fn print(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
+    for c in &r.checks {
+        writeln!(out, "  {c}")?;
+    }
+    writeln!(
+        out,
+        "RC RDMA WRITE 64 KiB, 16 outstanding: {:.2} Gbit/s",
+        r.write_gbit_s
+    )?;
+    writeln!(
+        out,
+        "RC SEND 64 B ping-pong:               {:.1} us mean round trip",
+        r.pingpong_us
+    )
+}

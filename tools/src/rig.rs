@@ -1,0 +1,225 @@
+//! Two softrnic devices in one process, an RC QP on each, connected: what `softrnic demo` and
+//! `softrnic perf` run on. Everything goes through the verbs API of `softrnic-uapi`.
+
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use softrnic_uapi::{
+    Access, AttrMask, Context, Cq, MemoryRegion, Mtu, OpenOptions, Progress, QpAttr, QpCaps,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge,
+    WcStatus, WorkCompletion,
+};
+
+/// One side: device, CQ, QP and a registered buffer.
+pub struct Side {
+    /// The device.
+    pub ctx: Context,
+    /// Send and receive completions.
+    pub cq: Cq,
+    /// The QP.
+    pub qp: QueuePair,
+    /// The buffer, registered with every right.
+    pub mr: MemoryRegion,
+    /// The other device, when this process must drive its progress too (polling mode: one
+    /// thread runs both devices).
+    pub peer: Option<Context>,
+}
+
+/// Two connected sides.
+pub struct Rig {
+    /// The requester side (127.0.0.1 by default).
+    pub a: Side,
+    /// The responder side (127.0.0.2 by default).
+    pub b: Side,
+}
+
+fn err(e: softrnic_uapi::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Result<Side> {
+    let ctx = Context::open(
+        addr,
+        OpenOptions {
+            progress,
+            key_seed: seed,
+        },
+    )?;
+    let pd = ctx.alloc_pd();
+    let all =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let mr = pd.reg_mr(mem, all).map_err(err)?;
+    let cq = ctx.create_cq(4096).map_err(err)?;
+    let cap = QpCaps {
+        max_send_wr: 1024,
+        max_recv_wr: 1024,
+        max_send_sge: 4,
+        max_recv_sge: 4,
+        max_inline_data: 64,
+    };
+    let qp = pd
+        .create_qp(&QpInitAttr {
+            send_cq: &cq,
+            recv_cq: &cq,
+            cap,
+            qp_type: QpType::Rc,
+            sq_sig_all: false,
+        })
+        .map_err(err)?;
+    Ok(Side {
+        ctx,
+        cq,
+        qp,
+        mr,
+        peer: None,
+    })
+}
+
+/// Moves `qp` to RTS, connected to `peer_qpn` at `peer`, as ibv_rc_pingpong does.
+pub fn connect(
+    qp: &QueuePair,
+    mtu: Mtu,
+    peer: IpAddr,
+    peer_qpn: u32,
+    my_psn: u32,
+    peer_psn: u32,
+) -> io::Result<()> {
+    let all =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let steps = [
+        (
+            QpAttr {
+                qp_state: QpState::Init,
+                qp_access_flags: all,
+                port_num: 1,
+                ..QpAttr::default()
+            },
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        ),
+        (
+            QpAttr {
+                qp_state: QpState::Rtr,
+                path_mtu: mtu,
+                dest_qp_num: peer_qpn,
+                rq_psn: peer_psn,
+                max_dest_rd_atomic: 16,
+                min_rnr_timer: 12,
+                dest: peer,
+                ..QpAttr::default()
+            },
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
+                | AttrMask::MAX_DEST_RD_ATOMIC
+                | AttrMask::MIN_RNR_TIMER,
+        ),
+        (
+            QpAttr {
+                qp_state: QpState::Rts,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                sq_psn: my_psn,
+                max_rd_atomic: 16,
+                ..QpAttr::default()
+            },
+            AttrMask::STATE
+                | AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::SQ_PSN
+                | AttrMask::MAX_QP_RD_ATOMIC,
+        ),
+    ];
+    for (attr, mask) in steps {
+        qp.modify(&attr, mask).map_err(err)?;
+    }
+    Ok(())
+}
+
+impl Rig {
+    /// Opens both devices and connects their QPs at the port's active MTU.
+    pub fn new(a: IpAddr, b: IpAddr, mem: usize, progress: Progress) -> io::Result<Rig> {
+        let mut sa = side(a, mem, progress, 1)?;
+        let mut sb = side(b, mem, progress, 2)?;
+        if progress == Progress::Polling {
+            sa.peer = Some(sb.ctx.clone());
+            sb.peer = Some(sa.ctx.clone());
+        }
+        let mtu = sa
+            .ctx
+            .query_port()
+            .active_mtu
+            .min(sb.ctx.query_port().active_mtu);
+        connect(&sa.qp, mtu, b, sb.qp.qp_num(), 0x1234, 0x5678)?;
+        connect(&sb.qp, mtu, a, sa.qp.qp_num(), 0x5678, 0x1234)?;
+        Ok(Rig { a: sa, b: sb })
+    }
+}
+
+impl Side {
+    /// Posts one send WR.
+    pub fn post(&self, wr: SendWr) -> io::Result<()> {
+        self.qp.post_send(&[wr]).map_err(|(_, e)| err(e))
+    }
+
+    /// Posts a receive of `len` bytes at `offset`.
+    pub fn post_recv(&self, wr_id: u64, offset: usize, len: u32) -> io::Result<()> {
+        self.qp
+            .post_recv(&[RecvWr {
+                wr_id,
+                sg_list: vec![self.mr.sge(offset, len)],
+            }])
+            .map_err(|(_, e)| err(e))
+    }
+
+    /// Waits for `n` completions, all successful.
+    pub fn wait(&self, n: usize) -> io::Result<Vec<WorkCompletion>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut wcs = Vec::with_capacity(n);
+        let mut buf =
+            [WorkCompletion::error(0, WcStatus::Success, softrnic_uapi::WcOpcode::Send, 0); 16];
+        while wcs.len() < n {
+            let k = self
+                .cq
+                .poll(&mut buf[..(n - wcs.len()).min(16)])
+                .map_err(err)?;
+            wcs.extend_from_slice(&buf[..k]);
+            if k == 0 {
+                if let Some(p) = &self.peer {
+                    p.progress();
+                }
+                if Instant::now() > deadline {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no completion in 10 s",
+                    ));
+                }
+            }
+        }
+        if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
+            return Err(io::Error::other(format!(
+                "work request {} failed: {:?}",
+                bad.wr_id, bad.status
+            )));
+        }
+        Ok(wcs)
+    }
+}
+
+/// A signaled send WR of `op` from `sges` to `remote`.
+pub fn wr(wr_id: u64, op: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
+    SendWr {
+        wr_id,
+        opcode: op,
+        flags: SendFlags::SIGNALED,
+        sg_list,
+        imm_data_or_inv_rkey: 0,
+        remote,
+        compare_add: 0,
+        swap: 0,
+    }
+}

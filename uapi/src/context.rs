@@ -1,0 +1,240 @@
+//! Devices, protection domains and completion queues (`ibv_open_device`, `ibv_alloc_pd`,
+//! `ibv_create_cq`, `ibv_poll_cq`).
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use softrnic_provider::device::{
+    active_mtu_for_netdev_mtu, node_guid_from_mac, DeviceAttr, GidTable, Limits, PortAttr,
+};
+use softrnic_provider::driver::{Device, Progress};
+use softrnic_provider::mr::{MrTable, PdHandle};
+use softrnic_provider::nic::CqId;
+use softrnic_provider::qp_state::Mtu;
+use softrnic_provider::rc::QpLimits;
+use softrnic_provider::transport::{Transport, UdpTransport};
+use softrnic_provider::wc::WorkCompletion;
+use softrnic_provider::{Error, Result};
+
+/// How to open a device.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// How the device makes progress.
+    pub progress: Progress,
+    /// Seed of the key table's key bytes (any value; vary it between devices).
+    pub key_seed: u64,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
+            progress: Progress::Thread,
+            key_seed: 0x5eed,
+        }
+    }
+}
+
+pub(crate) struct ContextInner {
+    pub device: Device,
+    pub gids: Option<GidTable>,
+    pub attr: DeviceAttr,
+    pub port: PortAttr,
+    pub limits: QpLimits,
+    next_pd: AtomicU32,
+}
+
+/// An open device (`ibv_context`). Cheap to clone; the device stops when the last clone and
+/// every object made from it are gone.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+impl Context {
+    /// Opens the device bound to the local address `addr` (`ibv_open_device` of the device
+    /// owning it), on kernel UDP sockets.
+    ///
+    /// # Errors
+    /// The address is not local, port 4791 is taken on it, or the interface can't be read.
+    pub fn open(addr: IpAddr, opts: OpenOptions) -> std::io::Result<Context> {
+        let gids = GidTable::for_address(addr)?;
+        let transport = UdpTransport::bind(addr)?;
+        let mtu = active_mtu_for_netdev_mtu(gids.interface().mtu);
+        let guid = node_guid_from_mac(gids.interface().mac);
+        Context::start(Box::new(transport), Some(gids), mtu, guid, opts)
+    }
+
+    /// Opens a device on any transport (the in-memory fabric, in tests), path MTU up to
+    /// 4096.
+    ///
+    /// # Errors
+    /// Spawning the progress thread failed.
+    pub fn open_on(
+        transport: Box<dyn Transport + Send>,
+        opts: OpenOptions,
+    ) -> std::io::Result<Context> {
+        Context::start(transport, None, Mtu::Mtu4096, 0, opts)
+    }
+
+    fn start(
+        transport: Box<dyn Transport + Send>,
+        gids: Option<GidTable>,
+        mtu: Mtu,
+        guid: u64,
+        opts: OpenOptions,
+    ) -> std::io::Result<Context> {
+        let mrs = Arc::new(
+            MrTable::new(Limits::MAX_MR as u32, opts.key_seed).map_err(std::io::Error::other)?,
+        );
+        let device = Device::start(transport, mrs, Limits::MAX_QP as usize, opts.progress)?;
+        let attr = DeviceAttr::softrnic(guid);
+        let gid_len = gids.as_ref().map_or(0, |g| g.len() as u32);
+        let port = PortAttr::softrnic(mtu, gid_len);
+        let limits = QpLimits {
+            active_mtu: mtu,
+            max_rd_atomic: Limits::MAX_QP_INIT_RD_ATOM.min(255) as u8,
+            max_dest_rd_atomic: Limits::MAX_QP_RD_ATOM.min(255) as u8,
+        };
+        Ok(Context {
+            inner: Arc::new(ContextInner {
+                device,
+                gids,
+                attr,
+                port,
+                limits,
+                next_pd: AtomicU32::new(1),
+            }),
+        })
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> DeviceAttr {
+        self.inner.attr.clone()
+    }
+
+    /// `ibv_query_port` (port 1, the only one).
+    pub fn query_port(&self) -> PortAttr {
+        self.inner.port
+    }
+
+    /// `ibv_query_gid` (port 1).
+    ///
+    /// # Errors
+    /// `EINVAL` beyond the table.
+    pub fn query_gid(&self, index: u32) -> Result<softrnic_provider::device::Gid> {
+        self.inner
+            .gids
+            .as_ref()
+            .and_then(|g| g.get(index))
+            .map(|e| e.gid)
+            .ok_or(Error::InvalidArgument("GID index beyond the table"))
+    }
+
+    /// The device's own address (what GID index 1 holds).
+    pub fn local_addr(&self) -> IpAddr {
+        self.inner.device.nic().local()
+    }
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&self) -> Pd {
+        Pd {
+            ctx: self.clone(),
+            handle: PdHandle(self.inner.next_pd.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
+
+    /// `ibv_create_cq` with room for `cqe` completions.
+    ///
+    /// # Errors
+    /// `EINVAL` for 0 or more than `max_cqe`.
+    pub fn create_cq(&self, cqe: usize) -> Result<Cq> {
+        if cqe == 0 || cqe > Limits::MAX_CQE as usize {
+            return Err(Error::InvalidArgument("cqe must be 1..=max_cqe"));
+        }
+        let id = self.inner.device.nic().create_cq(cqe);
+        Ok(Cq {
+            ctx: self.clone(),
+            id,
+        })
+    }
+
+    /// One round of progress (what `poll_cq` does in [`Progress::Polling`] mode).
+    pub fn progress(&self) -> usize {
+        self.inner.device.progress()
+    }
+
+    /// The device driver (counters, the NIC).
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+}
+
+/// A protection domain (`ibv_pd`).
+#[derive(Clone)]
+pub struct Pd {
+    pub(crate) ctx: Context,
+    pub(crate) handle: PdHandle,
+}
+
+impl Pd {
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+/// A completion queue (`ibv_cq`).
+pub struct Cq {
+    pub(crate) ctx: Context,
+    pub(crate) id: CqId,
+}
+
+impl Cq {
+    /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. In polling
+    /// mode it first makes one round of progress.
+    ///
+    /// # Errors
+    /// The CQ overflowed (`EOVERFLOW`).
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        let dev = &self.ctx.inner.device;
+        if dev.mode() == Progress::Polling {
+            dev.progress();
+        }
+        dev.nic().poll_cq(self.id, out)
+    }
+
+    /// Polls until `n` completions have arrived or `timeout` passes (a convenience of the
+    /// Rust API, not a verb).
+    ///
+    /// # Errors
+    /// As [`Cq::poll`]; `ETIMEDOUT` as `Io` if `timeout` passes.
+    pub fn wait(&self, n: usize, timeout: std::time::Duration) -> Result<Vec<WorkCompletion>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut got = Vec::with_capacity(n);
+        let mut buf = [WorkCompletion::error(
+            0,
+            softrnic_provider::wc::WcStatus::Success,
+            softrnic_provider::wc::WcOpcode::Send,
+            0,
+        ); 16];
+        while got.len() < n {
+            let k = self.poll(&mut buf[..(n - got.len()).min(16)])?;
+            got.extend_from_slice(&buf[..k]);
+            if k == 0 {
+                if std::time::Instant::now() > deadline {
+                    return Err(Error::Io(110)); // ETIMEDOUT
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Ok(got)
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // A QP still using it keeps it alive in the NIC (EBUSY): it is then freed with it.
+        let _ = self.ctx.inner.device.nic().destroy_cq(self.id);
+    }
+}

@@ -1,0 +1,187 @@
+//! Memory regions (`ibv_reg_mr`, `ibv_dereg_mr`): see the crate doc for how aliasing is
+//! avoided.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+
+use softrnic_provider::mr::{Access, MrKeys};
+use softrnic_provider::{Error, Result};
+
+use crate::context::Pd;
+
+/// The page size regions are aligned to.
+pub const PAGE: usize = 4096;
+
+/// A registered memory region (`ibv_mr`).
+pub struct MemoryRegion {
+    pd: Pd,
+    keys: MrKeys,
+    addr: *mut u8,
+    len: usize,
+    /// The layout, when the region owns its buffer.
+    owned: Option<Layout>,
+    registered: bool,
+}
+
+// SAFETY: the region's bytes are only reached through the key table (which synchronizes), and
+// the raw pointer is only used to free an owned buffer after deregistration.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: as above; `&MemoryRegion` gives no access that bypasses the table.
+unsafe impl Sync for MemoryRegion {}
+
+impl Pd {
+    /// `ibv_reg_mr` of a new, zeroed, page-aligned buffer of `len` bytes that the region owns.
+    ///
+    /// # Errors
+    /// As `ibv_reg_mr`: `EINVAL` for bad access flags (REMOTE_WRITE or REMOTE_ATOMIC without
+    /// LOCAL_WRITE) or `len` 0; `ENOMEM` if the buffer or a key cannot be had.
+    pub fn reg_mr(&self, len: usize, access: Access) -> Result<MemoryRegion> {
+        if len == 0 {
+            return Err(Error::InvalidArgument("zero-length memory region"));
+        }
+        let layout = Layout::from_size_align(len.next_multiple_of(PAGE), PAGE)
+            .map_err(|_| Error::InvalidArgument("region too large"))?;
+        // SAFETY: non-zero size.
+        let addr = unsafe { alloc_zeroed(layout) };
+        if addr.is_null() {
+            return Err(Error::NoMemory("cannot allocate the region"));
+        }
+        // SAFETY: the buffer is ours, valid until `Drop` frees it after deregistration.
+        match unsafe { self.reg_mr_raw(addr, len, access) } {
+            Ok(mut mr) => {
+                mr.owned = Some(layout);
+                Ok(mr)
+            }
+            Err(e) => {
+                // SAFETY: allocated above with this layout, never registered.
+                unsafe { dealloc(addr, layout) };
+                Err(e)
+            }
+        }
+    }
+
+    /// `ibv_reg_mr` of memory the caller owns; peers address it by its virtual address.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must stay valid for reads and writes until the region is dropped or
+    /// deregistered, and the caller must not hold Rust references to it meanwhile (the NIC
+    /// writes it at any time, as a DMA engine would).
+    ///
+    /// # Errors
+    /// As [`Pd::reg_mr`].
+    pub unsafe fn reg_mr_raw(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion> {
+        let mrs = self.ctx.inner.device.mrs();
+        // SAFETY: forwarded from the caller.
+        let keys = unsafe { mrs.register(self.handle, addr, len, addr as u64, access)? };
+        Ok(MemoryRegion {
+            pd: self.clone(),
+            keys,
+            addr,
+            len,
+            owned: None,
+            registered: true,
+        })
+    }
+}
+
+impl MemoryRegion {
+    /// The L_Key, for SGEs.
+    pub fn lkey(&self) -> u32 {
+        self.keys.lkey
+    }
+
+    /// The R_Key, for peers.
+    pub fn rkey(&self) -> u32 {
+        self.keys.rkey
+    }
+
+    /// The address peers and SGEs use (the region's start).
+    pub fn addr(&self) -> u64 {
+        self.addr as u64
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: zero-length regions are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `out.len()` bytes from `offset` out of the region.
+    ///
+    /// # Errors
+    /// `EINVAL` beyond the region or after deregistration.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let mrs = self.pd.ctx.inner.device.mrs();
+        mrs.with_local_read(
+            self.keys.lkey,
+            self.pd.handle,
+            self.addr() + offset as u64,
+            out.len(),
+            |b| out.copy_from_slice(b),
+        )
+        .map_err(|_| Error::InvalidArgument("read outside the memory region"))
+    }
+
+    /// Copies `data` into the region at `offset`.
+    ///
+    /// # Errors
+    /// `EINVAL` beyond the region, after deregistration, or without LOCAL_WRITE.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let mrs = self.pd.ctx.inner.device.mrs();
+        mrs.with_local_write(
+            self.keys.lkey,
+            self.pd.handle,
+            self.addr() + offset as u64,
+            data.len(),
+            |b| b.copy_from_slice(data),
+        )
+        .map_err(|_| Error::InvalidArgument("write outside the memory region (or no LOCAL_WRITE)"))
+    }
+
+    /// An SGE of `len` bytes at `offset`.
+    pub fn sge(&self, offset: usize, len: u32) -> crate::Sge {
+        crate::Sge {
+            addr: self.addr() + offset as u64,
+            length: len,
+            lkey: self.keys.lkey,
+        }
+    }
+
+    /// `ibv_dereg_mr`: the keys die; accesses in progress finish first.
+    ///
+    /// # Errors
+    /// `EBUSY` while a memory window is bound.
+    pub fn dereg(mut self) -> Result<()> {
+        self.deregister()
+    }
+
+    fn deregister(&mut self) -> Result<()> {
+        if self.registered {
+            self.pd.ctx.inner.device.mrs().deregister(self.keys.lkey)?;
+            self.registered = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        if self.deregister().is_err() {
+            // Still registered (a bound window): leak the buffer rather than free memory the
+            // NIC can reach.
+            return;
+        }
+        if let Some(layout) = self.owned {
+            // SAFETY: allocated by `reg_mr` with this layout; deregistered, so unreachable.
+            unsafe { dealloc(self.addr, layout) };
+        }
+    }
+}

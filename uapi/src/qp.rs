@@ -1,0 +1,128 @@
+//! Queue pairs (`ibv_create_qp`, `ibv_modify_qp`, `ibv_post_send`, `ibv_post_recv`).
+
+use softrnic_provider::device::Limits;
+use softrnic_provider::qp_state::{AttrMask, QpType};
+use softrnic_provider::rc::{QpAttr, QpCaps};
+use softrnic_provider::wr::{RecvWr, SendWr};
+use softrnic_provider::{Error, Result};
+
+use crate::context::{Context, Cq, Pd};
+
+/// `ibv_qp_init_attr`.
+pub struct QpInitAttr<'a> {
+    /// Completions of the send queue.
+    pub send_cq: &'a Cq,
+    /// Completions of the receive queue.
+    pub recv_cq: &'a Cq,
+    /// Capacities.
+    pub cap: QpCaps,
+    /// The transport (RC only, for now).
+    pub qp_type: QpType,
+    /// Every send WR completes, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+/// A queue pair (`ibv_qp`).
+pub struct QueuePair {
+    ctx: Context,
+    qpn: u32,
+}
+
+impl Pd {
+    /// `ibv_create_qp`.
+    ///
+    /// # Errors
+    /// `EINVAL` for bad capacities or CQs of another device; `EOPNOTSUPP` for UC and UD (not
+    /// yet); `ENOMEM` beyond `max_qp`.
+    pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<QueuePair> {
+        if init.qp_type != QpType::Rc {
+            return Err(Error::NotSupported("only RC QPs so far"));
+        }
+        if !std::sync::Arc::ptr_eq(&init.send_cq.ctx.inner, &self.ctx.inner)
+            || !std::sync::Arc::ptr_eq(&init.recv_cq.ctx.inner, &self.ctx.inner)
+        {
+            return Err(Error::InvalidArgument("CQ of another device"));
+        }
+        let qpn = self.ctx.inner.device.nic().create_qp(
+            self.handle,
+            init.send_cq.id,
+            init.recv_cq.id,
+            init.cap,
+            init.sq_sig_all,
+            Limits::MAX_QP_WR as u32,
+        )?;
+        Ok(QueuePair {
+            ctx: self.ctx.clone(),
+            qpn,
+        })
+    }
+}
+
+impl QueuePair {
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    /// `ibv_modify_qp`.
+    ///
+    /// # Errors
+    /// `EINVAL` as `ibv_modify_qp` (see `softrnic_provider::qp_state`).
+    pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        let limits = self.ctx.inner.limits;
+        self.ctx
+            .inner
+            .device
+            .nic()
+            .qp(self.qpn)?
+            .modify(attr, mask, &limits)
+    }
+
+    /// The QP's state (`ibv_query_qp`'s `qp_state`).
+    pub fn state(&self) -> crate::QpState {
+        self.ctx
+            .inner
+            .device
+            .nic()
+            .qp(self.qpn)
+            .map_or(crate::QpState::Err, |q| q.state())
+    }
+
+    /// `ibv_post_send` of a list of WRs. On an error, the WRs before the failed one are
+    /// posted; the error names the failed one's index (`bad_wr`).
+    ///
+    /// # Errors
+    /// (index of the bad WR, why).
+    pub fn post_send(&self, wrs: &[SendWr]) -> core::result::Result<(), (usize, Error)> {
+        let dev = &self.ctx.inner.device;
+        let r = {
+            let mut nic = dev.nic();
+            let mrs = nic.mrs().clone();
+            let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
+            wrs.iter()
+                .enumerate()
+                .try_for_each(|(i, w)| qp.post_send(w, &mrs).map_err(|e| (i, e)))
+        };
+        dev.progress();
+        r
+    }
+
+    /// `ibv_post_recv` of a list of WRs.
+    ///
+    /// # Errors
+    /// (index of the bad WR, why).
+    pub fn post_recv(&self, wrs: &[RecvWr]) -> core::result::Result<(), (usize, Error)> {
+        let dev = &self.ctx.inner.device;
+        let mut nic = dev.nic();
+        let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
+        wrs.iter()
+            .enumerate()
+            .try_for_each(|(i, w)| qp.post_recv(w).map_err(|e| (i, e)))
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        let _ = self.ctx.inner.device.nic().destroy_qp(self.qpn);
+    }
+}
