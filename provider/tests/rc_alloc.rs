@@ -72,7 +72,7 @@ fn a_megabyte_each_way_allocates_a_constant_few_times_not_per_packet() {
         compare_add: 0,
         swap: 0,
     });
-    let mut round = |p: &mut Pair| {
+    let round = |p: &mut Pair| {
         for w in &wrs {
             p.a.qp.post_send(w, &p.a.mrs).unwrap();
         }
