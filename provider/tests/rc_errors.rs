@@ -891,6 +891,103 @@ fn send_with_a_bad_lkey_fails_locally() {
 }
 
 #[test]
+fn a_local_error_completes_after_the_wrs_before_it() {
+    // Send completions come in posting order: a bad lkey found while earlier WRs are still
+    // in flight is reported after they complete, not before (as rxe's completer does).
+    let mut p = Pair::new(FabricConfig::default(), 31, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let data = pattern(100, 6);
+    p.a.fill(&src, 0, &data);
+    let b_mem = p.b.region(PAGE, ALL);
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&b_mem, 0, 2000)]))
+        .unwrap();
+    p.b.qp
+        .post_recv(&recv(901, vec![sge(&b_mem, 2000, 2000)]))
+        .unwrap();
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    qp.post_send(
+        &wr(
+            1,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    let bad = Sge {
+        lkey: src.keys.lkey ^ 1,
+        ..sge(&src, 0, 100)
+    };
+    qp.post_send(&wr(2, SendOpcode::Send, vec![bad], remote(&b_mem, 0)), mrs)
+        .unwrap();
+    qp.post_send(
+        &wr(
+            3,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![
+            (1, WcStatus::Success),
+            (2, WcStatus::LocProtErr),
+            (3, WcStatus::WrFlushErr)
+        ]
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(p.b.read(&b_mem, 0, 100), data);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_waiting_local_error_is_flushed_when_a_wr_before_it_fails() {
+    // The WRITE before the bad SEND fails remotely: the QP enters ERR with the SEND still
+    // waiting, which is then flushed like any other WR behind the failure.
+    let mut p = Pair::new(FabricConfig::default(), 34, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let b_mem = p.b.region(PAGE, ALL);
+    let before = pattern(PAGE, 0x19);
+    p.b.fill(&b_mem, 0, &before);
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    let bad_rkey = RemoteAddr {
+        rkey: b_mem.keys.rkey ^ 1,
+        ..remote(&b_mem, 0)
+    };
+    qp.post_send(
+        &wr(1, SendOpcode::RdmaWrite, vec![sge(&src, 0, 100)], bad_rkey),
+        mrs,
+    )
+    .unwrap();
+    let bad_lkey = Sge {
+        lkey: src.keys.lkey ^ 1,
+        ..sge(&src, 0, 100)
+    };
+    qp.post_send(
+        &wr(2, SendOpcode::Send, vec![bad_lkey], remote(&b_mem, 0)),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
+}
+
+#[test]
 fn read_or_atomic_into_a_sink_without_local_write_fails_locally() {
     for op in [RemoteOp::Read, RemoteOp::CmpSwap, RemoteOp::FetchAdd] {
         let mut p = Pair::new(FabricConfig::default(), 32, Connect::default());
