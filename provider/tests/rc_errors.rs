@@ -1530,3 +1530,65 @@ fn modify_to_err_flushes_a_receive_in_progress() {
     assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::RetryExcErr)]);
     assert_eq!(p.b.recv_wcs.len(), 3);
 }
+
+#[test]
+fn rnr_nak_on_write_with_immediate_then_success() {
+    // WRITE with immediate needs a receive WQE at its last packet: RNR NAK there, then the
+    // resend succeeds once one is posted. One packet (ONLY) and three (FIRST..LAST).
+    const TIMER: u8 = 5;
+    for len in [100u32, 3000] {
+        let c = Connect {
+            min_rnr_timer: TIMER,
+            rnr_retry: 7,
+            ..Connect::default()
+        };
+        let mut p = Pair::new(FabricConfig::default(), 14, c);
+        let src = p.a.region(PAGE, ALL);
+        let data = pattern(PAGE, 0x2c);
+        p.a.fill(&src, 0, &data);
+        let b_mem = p.b.region(PAGE, ALL);
+        let mut w = wr(
+            1,
+            SendOpcode::RdmaWriteWithImm,
+            vec![sge(&src, 0, len)],
+            remote(&b_mem, 500),
+        );
+        w.imm_data_or_inv_rkey = 0x1234_5678;
+        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        p.run_until(1000, |p| naks(&p.a).len() >= 2);
+        assert_eq!(
+            naks(&p.a),
+            vec![Syndrome::RnrNak(RnrTimer(TIMER)); 2],
+            "{len}"
+        );
+        assert!(p.b.recv_wcs.is_empty() && p.a.send_wcs.is_empty(), "{len}");
+        p.b.qp.post_recv(&recv(900, vec![])).unwrap();
+        p.run_to_quiescence(10_000);
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![(1, WcStatus::Success)],
+            "{len}"
+        );
+        assert_eq!(
+            statuses(&p.b.recv_wcs),
+            vec![(900, WcStatus::Success)],
+            "{len}"
+        );
+        let r = &p.b.recv_wcs[0];
+        assert_eq!(
+            (r.opcode, r.byte_len, r.imm_data_or_inv_rkey),
+            (WcOpcode::RecvRdmaWithImm, len, 0x1234_5678),
+            "{len}"
+        );
+        assert_eq!(
+            p.b.read(&b_mem, 500, len as usize),
+            data[..len as usize],
+            "{len}"
+        );
+        assert_eq!(p.b.read(&b_mem, 0, 500), vec![0; 500], "{len}");
+        let end = 500 + len as usize;
+        assert_eq!(p.b.read(&b_mem, end, PAGE - end), vec![0; PAGE - end]);
+        assert_eq!(p.a.qp.state(), QpState::Rts);
+        assert_eq!(p.b.qp.state(), QpState::Rts);
+    }
+}
