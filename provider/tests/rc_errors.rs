@@ -186,7 +186,22 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
     assert_eq!(p.b.read(&b_mem, 1000, 3000), data);
     assert_eq!(p.b.read(&b_mem, 0, 1000), untouched[..1000]);
     assert_eq!(p.b.read(&b_mem, 4000, 4192), untouched[4000..]);
-    assert!(p.fabric.now() >= posted_at);
+    let all_firsts: Vec<u64> =
+        p.b.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_SEND_FIRST)
+            .map(|s| s.at)
+            .collect();
+    assert_eq!(
+        all_firsts.len(),
+        firsts.len() + 1,
+        "one more try, the good one"
+    );
+    let last = all_firsts[firsts.len()];
+    assert!(
+        last >= posted_at && last - firsts[firsts.len() - 1] >= wait,
+        "the good try also waited the RNR timer"
+    );
     assert_eq!(p.a.qp.state(), QpState::Rts);
     assert_eq!(p.b.qp.state(), QpState::Rts);
     assert_eq!(count(&p.b, Opcode::RC_SEND_LAST), firsts.len() + 1);
@@ -817,7 +832,9 @@ fn zero_length_write_and_read_need_no_valid_rkey() {
 
 #[test]
 fn send_with_a_bad_lkey_fails_locally() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Node, &Region) -> Sge>)> = vec![
+    /// Makes the bad SGE from the node and a good source region.
+    type BadSge = Box<dyn Fn(&mut Node, &Region) -> Sge>;
+    let cases: Vec<(&str, BadSge)> = vec![
         (
             "wrong key byte",
             Box::new(|_, r| Sge {
@@ -1591,4 +1608,157 @@ fn rnr_nak_on_write_with_immediate_then_success() {
         assert_eq!(p.a.qp.state(), QpState::Rts);
         assert_eq!(p.b.qp.state(), QpState::Rts);
     }
+}
+
+#[test]
+fn replayed_atomics_answer_with_their_saved_values_not_the_current_word() {
+    // Two FETCH_ADDs in flight; the first one's ACK is lost. The second ACK shows the gap,
+    // the requester resends both, and the responder replays both from its saved results
+    // (100 and 105) although the word is 110 by then.
+    let mut p = Pair::new(FabricConfig::default(), 44, Connect::default());
+    let b_mem = p.b.region(PAGE, ALL);
+    p.b.fill(&b_mem, 0, &100u64.to_ne_bytes());
+    let sink = p.a.region(PAGE, ALL);
+    drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
+    for i in 0..2u64 {
+        let mut w = wr(
+            1 + i,
+            SendOpcode::AtomicFetchAndAdd,
+            vec![sge(&sink, 8 * i, 8)],
+            remote(&b_mem, 0),
+        );
+        w.compare_add = 5;
+        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+    }
+    p.run_to_quiescence(10_000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(p.b.read(&b_mem, 0, 8), 110u64.to_ne_bytes());
+    assert_eq!(p.a.read(&sink, 0, 8), 100u64.to_ne_bytes());
+    assert_eq!(p.a.read(&sink, 8, 8), 105u64.to_ne_bytes());
+    assert_eq!(count(&p.b, Opcode::RC_FETCH_ADD), 4, "both sent twice");
+    let replayed: Vec<_> =
+        p.a.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE && !s.dropped)
+            .map(|s| s.atomic_orig.unwrap())
+            .collect();
+    assert_eq!(replayed, vec![105, 100, 105]);
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
+    // B gets the FIRST packet of a three-packet WRITE; the MIDDLE and LAST are lost; B
+    // deregisters the target. The resent MIDDLE fails its R_Key check: NAK Remote Access
+    // Error at its PSN, and nothing after the FIRST packet reaches the memory.
+    let c = Connect {
+        timeout: 10,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(FabricConfig::default(), 35, c);
+    let src = p.a.region(PAGE, ALL);
+    let data = pattern(PAGE, 0x4d);
+    p.a.fill(&src, 0, &data);
+    let backing = p.b.region(PAGE, Access::LOCAL_WRITE);
+    let before = pattern(PAGE, 0x5e);
+    p.b.fill(&backing, 0, &before);
+    let target = p.b.subregion(&backing, 0, PAGE, PD, ALL);
+    let mut lost = 0;
+    p.b.drop_if = Some(Box::new(move |pkt| {
+        let later = matches!(
+            pkt.repr.bth.opcode,
+            Opcode::RC_RDMA_WRITE_MIDDLE | Opcode::RC_RDMA_WRITE_LAST
+        );
+        if later && lost < 2 {
+            lost += 1;
+            return true;
+        }
+        false
+    }));
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::RdmaWrite,
+                vec![sge(&src, 0, 3000)],
+                remote(&target, 100),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.run_until(1000, |p| p.b.seen.iter().filter(|s| s.dropped).count() == 2);
+    assert_eq!(count(&p.b, Opcode::RC_RDMA_WRITE_FIRST), 1);
+    p.b.mrs.deregister(target.keys.rkey).unwrap();
+    p.run_to_quiescence(10_000);
+
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::RemAccessErr)]);
+    assert_eq!(naks(&p.a), vec![Syndrome::Nak(NakCode::RemoteAccessError)]);
+    let nak = p.a.seen.iter().find(|s| s.syndrome.is_some()).unwrap();
+    assert_eq!(nak.psn, Psn::new(c.a_psn + 1), "the MIDDLE packet's PSN");
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    let mut expect = before.clone();
+    expect[100..1124].copy_from_slice(&data[..1024]); // the FIRST packet, while registered
+    assert_eq!(p.b.read(&backing, 0, PAGE), expect);
+}
+
+#[test]
+fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
+    // The SEND's data cannot be placed: the receive completes with IBV_WC_LOC_PROT_ERR, the
+    // requester gets NAK Remote Operational Error (IBV_WC_REM_OP_ERR), both QPs enter ERR.
+    let mut p = Pair::new(FabricConfig::default(), 36, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let b_mem = p.b.region(PAGE, ALL);
+    let before = pattern(PAGE, 0x6f);
+    p.b.fill(&b_mem, 0, &before);
+    let bad = Sge {
+        lkey: b_mem.keys.lkey ^ 1,
+        ..sge(&b_mem, 0, 2000)
+    };
+    p.b.qp.post_recv(&recv(900, vec![bad])).unwrap();
+    p.b.qp
+        .post_recv(&recv(901, vec![sge(&b_mem, 2000, 2000)]))
+        .unwrap();
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    qp.post_send(
+        &wr(
+            1,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    qp.post_send(
+        &wr(
+            2,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.b.recv_wcs),
+        vec![(900, WcStatus::LocProtErr), (901, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::RemOpErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(
+        naks(&p.a),
+        vec![Syndrome::Nak(NakCode::RemoteOperationalError)]
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
 }
