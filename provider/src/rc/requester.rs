@@ -299,9 +299,15 @@ impl Requester {
         }
         if !w.started {
             if let Err(status) = check_local_buffers(ctx, w, mrs) {
-                // The WQE at `cur` is the front: everything before it has completed or is
-                // in flight; a local error ends the QP (rxe does the same).
-                let w = self.sq.remove(self.cur).expect("cur < len");
+                if self.cur > 0 {
+                    // WRs before it are still in flight. Send completions come in posting
+                    // order, so its error waits until they complete (or fail, flushing it),
+                    // and nothing behind it is sent meanwhile (rxe's completer does the
+                    // same).
+                    return None;
+                }
+                // It is the front: a local error ends the QP (rxe does the same).
+                let w = self.sq.pop_front().expect("cur < len");
                 ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
                 ev.fatal = true;
                 return None;

@@ -239,6 +239,14 @@ impl Responder {
                 if !ctx.access.contains(Access::REMOTE_WRITE) {
                     return Err(INVALID);
                 }
+                // WRITE with immediate takes a receive WQE at its last packet. Without one,
+                // RNR NAK before anything of this packet is done (as rxe checks resources
+                // before the R_Key): the resend starts with this packet again, so an ONLY
+                // packet must not leave a message begun.
+                let last = matches!(info.position, Position::Last | Position::Only);
+                if last && repr.immdt.is_some() && self.rq.is_empty() {
+                    return self.rnr(ctx, psn);
+                }
                 if let Some(reth) = repr.reth {
                     if reth.dma_len > 0 {
                         mrs.with_remote_write(
@@ -256,10 +264,6 @@ impl Responder {
                         len: reth.dma_len,
                         offset: 0,
                     });
-                }
-                let last = matches!(info.position, Position::Last | Position::Only);
-                if last && repr.immdt.is_some() && self.rq.is_empty() {
-                    return self.rnr(ctx, psn);
                 }
                 let Some(InMessage::Write {
                     rkey,

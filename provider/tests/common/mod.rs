@@ -14,6 +14,9 @@ use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
 use softrnic_provider::rc::{Completion, CqSide, QpAttr, QpCaps, QpLimits, RcQp, Transmit};
 use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
 use softrnic_provider::wc::WorkCompletion;
+use softrnic_wire::aeth::Syndrome;
+use softrnic_wire::roce::RocePacket;
+use softrnic_wire::{Opcode, Psn};
 
 pub const PD: PdHandle = PdHandle(1);
 pub const LIMITS: QpLimits = QpLimits {
@@ -22,18 +25,46 @@ pub const LIMITS: QpLimits = QpLimits {
     max_dest_rd_atomic: 16,
 };
 
-/// Memory registered with every right, owned by the node, reached only through the table.
+/// A memory region over memory owned by the node, reached only through the table.
 pub struct Region {
     ptr: *mut u8,
     len: usize,
     pub keys: MrKeys,
+    pub pd: PdHandle,
 }
 
 impl Region {
     pub fn addr(&self) -> u64 {
         self.ptr as u64
     }
+
+    /// The address one past the last byte.
+    pub fn end(&self) -> u64 {
+        self.addr() + self.len as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
 }
+
+/// A packet a node's QP was handed (or that the node's filter dropped), as the tests see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// Virtual time of arrival, in ns.
+    pub at: u64,
+    pub opcode: Opcode,
+    pub psn: Psn,
+    pub syndrome: Option<Syndrome>,
+    /// The original remote value of an ATOMIC ACKNOWLEDGE.
+    pub atomic_orig: Option<u64>,
+    pub payload_len: usize,
+    /// The node's `drop_if` dropped it before the QP saw it.
+    pub dropped: bool,
+}
+
+/// Decides, per packet addressed to the node's QP, whether to drop it (targeted loss).
+pub type DropIf = Box<dyn FnMut(&RocePacket<'_>) -> bool>;
 
 pub struct Node {
     pub mrs: MrTable,
@@ -45,6 +76,10 @@ pub struct Node {
     pub send_wcs: Vec<WorkCompletion>,
     pub recv_wcs: Vec<WorkCompletion>,
     pub rejected: u64,
+    /// Every packet addressed to the QP, in arrival order.
+    pub seen: Vec<Seen>,
+    /// Drops the packets it returns true for, before the QP sees them.
+    pub drop_if: Option<DropIf>,
     buffers: Vec<(*mut u8, usize)>,
 }
 
@@ -73,28 +108,57 @@ impl Node {
             send_wcs: Vec::new(),
             recv_wcs: Vec::new(),
             rejected: 0,
+            seen: Vec::new(),
+            drop_if: None,
             buffers: Vec::new(),
         }
     }
 
     /// A zeroed, page-aligned buffer of `len` bytes registered with `access`.
     pub fn region(&mut self, len: usize, access: Access) -> Region {
+        self.region_in(PD, len, access)
+    }
+
+    /// A zeroed, page-aligned buffer of `len` bytes registered with `access` in `pd`.
+    pub fn region_in(&mut self, pd: PdHandle, len: usize, access: Access) -> Region {
         let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
         // SAFETY: non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         assert!(!ptr.is_null());
         self.buffers.push((ptr, len));
         // SAFETY: the buffer lives until the node drops, after its last use by the table.
-        let keys = unsafe { self.mrs.register(PD, ptr, len, ptr as u64, access) }.unwrap();
-        Region { ptr, len, keys }
+        let keys = unsafe { self.mrs.register(pd, ptr, len, ptr as u64, access) }.unwrap();
+        Region { ptr, len, keys, pd }
+    }
+
+    /// Another memory region over `len` bytes of `r`'s memory from `offset`, with its own key,
+    /// PD and rights (the memory around it stays reachable through `r`, for the test's eyes).
+    pub fn subregion(
+        &mut self,
+        r: &Region,
+        offset: usize,
+        len: usize,
+        pd: PdHandle,
+        access: Access,
+    ) -> Region {
+        assert!(offset + len <= r.len);
+        // SAFETY: inside `r`'s buffer, which lives until the node drops.
+        let ptr = unsafe { r.ptr.add(offset) };
+        // SAFETY: as above.
+        let keys = unsafe { self.mrs.register(pd, ptr, len, ptr as u64, access) }.unwrap();
+        Region { ptr, len, keys, pd }
     }
 
     /// Copies `data` into a region at `offset` (through the table, as a local write).
     pub fn fill(&self, r: &Region, offset: usize, data: &[u8]) {
         self.mrs
-            .with_local_write(r.keys.lkey, PD, r.addr() + offset as u64, data.len(), |d| {
-                d.copy_from_slice(data)
-            })
+            .with_local_write(
+                r.keys.lkey,
+                r.pd,
+                r.addr() + offset as u64,
+                data.len(),
+                |d| d.copy_from_slice(data),
+            )
             .unwrap();
     }
 
@@ -102,7 +166,7 @@ impl Node {
     pub fn read(&self, r: &Region, offset: usize, len: usize) -> Vec<u8> {
         assert!(offset + len <= r.len);
         self.mrs
-            .with_local_read(r.keys.lkey, PD, r.addr() + offset as u64, len, |d| {
+            .with_local_read(r.keys.lkey, r.pd, r.addr() + offset as u64, len, |d| {
                 d.to_vec()
             })
             .unwrap()
@@ -130,7 +194,7 @@ impl Node {
         }
     }
 
-    fn receive(&mut self, now: Instant) -> usize {
+    fn receive(&mut self, now: Instant, now_ns: u64) -> usize {
         let mut got = 0;
         loop {
             let n = self.ep.recv_batch(&mut self.batch).unwrap();
@@ -143,7 +207,19 @@ impl Node {
                     Ok((p, verified)) => {
                         assert!(verified, "the fabric shows the IP header");
                         if p.repr.bth.dest_qp == self.qp.qpn() {
-                            self.qp.handle_packet(now, &p, &self.mrs);
+                            let dropped = self.drop_if.as_mut().is_some_and(|f| f(&p));
+                            self.seen.push(Seen {
+                                at: now_ns,
+                                opcode: p.repr.bth.opcode,
+                                psn: p.repr.bth.psn,
+                                syndrome: p.repr.aeth.map(|a| a.syndrome),
+                                atomic_orig: p.repr.atomic_ack_eth.map(|a| a.orig_rem_dt),
+                                payload_len: p.payload.len(),
+                                dropped,
+                            });
+                            if !dropped {
+                                self.qp.handle_packet(now, &p, &self.mrs);
+                            }
                         }
                     }
                     Err(_) => self.rejected += 1,
@@ -232,6 +308,11 @@ impl Pair {
         self.base + Duration::from_nanos(self.fabric.now())
     }
 
+    /// Virtual time since the pair was made.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.fabric.now())
+    }
+
     /// One round; returns whether anything happened.
     pub fn step(&mut self) -> bool {
         let now = self.now();
@@ -243,8 +324,9 @@ impl Pair {
             }
             work += n.transmit(now);
         }
+        let now_ns = self.fabric.now();
         for n in [&mut self.a, &mut self.b] {
-            work += n.receive(now);
+            work += n.receive(now, now_ns);
             work += n.drain_completions();
         }
         work > 0
@@ -254,6 +336,9 @@ impl Pair {
     /// panics after `max_steps`.
     pub fn run_until(&mut self, max_steps: usize, mut done: impl FnMut(&Pair) -> bool) {
         for _ in 0..max_steps {
+            // Completions the test's own calls produced (a modify to ERR, a post in ERR).
+            self.a.drain_completions();
+            self.b.drain_completions();
             if done(self) {
                 return;
             }

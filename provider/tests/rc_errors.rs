@@ -1,0 +1,1764 @@
+//! Error scenarios of the RC engine over the in-memory fabric, in virtual time: RNR NAKs and
+//! their retry budget, the local ACK timeout and `retry_cnt`, R_Key violations of RDMA WRITE,
+//! RDMA READ and atomics, local protection and length errors, duplicate READs and atomics,
+//! and the flush of both queues in ERR.
+//!
+//! Every test checks the statuses and wr_ids of the completions on both sides, the QP states,
+//! and the memory: what must be written, byte for byte, and what must not be touched.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use softrnic_provider::mr::{Access, PdHandle};
+use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
+use softrnic_provider::rc::QpAttr;
+use softrnic_provider::transport::FabricConfig;
+use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
+use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_wire::aeth::{NakCode, RnrTimer, Syndrome};
+use softrnic_wire::{Opcode, Psn};
+
+const ALL: Access = Access(
+    Access::LOCAL_WRITE.0
+        | Access::REMOTE_WRITE.0
+        | Access::REMOTE_READ.0
+        | Access::REMOTE_ATOMIC.0,
+);
+
+/// Another protection domain than the QPs' ([`PD`]).
+const OTHER_PD: PdHandle = PdHandle(2);
+
+fn wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
+    SendWr {
+        wr_id,
+        opcode,
+        flags: SendFlags::SIGNALED,
+        sg_list,
+        imm_data_or_inv_rkey: 0,
+        remote,
+        compare_add: 0,
+        swap: 0,
+    }
+}
+
+fn sge(r: &Region, offset: u64, length: u32) -> Sge {
+    Sge {
+        addr: r.addr() + offset,
+        length,
+        lkey: r.keys.lkey,
+    }
+}
+
+fn remote(r: &Region, offset: u64) -> RemoteAddr {
+    RemoteAddr {
+        addr: r.addr() + offset,
+        rkey: r.keys.rkey,
+    }
+}
+
+fn recv(wr_id: u64, sg_list: Vec<Sge>) -> RecvWr {
+    RecvWr { wr_id, sg_list }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect()
+}
+
+/// (wr_id, status) of each completion, in order.
+fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// How many packets with `opcode` a node's QP was handed (dropped ones excluded).
+fn count(n: &Node, opcode: Opcode) -> usize {
+    n.seen
+        .iter()
+        .filter(|s| s.opcode == opcode && !s.dropped)
+        .count()
+}
+
+fn naks(n: &Node) -> Vec<Syndrome> {
+    n.seen
+        .iter()
+        .filter_map(|s| s.syndrome)
+        .filter(|s| !matches!(s, Syndrome::Ack(_)))
+        .collect()
+}
+
+fn rnr_wait(code: u8) -> Duration {
+    Duration::from_micros(u64::from(RnrTimer(code).micros()))
+}
+
+fn ack_timeout(timeout: u8) -> Duration {
+    Duration::from_nanos(4096 << timeout)
+}
+
+// ---------------------------------------------------------------------------------------
+// RNR
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
+    const TIMER: u8 = 14; // 1.28 ms
+    let c = Connect {
+        min_rnr_timer: TIMER,
+        rnr_retry: 7,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(FabricConfig::default(), 10, c);
+    let a_mem = p.a.region(8192, ALL);
+    let b_mem = p.b.region(8192, ALL);
+    let data = pattern(3000, 5); // three packets at MTU 1024
+    p.a.fill(&a_mem, 0, &data);
+    let untouched = pattern(8192, 77);
+    p.b.fill(&b_mem, 0, &untouched);
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::Send,
+                vec![sge(&a_mem, 0, 3000)],
+                remote(&b_mem, 0),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+
+    // The SEND arrives at a receive queue with nothing posted: RNR NAK with B's timer.
+    p.run_until(1000, |p| !naks(&p.a).is_empty());
+    assert_eq!(
+        naks(&p.a),
+        vec![Syndrome::RnrNak(RnrTimer(TIMER))],
+        "an RNR NAK with min_rnr_timer"
+    );
+    let nak = p.a.seen.iter().find(|s| s.syndrome.is_some()).unwrap();
+    assert_eq!(
+        nak.psn,
+        Psn::new(c.a_psn),
+        "the NAK names the SEND's first PSN"
+    );
+    let first_nak_at = nak.at;
+
+    // Several RNR rounds while the receiver stays unready: nothing completes, and the
+    // requester waits the RNR timer before every resend.
+    let wait = rnr_wait(TIMER).as_nanos() as u64;
+    p.run_until(100_000, |p| p.fabric.now() >= first_nak_at + 5 * wait);
+    assert!(p.a.send_wcs.is_empty() && p.b.recv_wcs.is_empty());
+    assert_eq!(p.a.qp.send_queue_len(), 1);
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    let firsts: Vec<u64> =
+        p.b.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_SEND_FIRST)
+            .map(|s| s.at)
+            .collect();
+    assert!(firsts.len() >= 5, "resent after every RNR NAK: {firsts:?}");
+    for pair in firsts.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= wait,
+            "a resend came before the RNR timer ran out: {firsts:?}"
+        );
+    }
+    assert_eq!(
+        naks(&p.a).len(),
+        firsts.len(),
+        "one RNR NAK per try (the MIDDLE/LAST behind a NAKed FIRST are dropped silently)"
+    );
+    assert!(naks(&p.a)
+        .iter()
+        .all(|s| *s == Syndrome::RnrNak(RnrTimer(TIMER))));
+    assert_eq!(p.b.read(&b_mem, 0, 8192), untouched, "nothing written yet");
+
+    // The receiver becomes ready; the next resend succeeds.
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&b_mem, 1000, 4000)]))
+        .unwrap();
+    let posted_at = p.fabric.now();
+    p.run_to_quiescence(10_000);
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.a.send_wcs[0].byte_len, 3000);
+    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(p.b.recv_wcs[0].byte_len, 3000);
+    assert_eq!(p.b.read(&b_mem, 1000, 3000), data);
+    assert_eq!(p.b.read(&b_mem, 0, 1000), untouched[..1000]);
+    assert_eq!(p.b.read(&b_mem, 4000, 4192), untouched[4000..]);
+    let all_firsts: Vec<u64> =
+        p.b.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_SEND_FIRST)
+            .map(|s| s.at)
+            .collect();
+    assert_eq!(
+        all_firsts.len(),
+        firsts.len() + 1,
+        "one more try, the good one"
+    );
+    let last = all_firsts[firsts.len()];
+    assert!(
+        last >= posted_at && last - firsts[firsts.len() - 1] >= wait,
+        "the good try also waited the RNR timer"
+    );
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_eq!(count(&p.b, Opcode::RC_SEND_LAST), firsts.len() + 1);
+}
+
+#[test]
+fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
+    const TIMER: u8 = 5; // 60 us
+    for rnr_retry in [0u8, 2, 6] {
+        let c = Connect {
+            min_rnr_timer: TIMER,
+            rnr_retry,
+            ..Connect::default()
+        };
+        let mut p = Pair::new(FabricConfig::default(), 11, c);
+        let a_mem = p.a.region(4096, ALL);
+        let b_mem = p.b.region(4096, ALL);
+        let untouched = pattern(4096, 3);
+        p.b.fill(&b_mem, 0, &untouched);
+        let qp = &mut p.a.qp;
+        let mrs = &p.a.mrs;
+        qp.post_send(
+            &wr(
+                1,
+                SendOpcode::Send,
+                vec![sge(&a_mem, 0, 100)],
+                remote(&b_mem, 0),
+            ),
+            mrs,
+        )
+        .unwrap();
+        // Behind the SEND: a WRITE that must never execute (its PSN is never the expected
+        // one at the receiver), and another SEND.
+        qp.post_send(
+            &wr(
+                2,
+                SendOpcode::RdmaWrite,
+                vec![sge(&a_mem, 0, 64)],
+                remote(&b_mem, 0),
+            ),
+            mrs,
+        )
+        .unwrap();
+        qp.post_send(
+            &wr(
+                3,
+                SendOpcode::Send,
+                vec![sge(&a_mem, 0, 10)],
+                remote(&b_mem, 0),
+            ),
+            mrs,
+        )
+        .unwrap();
+        p.run_to_quiescence(10_000);
+
+        let ctx = format!("rnr_retry {rnr_retry}");
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![
+                (1, WcStatus::RnrRetryExcErr),
+                (2, WcStatus::WrFlushErr),
+                (3, WcStatus::WrFlushErr)
+            ],
+            "{ctx}"
+        );
+        assert_eq!(p.a.send_wcs[0].opcode, WcOpcode::Send, "{ctx}");
+        assert_eq!(p.a.qp.state(), QpState::Err, "{ctx}");
+        let tries = usize::from(rnr_retry) + 1;
+        assert_eq!(
+            count(&p.b, Opcode::RC_SEND_ONLY),
+            2 * tries,
+            "{ctx}: both SENDs sent on each of the {tries} tries"
+        );
+        assert_eq!(
+            naks(&p.a),
+            vec![Syndrome::RnrNak(RnrTimer(TIMER)); tries],
+            "{ctx}"
+        );
+        assert!(
+            p.elapsed() >= rnr_wait(TIMER) * u32::from(rnr_retry),
+            "{ctx}: each retry waited the RNR timer ({:?})",
+            p.elapsed()
+        );
+        // RNR is no error for the responder.
+        assert_eq!(p.b.qp.state(), QpState::Rts, "{ctx}");
+        assert!(p.b.recv_wcs.is_empty(), "{ctx}");
+        assert_eq!(p.b.read(&b_mem, 0, 4096), untouched, "{ctx}");
+        // Posting in ERR flushes at once.
+        p.a.qp
+            .post_send(
+                &wr(
+                    4,
+                    SendOpcode::Send,
+                    vec![sge(&a_mem, 0, 1)],
+                    remote(&b_mem, 0),
+                ),
+                &p.a.mrs,
+            )
+            .unwrap();
+        p.run_to_quiescence(100);
+        assert_eq!(
+            statuses(&p.a.send_wcs[3..]),
+            vec![(4, WcStatus::WrFlushErr)],
+            "{ctx}"
+        );
+    }
+}
+
+#[test]
+fn rnr_retry_7_retries_for_ever() {
+    const TIMER: u8 = 14; // 1.28 ms
+    let c = Connect {
+        min_rnr_timer: TIMER,
+        rnr_retry: 7,
+        timeout: 10, // a local ACK timeout far below the run: it must not end the retries
+        retry_cnt: 1,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(FabricConfig::default(), 12, c);
+    let a_mem = p.a.region(4096, ALL);
+    let b_mem = p.b.region(4096, ALL);
+    let data = pattern(200, 9);
+    p.a.fill(&a_mem, 0, &data);
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::Send,
+                vec![sge(&a_mem, 0, 200)],
+                remote(&b_mem, 0),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    let long = Duration::from_secs(2);
+    p.run_until(1_000_000, |p| p.elapsed() >= long);
+    assert!(p.elapsed() >= long, "the requester kept a timer running");
+    assert!(p.a.send_wcs.is_empty(), "{:?}", p.a.send_wcs);
+    assert_eq!(p.a.qp.send_queue_len(), 1);
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    let tries = count(&p.b, Opcode::RC_SEND_ONLY);
+    assert!(
+        tries as u128 >= long.as_nanos() / rnr_wait(TIMER).as_nanos() / 2,
+        "only {tries} tries in {long:?}"
+    );
+    assert_eq!(naks(&p.a).len(), tries);
+
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&b_mem, 0, 4096)]))
+        .unwrap();
+    p.run_to_quiescence(10_000);
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(p.b.read(&b_mem, 0, 200), data);
+}
+
+// ---------------------------------------------------------------------------------------
+// Local ACK timeout
+// ---------------------------------------------------------------------------------------
+
+/// How the peer disappears.
+#[derive(Debug, Clone, Copy)]
+enum Gone {
+    /// Every packet is lost.
+    Loss,
+    /// The peer QP is in ERR: it drops requests.
+    PeerErr,
+    /// The peer QP is in RESET.
+    PeerReset,
+}
+
+fn peer_gone(gone: Gone, retry_cnt: u8) {
+    const TIMEOUT: u8 = 10; // 4.19 ms
+    let c = Connect {
+        timeout: TIMEOUT,
+        retry_cnt,
+        ..Connect::default()
+    };
+    let ctx = format!("{gone:?}, retry_cnt {retry_cnt}");
+    let mut p = Pair::new(FabricConfig::default(), 13, c);
+    let a_mem = p.a.region(4096, ALL);
+    let b_mem = p.b.region(4096, ALL);
+    let untouched = pattern(4096, 1);
+    p.b.fill(&b_mem, 0, &untouched);
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&b_mem, 0, 4096)]))
+        .unwrap();
+    let state = |s| QpAttr {
+        qp_state: s,
+        ..QpAttr::default()
+    };
+    let limits = LIMITS;
+    match gone {
+        Gone::Loss => p.fabric.set_config(FabricConfig {
+            loss: 1.0,
+            ..FabricConfig::default()
+        }),
+        Gone::PeerErr => {
+            p.b.qp
+                .modify(&state(QpState::Err), AttrMask::STATE, &limits)
+                .unwrap()
+        }
+        Gone::PeerReset => {
+            p.b.qp
+                .modify(&state(QpState::Reset), AttrMask::STATE, &limits)
+                .unwrap()
+        }
+    }
+    let start = p.elapsed();
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    qp.post_send(
+        &wr(
+            1,
+            SendOpcode::Send,
+            vec![sge(&a_mem, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    qp.post_send(
+        &wr(
+            2,
+            SendOpcode::RdmaWrite,
+            vec![sge(&a_mem, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    p.run_until(100_000, |p| !p.a.send_wcs.is_empty());
+    let took = p.elapsed() - start;
+    p.run_to_quiescence(1000);
+
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)],
+        "{ctx}"
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err, "{ctx}");
+    // The first try and `retry_cnt` retries, each after a full local ACK timeout.
+    let t = ack_timeout(TIMEOUT);
+    let tries = u32::from(retry_cnt) + 1;
+    assert!(
+        took >= t * tries && took < t * (tries + 1),
+        "{ctx}: failed after {took:?}, expected {tries} x {t:?}"
+    );
+    let sent = p.fabric.stats().sent;
+    assert_eq!(
+        sent,
+        2 * u64::from(tries),
+        "{ctx}: both requests on each try, nothing else"
+    );
+    let b_recvs = match gone {
+        Gone::Loss => {
+            assert_eq!(p.fabric.stats().lost, sent, "{ctx}");
+            assert_eq!(p.b.qp.state(), QpState::Rts, "{ctx}");
+            vec![]
+        }
+        Gone::PeerErr => vec![(900, WcStatus::WrFlushErr)],
+        Gone::PeerReset => vec![], // RESET discards the queues without completions
+    };
+    assert_eq!(statuses(&p.b.recv_wcs), b_recvs, "{ctx}");
+    assert!(p.a.seen.is_empty(), "{ctx}: no answer ever came");
+    assert_eq!(p.b.read(&b_mem, 0, 4096), untouched, "{ctx}");
+}
+
+#[test]
+fn ack_timeout_exhausts_retry_cnt_when_the_peer_is_gone() {
+    for retry_cnt in [0, 1, 3, 6] {
+        peer_gone(Gone::Loss, retry_cnt);
+    }
+    peer_gone(Gone::PeerErr, 2);
+    peer_gone(Gone::PeerReset, 2);
+}
+
+#[test]
+fn retry_cnt_7_means_7_retries_not_infinite() {
+    // IBTA: retry_cnt is a plain count; kernel rxe treats 7 as infinite, softrnic does not.
+    peer_gone(Gone::Loss, 7);
+}
+
+// ---------------------------------------------------------------------------------------
+// Remote access violations
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RemoteOp {
+    Write,
+    Read,
+    CmpSwap,
+    FetchAdd,
+}
+
+impl RemoteOp {
+    fn atomic(self) -> bool {
+        matches!(self, RemoteOp::CmpSwap | RemoteOp::FetchAdd)
+    }
+
+    /// The bytes it moves: three packets at MTU 1024 for WRITE/READ.
+    fn len(self) -> u32 {
+        if self.atomic() {
+            8
+        } else {
+            3000
+        }
+    }
+
+    fn right(self) -> Access {
+        match self {
+            RemoteOp::Write => Access::REMOTE_WRITE,
+            RemoteOp::Read => Access::REMOTE_READ,
+            _ => Access::REMOTE_ATOMIC,
+        }
+    }
+
+    fn opcode(self) -> SendOpcode {
+        match self {
+            RemoteOp::Write => SendOpcode::RdmaWrite,
+            RemoteOp::Read => SendOpcode::RdmaRead,
+            RemoteOp::CmpSwap => SendOpcode::AtomicCmpAndSwp,
+            RemoteOp::FetchAdd => SendOpcode::AtomicFetchAndAdd,
+        }
+    }
+}
+
+/// What is wrong with the remote access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// A key whose index is beyond the table.
+    KeyBeyondTable,
+    /// A key at an index where no region is registered.
+    KeyNotRegistered,
+    /// The target was deregistered before the request.
+    Deregistered,
+    /// The target was deregistered and its memory registered again at the same index: the
+    /// old key (stale key byte) must not reach the new registration.
+    StaleKeyReregistered,
+    /// The access ends one byte past the region (atomics: the word right after it).
+    PastTheEnd,
+    /// The access starts one byte before the region (atomics: the word right before it).
+    BelowTheStart,
+    /// `va + len` overflows 64 bits.
+    Overflow,
+    /// One byte longer than the region, from its start (not for atomics).
+    TooLong,
+    /// The region lacks the right the operation needs.
+    MissingRight,
+    /// The region belongs to another protection domain.
+    WrongPd,
+    /// The responder QP's `qp_access_flags` lack the operation (NAK Invalid Request).
+    QpAccess,
+    /// An atomic at an address that is not 8-byte aligned (NAK Invalid Request).
+    Misaligned,
+}
+
+const FAULTS: [Fault; 12] = [
+    Fault::KeyBeyondTable,
+    Fault::KeyNotRegistered,
+    Fault::Deregistered,
+    Fault::StaleKeyReregistered,
+    Fault::PastTheEnd,
+    Fault::BelowTheStart,
+    Fault::Overflow,
+    Fault::TooLong,
+    Fault::MissingRight,
+    Fault::WrongPd,
+    Fault::QpAccess,
+    Fault::Misaligned,
+];
+
+impl Fault {
+    /// Whether the fault can be made with `op`: atomics have a fixed length, and only atomics
+    /// need alignment.
+    fn applies_to(self, op: RemoteOp) -> bool {
+        match self {
+            Fault::TooLong => !op.atomic(),
+            Fault::Misaligned => op.atomic(),
+            _ => true,
+        }
+    }
+}
+
+const PAGE: usize = 4096;
+
+/// A requester A posts `op` with `fault` to B, then a valid WRITE and a SEND behind it, then
+/// one more SEND once A is in ERR. B's target region is the middle page of a three-page
+/// buffer, so that accesses around it hit real memory, which must stay as it was.
+fn remote_violation(op: RemoteOp, fault: Fault) {
+    assert!(fault.applies_to(op));
+    let ctx = format!("{op:?} with {fault:?}");
+    let mut p = Pair::new(FabricConfig::default(), 20, Connect::default());
+
+    // B: a buffer only B itself may write (no remote rights), with the target in its middle.
+    let backing = p.b.region(3 * PAGE, Access::LOCAL_WRITE);
+    let before = pattern(3 * PAGE, 0x40);
+    p.b.fill(&backing, 0, &before);
+    let (pd, access) = match fault {
+        Fault::WrongPd => (OTHER_PD, ALL),
+        Fault::MissingRight => (PD, Access(ALL.0 & !op.right().0)),
+        _ => (PD, ALL),
+    };
+    let mut target = p.b.subregion(&backing, PAGE, PAGE, pd, access);
+    // A region B's QP may write: the target of the valid WRITE behind the bad request.
+    let other = p.b.region(PAGE, ALL);
+    let other_before = pattern(PAGE, 0x80);
+    p.b.fill(&other, 0, &other_before);
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&other, 0, PAGE as u32)]))
+        .unwrap();
+
+    // A: the source of WRITEs, and the sink of READs and atomics (which must stay as it is).
+    let src = p.a.region(2 * PAGE, ALL);
+    p.a.fill(&src, 0, &pattern(2 * PAGE, 0x11));
+    let sink = p.a.region(2 * PAGE, ALL);
+    let sink_before = pattern(2 * PAGE, 0x22);
+    p.a.fill(&sink, 0, &sink_before);
+
+    let mut len = op.len();
+    let mut rkey = target.keys.rkey;
+    let (start, end) = (target.addr(), target.end());
+    let mut va = start + 64;
+    let mut expect = (WcStatus::RemAccessErr, NakCode::RemoteAccessError);
+    match fault {
+        Fault::KeyBeyondTable => rkey = 0xdead_be00 | (rkey & 0xff),
+        Fault::KeyNotRegistered => rkey = (40 << 8) | (rkey & 0xff),
+        Fault::Deregistered => p.b.mrs.deregister(target.keys.rkey).unwrap(),
+        Fault::StaleKeyReregistered => {
+            let stale = target.keys.rkey;
+            p.b.mrs.deregister(stale).unwrap();
+            // Indices are reused first-in first-out: register until the index comes back.
+            loop {
+                let again = p.b.subregion(&backing, PAGE, PAGE, PD, ALL);
+                if again.keys.rkey >> 8 == stale >> 8 {
+                    assert_ne!(again.keys.rkey, stale);
+                    target = again;
+                    break;
+                }
+                p.b.mrs.deregister(again.keys.rkey).unwrap();
+            }
+            // The memory is registered with every right again; only the key is stale.
+            rkey = stale;
+        }
+        Fault::PastTheEnd => {
+            va = if op.atomic() {
+                end
+            } else {
+                end - u64::from(len) + 1
+            }
+        }
+        Fault::BelowTheStart => va = if op.atomic() { start - 8 } else { start - 1 },
+        Fault::Overflow => va = u64::MAX - 7 - if op.atomic() { 0 } else { 1000 },
+        Fault::TooLong => {
+            va = start;
+            len = PAGE as u32 + 1;
+        }
+        Fault::MissingRight | Fault::WrongPd => {}
+        Fault::QpAccess => {
+            let mut qp_access = ALL;
+            qp_access.0 &= !op.right().0;
+            let attr = QpAttr {
+                qp_state: QpState::Rts,
+                qp_access_flags: qp_access,
+                ..QpAttr::default()
+            };
+            p.b.qp
+                .modify(&attr, AttrMask::STATE | AttrMask::ACCESS_FLAGS, &LIMITS)
+                .unwrap();
+            expect = (WcStatus::RemInvReqErr, NakCode::InvalidRequest);
+        }
+        Fault::Misaligned => {
+            va = start + 4;
+            expect = (WcStatus::RemInvReqErr, NakCode::InvalidRequest);
+        }
+    }
+
+    let local = if op == RemoteOp::Write { &src } else { &sink };
+    let mut bad = wr(
+        1,
+        op.opcode(),
+        vec![sge(local, 0, len)],
+        RemoteAddr { addr: va, rkey },
+    );
+    bad.compare_add = u64::from_ne_bytes(before[PAGE + 64..PAGE + 72].try_into().unwrap());
+    bad.swap = 0x0123_4567_89ab_cdef;
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    qp.post_send(&bad, mrs).unwrap();
+    qp.post_send(
+        &wr(
+            2,
+            SendOpcode::RdmaWrite,
+            vec![sge(&src, 0, 64)],
+            remote(&other, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    qp.post_send(
+        &wr(
+            3,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 64)],
+            remote(&other, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(10_000);
+    p.a.qp
+        .post_send(
+            &wr(
+                4,
+                SendOpcode::Send,
+                vec![sge(&src, 0, 64)],
+                remote(&other, 0),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.run_to_quiescence(100);
+
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![
+            (1, expect.0),
+            (2, WcStatus::WrFlushErr),
+            (3, WcStatus::WrFlushErr),
+            (4, WcStatus::WrFlushErr),
+        ],
+        "{ctx}"
+    );
+    assert_eq!(p.a.send_wcs[0].byte_len, 0, "{ctx}");
+    assert_eq!(naks(&p.a), vec![Syndrome::Nak(expect.1)], "{ctx}");
+    assert_eq!(p.a.qp.state(), QpState::Err, "{ctx}: requester");
+    assert_eq!(p.b.qp.state(), QpState::Err, "{ctx}: responder");
+    assert_eq!(
+        statuses(&p.b.recv_wcs),
+        vec![(900, WcStatus::WrFlushErr)],
+        "{ctx}: the responder's receive queue is flushed"
+    );
+    assert_eq!(
+        p.b.read(&backing, 0, 3 * PAGE),
+        before,
+        "{ctx}: the target memory and around it"
+    );
+    assert_eq!(
+        p.b.read(&other, 0, PAGE),
+        other_before,
+        "{ctx}: the requests behind the failed one did not execute"
+    );
+    assert_eq!(p.a.read(&sink, 0, 2 * PAGE), sink_before, "{ctx}: the sink");
+    let _ = target;
+}
+
+fn remote_violations(ops: &[RemoteOp]) {
+    for &op in ops {
+        for fault in FAULTS.into_iter().filter(|f| f.applies_to(op)) {
+            remote_violation(op, fault);
+        }
+    }
+}
+
+#[test]
+fn rdma_write_rkey_violations() {
+    remote_violations(&[RemoteOp::Write]);
+}
+
+#[test]
+fn rdma_read_rkey_violations() {
+    remote_violations(&[RemoteOp::Read]);
+}
+
+#[test]
+fn atomic_rkey_violations() {
+    remote_violations(&[RemoteOp::CmpSwap, RemoteOp::FetchAdd]);
+}
+
+#[test]
+fn zero_length_write_and_read_need_no_valid_rkey() {
+    // IBTA C9-88: a zero-length RDMA WRITE or READ is not checked against any R_Key.
+    let mut p = Pair::new(FabricConfig::default(), 21, Connect::default());
+    let b_mem = p.b.region(PAGE, ALL);
+    let before = pattern(PAGE, 0x33);
+    p.b.fill(&b_mem, 0, &before);
+    let a_mem = p.a.region(PAGE, ALL);
+    let a_before = pattern(PAGE, 0x44);
+    p.a.fill(&a_mem, 0, &a_before);
+    let bogus = [
+        RemoteAddr {
+            addr: b_mem.addr(),
+            rkey: 0xdead_beef,
+        },
+        RemoteAddr {
+            addr: u64::MAX,
+            rkey: b_mem.keys.rkey ^ 0x55,
+        },
+    ];
+    let mut id = 0;
+    for r in bogus {
+        for op in [SendOpcode::RdmaWrite, SendOpcode::RdmaRead] {
+            id += 1;
+            p.a.qp.post_send(&wr(id, op, vec![], r), &p.a.mrs).unwrap();
+            id += 1;
+            // A zero-length SGE is allowed too.
+            p.a.qp
+                .post_send(&wr(id, op, vec![sge(&a_mem, 0, 0)], r), &p.a.mrs)
+                .unwrap();
+        }
+    }
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        (1..=id).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    assert!(p.a.send_wcs.iter().all(|w| w.byte_len == 0));
+    assert!(naks(&p.a).is_empty());
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
+    assert_eq!(p.a.read(&a_mem, 0, PAGE), a_before);
+}
+
+// ---------------------------------------------------------------------------------------
+// Local errors
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn send_with_a_bad_lkey_fails_locally() {
+    /// Makes the bad SGE from the node and a good source region.
+    type BadSge = Box<dyn Fn(&mut Node, &Region) -> Sge>;
+    let cases: Vec<(&str, BadSge)> = vec![
+        (
+            "wrong key byte",
+            Box::new(|_, r| Sge {
+                lkey: r.keys.lkey ^ 1,
+                ..sge(r, 0, 100)
+            }),
+        ),
+        (
+            "key index beyond the table",
+            Box::new(|_, r| Sge {
+                lkey: 0xdead_be00,
+                ..sge(r, 0, 100)
+            }),
+        ),
+        (
+            "past the end",
+            Box::new(|_, r| sge(r, PAGE as u64 - 99, 100)),
+        ),
+        (
+            "region of another PD",
+            Box::new(|n, _| {
+                let o = n.region_in(OTHER_PD, PAGE, ALL);
+                sge(&o, 0, 100)
+            }),
+        ),
+        (
+            "deregistered region",
+            Box::new(|n, _| {
+                let o = n.region(PAGE, ALL);
+                n.mrs.deregister(o.keys.lkey).unwrap();
+                sge(&o, 0, 100)
+            }),
+        ),
+    ];
+    for (what, bad_sge) in cases {
+        let mut p = Pair::new(FabricConfig::default(), 30, Connect::default());
+        let src = p.a.region(PAGE, ALL);
+        let b_mem = p.b.region(PAGE, ALL);
+        let before = pattern(PAGE, 0x55);
+        p.b.fill(&b_mem, 0, &before);
+        p.b.qp
+            .post_recv(&recv(900, vec![sge(&b_mem, 0, PAGE as u32)]))
+            .unwrap();
+        let bad = bad_sge(&mut p.a, &src);
+        let qp = &mut p.a.qp;
+        let mrs = &p.a.mrs;
+        qp.post_send(&wr(1, SendOpcode::Send, vec![bad], remote(&b_mem, 0)), mrs)
+            .unwrap();
+        qp.post_send(
+            &wr(
+                2,
+                SendOpcode::Send,
+                vec![sge(&src, 0, 10)],
+                remote(&b_mem, 0),
+            ),
+            mrs,
+        )
+        .unwrap();
+        p.run_to_quiescence(1000);
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)],
+            "{what}"
+        );
+        assert_eq!(p.a.qp.state(), QpState::Err, "{what}");
+        assert_eq!(p.fabric.stats().sent, 0, "{what}: nothing left A");
+        assert_eq!(p.b.qp.state(), QpState::Rts, "{what}");
+        assert!(p.b.recv_wcs.is_empty(), "{what}");
+        assert_eq!(p.b.read(&b_mem, 0, PAGE), before, "{what}");
+    }
+}
+
+#[test]
+fn a_local_error_completes_after_the_wrs_before_it() {
+    // Send completions come in posting order: a bad lkey found while earlier WRs are still
+    // in flight is reported after they complete, not before (as rxe's completer does).
+    let mut p = Pair::new(FabricConfig::default(), 31, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let data = pattern(100, 6);
+    p.a.fill(&src, 0, &data);
+    let b_mem = p.b.region(PAGE, ALL);
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&b_mem, 0, 2000)]))
+        .unwrap();
+    p.b.qp
+        .post_recv(&recv(901, vec![sge(&b_mem, 2000, 2000)]))
+        .unwrap();
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    qp.post_send(
+        &wr(
+            1,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    let bad = Sge {
+        lkey: src.keys.lkey ^ 1,
+        ..sge(&src, 0, 100)
+    };
+    qp.post_send(&wr(2, SendOpcode::Send, vec![bad], remote(&b_mem, 0)), mrs)
+        .unwrap();
+    qp.post_send(
+        &wr(
+            3,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![
+            (1, WcStatus::Success),
+            (2, WcStatus::LocProtErr),
+            (3, WcStatus::WrFlushErr)
+        ]
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(p.b.read(&b_mem, 0, 100), data);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_waiting_local_error_is_flushed_when_a_wr_before_it_fails() {
+    // The WRITE before the bad SEND fails remotely: the QP enters ERR with the SEND still
+    // waiting, which is then flushed like any other WR behind the failure.
+    let mut p = Pair::new(FabricConfig::default(), 34, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let b_mem = p.b.region(PAGE, ALL);
+    let before = pattern(PAGE, 0x19);
+    p.b.fill(&b_mem, 0, &before);
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    let bad_rkey = RemoteAddr {
+        rkey: b_mem.keys.rkey ^ 1,
+        ..remote(&b_mem, 0)
+    };
+    qp.post_send(
+        &wr(1, SendOpcode::RdmaWrite, vec![sge(&src, 0, 100)], bad_rkey),
+        mrs,
+    )
+    .unwrap();
+    let bad_lkey = Sge {
+        lkey: src.keys.lkey ^ 1,
+        ..sge(&src, 0, 100)
+    };
+    qp.post_send(
+        &wr(2, SendOpcode::Send, vec![bad_lkey], remote(&b_mem, 0)),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
+}
+
+#[test]
+fn read_or_atomic_into_a_sink_without_local_write_fails_locally() {
+    for op in [RemoteOp::Read, RemoteOp::CmpSwap, RemoteOp::FetchAdd] {
+        let mut p = Pair::new(FabricConfig::default(), 32, Connect::default());
+        let b_mem = p.b.region(PAGE, ALL);
+        let b_before = pattern(PAGE, 0x66);
+        p.b.fill(&b_mem, 0, &b_before);
+        // Remote read is no local write right.
+        let backing = p.a.region(PAGE, Access::LOCAL_WRITE);
+        let sink_before = pattern(PAGE, 0x77);
+        p.a.fill(&backing, 0, &sink_before);
+        let sink = p.a.subregion(&backing, 0, PAGE, PD, Access::REMOTE_READ);
+        p.a.qp
+            .post_send(
+                &wr(
+                    1,
+                    op.opcode(),
+                    vec![sge(&sink, 0, op.len())],
+                    remote(&b_mem, 8),
+                ),
+                &p.a.mrs,
+            )
+            .unwrap();
+        p.run_to_quiescence(1000);
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![(1, WcStatus::LocProtErr)],
+            "{op:?}"
+        );
+        assert_eq!(p.a.qp.state(), QpState::Err, "{op:?}");
+        assert_eq!(p.fabric.stats().sent, 0, "{op:?}: the request never left");
+        assert_eq!(p.b.qp.state(), QpState::Rts, "{op:?}");
+        assert_eq!(p.b.read(&b_mem, 0, PAGE), b_before, "{op:?}");
+        assert_eq!(p.a.read(&backing, 0, PAGE), sink_before, "{op:?}");
+    }
+}
+
+#[test]
+fn send_longer_than_the_receive_buffer() {
+    // (message length, receive buffer length): one packet, and three packets of which the
+    // last overflows.
+    for (len, room) in [(100u32, 64u32), (3000, 2500)] {
+        let ctx = format!("{len} bytes into {room}");
+        let mut p = Pair::new(FabricConfig::default(), 33, Connect::default());
+        let src = p.a.region(PAGE, ALL);
+        p.a.fill(&src, 0, &pattern(PAGE, 0x12));
+        let b_mem = p.b.region(2 * PAGE, ALL);
+        let before = pattern(2 * PAGE, 0x34);
+        p.b.fill(&b_mem, 0, &before);
+        p.b.qp
+            .post_recv(&recv(900, vec![sge(&b_mem, 1000, room)]))
+            .unwrap();
+        p.b.qp
+            .post_recv(&recv(901, vec![sge(&b_mem, 5000, 3000)]))
+            .unwrap();
+        let qp = &mut p.a.qp;
+        let mrs = &p.a.mrs;
+        qp.post_send(
+            &wr(
+                1,
+                SendOpcode::Send,
+                vec![sge(&src, 0, len)],
+                remote(&b_mem, 0),
+            ),
+            mrs,
+        )
+        .unwrap();
+        qp.post_send(
+            &wr(
+                2,
+                SendOpcode::Send,
+                vec![sge(&src, 0, 10)],
+                remote(&b_mem, 0),
+            ),
+            mrs,
+        )
+        .unwrap();
+        p.run_to_quiescence(1000);
+        assert_eq!(
+            statuses(&p.b.recv_wcs),
+            vec![(900, WcStatus::LocLenErr), (901, WcStatus::WrFlushErr)],
+            "{ctx}"
+        );
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![(1, WcStatus::RemInvReqErr), (2, WcStatus::WrFlushErr)],
+            "{ctx}"
+        );
+        assert_eq!(
+            naks(&p.a),
+            vec![Syndrome::Nak(NakCode::InvalidRequest)],
+            "{ctx}"
+        );
+        assert_eq!(p.a.qp.state(), QpState::Err, "{ctx}");
+        assert_eq!(p.b.qp.state(), QpState::Err, "{ctx}");
+        // Inside the receive buffer the bytes are undefined after the error; outside it,
+        // nothing moved (and the second receive buffer was never written).
+        let end = 1000 + room as usize;
+        assert_eq!(p.b.read(&b_mem, 0, 1000), before[..1000], "{ctx}");
+        assert_eq!(
+            p.b.read(&b_mem, end, 2 * PAGE - end),
+            before[end..],
+            "{ctx}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Duplicate READs and atomics
+// ---------------------------------------------------------------------------------------
+
+/// Drops the `nth` (0-based) packet with `opcode` that reaches the node.
+fn drop_nth(n: &mut Node, opcode: Opcode, nth: usize) {
+    let mut k = 0;
+    n.drop_if = Some(Box::new(move |pkt| {
+        if pkt.repr.bth.opcode != opcode {
+            return false;
+        }
+        k += 1;
+        k == nth + 1
+    }));
+}
+
+#[test]
+fn a_lost_read_response_is_answered_again_with_the_same_data() {
+    const TIMEOUT: u8 = 10;
+    let c = Connect {
+        timeout: TIMEOUT,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(FabricConfig::default(), 40, c);
+    let b_mem = p.b.region(PAGE, ALL);
+    let data = pattern(PAGE, 0x21);
+    p.b.fill(&b_mem, 0, &data);
+    let sink = p.a.region(PAGE, ALL);
+    drop_nth(&mut p.a, Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0);
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::RdmaRead,
+                vec![sge(&sink, 100, 500)],
+                remote(&b_mem, 7),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.run_to_quiescence(10_000);
+
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.a.send_wcs[0].byte_len, 500);
+    assert_eq!(p.a.read(&sink, 100, 500), data[7..507]);
+    assert_eq!(p.a.read(&sink, 0, 100), vec![0; 100]);
+    assert_eq!(p.a.read(&sink, 600, PAGE - 600), vec![0; PAGE - 600]);
+    // The responder saw the same request twice and answered both.
+    let reqs: Vec<Psn> =
+        p.b.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_REQUEST)
+            .map(|s| s.psn)
+            .collect();
+    assert_eq!(reqs, vec![Psn::new(c.a_psn); 2]);
+    let resps: Vec<_> =
+        p.a.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_RESPONSE_ONLY)
+            .map(|s| (s.psn, s.payload_len, s.dropped))
+            .collect();
+    assert_eq!(
+        resps,
+        vec![
+            (Psn::new(c.a_psn), 500, true),
+            (Psn::new(c.a_psn), 500, false)
+        ]
+    );
+    assert!(
+        p.elapsed() >= ack_timeout(TIMEOUT),
+        "resent after a timeout"
+    );
+    assert_eq!(p.b.read(&b_mem, 0, PAGE), data, "a READ writes nothing");
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_lost_middle_read_response_is_asked_for_again() {
+    // Three responses, the middle one lost: the requester asks again for the rest only
+    // (IBTA 9.7.6.2.2) and the responder answers the duplicate from its saved READ.
+    let c = Connect::default();
+    let mut p = Pair::new(FabricConfig::default(), 41, c);
+    let b_mem = p.b.region(PAGE, ALL);
+    let data = pattern(PAGE, 0x31);
+    p.b.fill(&b_mem, 0, &data);
+    let sink = p.a.region(PAGE, ALL);
+    drop_nth(&mut p.a, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0);
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::RdmaRead,
+                vec![sge(&sink, 0, 3000)],
+                remote(&b_mem, 50),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.run_to_quiescence(10_000);
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.a.read(&sink, 0, 3000), data[50..3050]);
+    assert_eq!(p.a.read(&sink, 3000, PAGE - 3000), vec![0; PAGE - 3000]);
+    let reqs: Vec<Psn> =
+        p.b.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_REQUEST)
+            .map(|s| s.psn)
+            .collect();
+    assert_eq!(
+        reqs,
+        vec![Psn::new(c.a_psn), Psn::new(c.a_psn + 1)],
+        "the second request starts at the lost response"
+    );
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_lost_atomic_ack_is_replayed_not_executed_again() {
+    const TIMEOUT: u8 = 10;
+    for op in [RemoteOp::FetchAdd, RemoteOp::CmpSwap] {
+        let c = Connect {
+            timeout: TIMEOUT,
+            ..Connect::default()
+        };
+        let mut p = Pair::new(FabricConfig::default(), 42, c);
+        let b_mem = p.b.region(PAGE, ALL);
+        p.b.fill(&b_mem, 64, &42u64.to_ne_bytes());
+        let sink = p.a.region(PAGE, ALL);
+        p.a.fill(&sink, 0, &u64::MAX.to_ne_bytes());
+        drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
+        let mut w = wr(1, op.opcode(), vec![sge(&sink, 0, 8)], remote(&b_mem, 64));
+        // FAA adds 10; CAS swaps 42 for 7 (run twice, the second would see 7 and fail).
+        (w.compare_add, w.swap) = match op {
+            RemoteOp::FetchAdd => (10, 0),
+            _ => (42, 7),
+        };
+        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        p.run_to_quiescence(10_000);
+
+        let after = if op == RemoteOp::FetchAdd { 52u64 } else { 7 };
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![(1, WcStatus::Success)],
+            "{op:?}"
+        );
+        assert_eq!(
+            p.b.read(&b_mem, 64, 8),
+            after.to_ne_bytes(),
+            "{op:?}: executed once"
+        );
+        assert_eq!(
+            p.a.read(&sink, 0, 8),
+            42u64.to_ne_bytes(),
+            "{op:?}: the original value"
+        );
+        let op_code = if op == RemoteOp::FetchAdd {
+            Opcode::RC_FETCH_ADD
+        } else {
+            Opcode::RC_COMPARE_SWAP
+        };
+        let reqs: Vec<Psn> =
+            p.b.seen
+                .iter()
+                .filter(|s| s.opcode == op_code)
+                .map(|s| s.psn)
+                .collect();
+        assert_eq!(reqs, vec![Psn::new(c.a_psn); 2], "{op:?}: a duplicate");
+        let acks: Vec<_> =
+            p.a.seen
+                .iter()
+                .filter(|s| s.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE)
+                .map(|s| (s.psn, s.atomic_orig, s.dropped))
+                .collect();
+        assert_eq!(
+            acks,
+            vec![
+                (Psn::new(c.a_psn), Some(42), true),
+                (Psn::new(c.a_psn), Some(42), false)
+            ],
+            "{op:?}: the replayed ACK carries the saved original value"
+        );
+        assert!(p.elapsed() >= ack_timeout(TIMEOUT));
+        assert_eq!(p.a.qp.state(), QpState::Rts);
+        assert_eq!(p.b.qp.state(), QpState::Rts);
+    }
+}
+
+#[test]
+fn every_packet_twice_executes_every_request_once() {
+    let fabric = FabricConfig {
+        duplicate: 1.0,
+        ..FabricConfig::default()
+    };
+    let mut p = Pair::new(fabric, 43, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let data = pattern(PAGE, 0x5a);
+    p.a.fill(&src, 0, &data);
+    let sink = p.a.region(PAGE, ALL);
+    let b_mem = p.b.region(4 * PAGE, ALL);
+    let b_data = pattern(PAGE, 0x6b);
+    p.b.fill(&b_mem, 0, &b_data);
+    p.b.fill(&b_mem, PAGE, &100u64.to_ne_bytes());
+    p.b.qp
+        .post_recv(&recv(900, vec![sge(&b_mem, 2 * PAGE as u64, 3000)]))
+        .unwrap();
+    p.b.qp
+        .post_recv(&recv(901, vec![sge(&b_mem, 3 * PAGE as u64, 3000)]))
+        .unwrap();
+    let word = remote(&b_mem, PAGE as u64);
+    let mut wrs = Vec::new();
+    for i in 0..3u64 {
+        let mut w = wr(
+            1 + i,
+            SendOpcode::AtomicFetchAndAdd,
+            vec![sge(&sink, 8 * i, 8)],
+            word,
+        );
+        w.compare_add = 5;
+        wrs.push(w);
+    }
+    let mut w = wr(
+        4,
+        SendOpcode::AtomicCmpAndSwp,
+        vec![sge(&sink, 24, 8)],
+        word,
+    );
+    (w.compare_add, w.swap) = (115, 1);
+    wrs.push(w);
+    wrs.push(wr(
+        5,
+        SendOpcode::RdmaRead,
+        vec![sge(&sink, 100, 3000)],
+        remote(&b_mem, 0),
+    ));
+    wrs.push(wr(
+        6,
+        SendOpcode::Send,
+        vec![sge(&src, 0, 2500)],
+        remote(&b_mem, 0),
+    ));
+    for w in &wrs {
+        p.a.qp.post_send(w, &p.a.mrs).unwrap();
+    }
+    p.run_to_quiescence(10_000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        (1..=6).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    assert!(p.fabric.stats().duplicated > 0);
+    // 100 + 5 + 5 + 5 = 115, then CAS 115 -> 1: each atomic ran once.
+    assert_eq!(p.b.read(&b_mem, PAGE, 8), 1u64.to_ne_bytes());
+    let origs: Vec<u64> = (0..4)
+        .map(|i| u64::from_ne_bytes(p.a.read(&sink, 8 * i, 8).try_into().unwrap()))
+        .collect();
+    assert_eq!(origs, vec![100, 105, 110, 115]);
+    assert_eq!(p.a.read(&sink, 100, 3000), b_data[..3000]);
+    // The SEND took one receive buffer.
+    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(p.b.read(&b_mem, 2 * PAGE, 2500), data[..2500]);
+    assert_eq!(p.b.read(&b_mem, 3 * PAGE, 3000), vec![0; 3000]);
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+// ---------------------------------------------------------------------------------------
+// Flush on ERR
+// ---------------------------------------------------------------------------------------
+
+fn to_err(qp: &mut softrnic_provider::rc::RcQp) {
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    qp.modify(&attr, AttrMask::STATE, &LIMITS).unwrap();
+}
+
+#[test]
+fn modify_to_err_flushes_every_outstanding_wr_once() {
+    let c = Connect {
+        mtu: Mtu::Mtu1024,
+        rnr_retry: 7,
+        min_rnr_timer: 14,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(FabricConfig::default(), 50, c);
+    let a_mem = p.a.region(4 * PAGE, ALL);
+    let b_mem = p.b.region(4 * PAGE, ALL);
+    let a_before = pattern(4 * PAGE, 0x71);
+    p.a.fill(&a_mem, 0, &a_before);
+    for id in 100..104 {
+        p.a.qp
+            .post_recv(&recv(id, vec![sge(&a_mem, 0, 64)]))
+            .unwrap();
+    }
+    // B has no receive posted: the first SEND is RNR-NAKed for ever, and everything behind
+    // it stays outstanding.
+    let ops = [
+        (1, SendOpcode::Send),
+        (2, SendOpcode::RdmaWrite),
+        (3, SendOpcode::RdmaRead),
+        (4, SendOpcode::RdmaWrite), // unsignaled
+        (5, SendOpcode::AtomicFetchAndAdd),
+        (6, SendOpcode::SendWithImm),
+    ];
+    for (id, op) in ops {
+        let len = if op == SendOpcode::AtomicFetchAndAdd {
+            8
+        } else {
+            2000
+        };
+        let mut w = wr(
+            id,
+            op,
+            vec![sge(&a_mem, 2 * PAGE as u64, len)],
+            remote(&b_mem, 0),
+        );
+        if id == 4 {
+            w.flags = SendFlags(0);
+        }
+        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+    }
+    p.run_until(1000, |p| naks(&p.a).len() >= 2);
+    assert_eq!(naks(&p.a).len(), 2);
+    assert!(p.a.send_wcs.is_empty() && p.a.recv_wcs.is_empty());
+    assert_eq!(p.a.qp.send_queue_len(), 6);
+
+    to_err(&mut p.a.qp);
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.a.qp.send_queue_len(), 0);
+    p.run_until(10_000, |p| {
+        p.fabric.in_flight() == 0 && !p.a.qp.wants_transmit()
+    });
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        (1..=6)
+            .map(|i| (i, WcStatus::WrFlushErr))
+            .collect::<Vec<_>>(),
+        "every send WR, signaled or not, in order"
+    );
+    let opcodes: Vec<_> = p.a.send_wcs.iter().map(|w| w.opcode).collect();
+    assert_eq!(
+        opcodes,
+        vec![
+            WcOpcode::Send,
+            WcOpcode::RdmaWrite,
+            WcOpcode::RdmaRead,
+            WcOpcode::RdmaWrite,
+            WcOpcode::FetchAdd,
+            WcOpcode::Send
+        ]
+    );
+    assert_eq!(
+        statuses(&p.a.recv_wcs),
+        (100..104)
+            .map(|i| (i, WcStatus::WrFlushErr))
+            .collect::<Vec<_>>()
+    );
+    assert!(p
+        .a
+        .send_wcs
+        .iter()
+        .chain(&p.a.recv_wcs)
+        .all(|w| w.qp_num == p.a.qp.qpn()));
+
+    // Posting in ERR completes at once with a flush, exactly once.
+    p.a.qp
+        .post_send(
+            &wr(
+                7,
+                SendOpcode::RdmaWrite,
+                vec![sge(&a_mem, 0, 10)],
+                remote(&b_mem, 0),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.a.qp
+        .post_recv(&recv(104, vec![sge(&a_mem, 0, 64)]))
+        .unwrap();
+    // Time goes on: nothing else completes, nothing is sent.
+    let sent = p.fabric.stats().sent;
+    let horizon = p.fabric.now() + 1_000_000_000;
+    p.run_until(100_000, |p| p.fabric.now() >= horizon);
+    assert_eq!(p.fabric.stats().sent, sent, "a QP in ERR sends nothing");
+    assert_eq!(
+        statuses(&p.a.send_wcs[6..]),
+        vec![(7, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(
+        statuses(&p.a.recv_wcs[4..]),
+        vec![(104, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(p.a.read(&a_mem, 0, 4 * PAGE), a_before, "nothing written");
+    assert!(p.b.recv_wcs.is_empty());
+}
+
+#[test]
+fn modify_to_err_flushes_a_receive_in_progress() {
+    // B is in the middle of a three-packet SEND (its LAST packet lost) when it enters ERR:
+    // the receive WQE in use is flushed once, with the ones behind it.
+    let mut p = Pair::new(FabricConfig::default(), 51, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let b_mem = p.b.region(2 * PAGE, ALL);
+    drop_nth(&mut p.b, Opcode::RC_SEND_LAST, 0);
+    for id in 900..903 {
+        p.b.qp
+            .post_recv(&recv(id, vec![sge(&b_mem, 0, PAGE as u32)]))
+            .unwrap();
+    }
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::Send,
+                vec![sge(&src, 0, 3000)],
+                remote(&b_mem, 0),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.run_until(1000, |p| p.b.seen.iter().any(|s| s.dropped));
+    assert!(p.b.recv_wcs.is_empty());
+    to_err(&mut p.b.qp);
+    p.run_until(1000, |p| p.b.recv_wcs.len() >= 3);
+    assert_eq!(
+        statuses(&p.b.recv_wcs),
+        (900..903)
+            .map(|i| (i, WcStatus::WrFlushErr))
+            .collect::<Vec<_>>()
+    );
+    // The requester retries into silence and gives up; B completes nothing more.
+    p.run_to_quiescence(100_000);
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::RetryExcErr)]);
+    assert_eq!(p.b.recv_wcs.len(), 3);
+}
+
+#[test]
+fn rnr_nak_on_write_with_immediate_then_success() {
+    // WRITE with immediate needs a receive WQE at its last packet: RNR NAK there, then the
+    // resend succeeds once one is posted. One packet (ONLY) and three (FIRST..LAST).
+    const TIMER: u8 = 5;
+    for len in [100u32, 3000] {
+        let c = Connect {
+            min_rnr_timer: TIMER,
+            rnr_retry: 7,
+            ..Connect::default()
+        };
+        let mut p = Pair::new(FabricConfig::default(), 14, c);
+        let src = p.a.region(PAGE, ALL);
+        let data = pattern(PAGE, 0x2c);
+        p.a.fill(&src, 0, &data);
+        let b_mem = p.b.region(PAGE, ALL);
+        let mut w = wr(
+            1,
+            SendOpcode::RdmaWriteWithImm,
+            vec![sge(&src, 0, len)],
+            remote(&b_mem, 500),
+        );
+        w.imm_data_or_inv_rkey = 0x1234_5678;
+        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        p.run_until(1000, |p| naks(&p.a).len() >= 2);
+        assert_eq!(
+            naks(&p.a),
+            vec![Syndrome::RnrNak(RnrTimer(TIMER)); 2],
+            "{len}"
+        );
+        assert!(p.b.recv_wcs.is_empty() && p.a.send_wcs.is_empty(), "{len}");
+        p.b.qp.post_recv(&recv(900, vec![])).unwrap();
+        p.run_to_quiescence(10_000);
+        assert_eq!(
+            statuses(&p.a.send_wcs),
+            vec![(1, WcStatus::Success)],
+            "{len}"
+        );
+        assert_eq!(
+            statuses(&p.b.recv_wcs),
+            vec![(900, WcStatus::Success)],
+            "{len}"
+        );
+        let r = &p.b.recv_wcs[0];
+        assert_eq!(
+            (r.opcode, r.byte_len, r.imm_data_or_inv_rkey),
+            (WcOpcode::RecvRdmaWithImm, len, 0x1234_5678),
+            "{len}"
+        );
+        assert_eq!(
+            p.b.read(&b_mem, 500, len as usize),
+            data[..len as usize],
+            "{len}"
+        );
+        assert_eq!(p.b.read(&b_mem, 0, 500), vec![0; 500], "{len}");
+        let end = 500 + len as usize;
+        assert_eq!(p.b.read(&b_mem, end, PAGE - end), vec![0; PAGE - end]);
+        assert_eq!(p.a.qp.state(), QpState::Rts);
+        assert_eq!(p.b.qp.state(), QpState::Rts);
+    }
+}
+
+#[test]
+fn replayed_atomics_answer_with_their_saved_values_not_the_current_word() {
+    // Two FETCH_ADDs in flight; the first one's ACK is lost. The second ACK shows the gap,
+    // the requester resends both, and the responder replays both from its saved results
+    // (100 and 105) although the word is 110 by then.
+    let mut p = Pair::new(FabricConfig::default(), 44, Connect::default());
+    let b_mem = p.b.region(PAGE, ALL);
+    p.b.fill(&b_mem, 0, &100u64.to_ne_bytes());
+    let sink = p.a.region(PAGE, ALL);
+    drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
+    for i in 0..2u64 {
+        let mut w = wr(
+            1 + i,
+            SendOpcode::AtomicFetchAndAdd,
+            vec![sge(&sink, 8 * i, 8)],
+            remote(&b_mem, 0),
+        );
+        w.compare_add = 5;
+        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+    }
+    p.run_to_quiescence(10_000);
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(p.b.read(&b_mem, 0, 8), 110u64.to_ne_bytes());
+    assert_eq!(p.a.read(&sink, 0, 8), 100u64.to_ne_bytes());
+    assert_eq!(p.a.read(&sink, 8, 8), 105u64.to_ne_bytes());
+    assert_eq!(count(&p.b, Opcode::RC_FETCH_ADD), 4, "both sent twice");
+    let replayed: Vec<_> =
+        p.a.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE && !s.dropped)
+            .map(|s| s.atomic_orig.unwrap())
+            .collect();
+    assert_eq!(replayed, vec![105, 100, 105]);
+    assert_eq!(p.a.qp.state(), QpState::Rts);
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
+    // B gets the FIRST packet of a three-packet WRITE; the MIDDLE and LAST are lost; B
+    // deregisters the target. The resent MIDDLE fails its R_Key check: NAK Remote Access
+    // Error at its PSN, and nothing after the FIRST packet reaches the memory.
+    let c = Connect {
+        timeout: 10,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(FabricConfig::default(), 35, c);
+    let src = p.a.region(PAGE, ALL);
+    let data = pattern(PAGE, 0x4d);
+    p.a.fill(&src, 0, &data);
+    let backing = p.b.region(PAGE, Access::LOCAL_WRITE);
+    let before = pattern(PAGE, 0x5e);
+    p.b.fill(&backing, 0, &before);
+    let target = p.b.subregion(&backing, 0, PAGE, PD, ALL);
+    let mut lost = 0;
+    p.b.drop_if = Some(Box::new(move |pkt| {
+        let later = matches!(
+            pkt.repr.bth.opcode,
+            Opcode::RC_RDMA_WRITE_MIDDLE | Opcode::RC_RDMA_WRITE_LAST
+        );
+        if later && lost < 2 {
+            lost += 1;
+            return true;
+        }
+        false
+    }));
+    p.a.qp
+        .post_send(
+            &wr(
+                1,
+                SendOpcode::RdmaWrite,
+                vec![sge(&src, 0, 3000)],
+                remote(&target, 100),
+            ),
+            &p.a.mrs,
+        )
+        .unwrap();
+    p.run_until(1000, |p| p.b.seen.iter().filter(|s| s.dropped).count() == 2);
+    assert_eq!(count(&p.b, Opcode::RC_RDMA_WRITE_FIRST), 1);
+    p.b.mrs.deregister(target.keys.rkey).unwrap();
+    p.run_to_quiescence(10_000);
+
+    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::RemAccessErr)]);
+    assert_eq!(naks(&p.a), vec![Syndrome::Nak(NakCode::RemoteAccessError)]);
+    let nak = p.a.seen.iter().find(|s| s.syndrome.is_some()).unwrap();
+    assert_eq!(nak.psn, Psn::new(c.a_psn + 1), "the MIDDLE packet's PSN");
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    let mut expect = before.clone();
+    expect[100..1124].copy_from_slice(&data[..1024]); // the FIRST packet, while registered
+    assert_eq!(p.b.read(&backing, 0, PAGE), expect);
+}
+
+#[test]
+fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
+    // The SEND's data cannot be placed: the receive completes with IBV_WC_LOC_PROT_ERR, the
+    // requester gets NAK Remote Operational Error (IBV_WC_REM_OP_ERR), both QPs enter ERR.
+    let mut p = Pair::new(FabricConfig::default(), 36, Connect::default());
+    let src = p.a.region(PAGE, ALL);
+    let b_mem = p.b.region(PAGE, ALL);
+    let before = pattern(PAGE, 0x6f);
+    p.b.fill(&b_mem, 0, &before);
+    let bad = Sge {
+        lkey: b_mem.keys.lkey ^ 1,
+        ..sge(&b_mem, 0, 2000)
+    };
+    p.b.qp.post_recv(&recv(900, vec![bad])).unwrap();
+    p.b.qp
+        .post_recv(&recv(901, vec![sge(&b_mem, 2000, 2000)]))
+        .unwrap();
+    let qp = &mut p.a.qp;
+    let mrs = &p.a.mrs;
+    qp.post_send(
+        &wr(
+            1,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    qp.post_send(
+        &wr(
+            2,
+            SendOpcode::Send,
+            vec![sge(&src, 0, 100)],
+            remote(&b_mem, 0),
+        ),
+        mrs,
+    )
+    .unwrap();
+    p.run_to_quiescence(1000);
+    assert_eq!(
+        statuses(&p.b.recv_wcs),
+        vec![(900, WcStatus::LocProtErr), (901, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(
+        statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::RemOpErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(
+        naks(&p.a),
+        vec![Syndrome::Nak(NakCode::RemoteOperationalError)]
+    );
+    assert_eq!(p.a.qp.state(), QpState::Err);
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
+}
