@@ -105,18 +105,14 @@ impl Requester {
             }
             Operation::RdmaReadResponse => {
                 self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
-                if !self.expected_response(ctx, psn, SendOpcode::RdmaRead, ev) {
+                if !self.expected_response(ctx, psn, |op| op == SendOpcode::RdmaRead, ev) {
                     return;
                 }
                 self.read_response(ctx, now, pkt, info.position, timers, mrs, ev);
             }
             Operation::AtomicAcknowledge => {
                 self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
-                let atomic = match self.sq.front() {
-                    Some(w) if w.opcode.is_atomic() => w.opcode,
-                    _ => SendOpcode::AtomicFetchAndAdd,
-                };
-                if !self.expected_response(ctx, psn, atomic, ev) {
+                if !self.expected_response(ctx, psn, SendOpcode::is_atomic, ev) {
                     return;
                 }
                 let Some(ack) = pkt.repr.atomic_ack_eth else {
@@ -175,18 +171,19 @@ impl Requester {
     }
 
     /// Whether a READ response or atomic ACK at `psn` is the one awaited: the front WQE is a
-    /// started `op` holding `psn`, and `psn` is the oldest unacknowledged. A response beyond
+    /// started WQE whose opcode `answers` holding `psn`, and `psn` is the oldest unacknowledged. A response beyond
     /// it means earlier ones were lost (go back once); one before it is a duplicate.
     fn expected_response(
         &mut self,
         ctx: &QpContext,
         psn: Psn,
-        op: SendOpcode,
+        answers: fn(SendOpcode) -> bool,
         ev: &mut Events,
     ) -> bool {
-        let ok_front = self.sq.front().is_some_and(|w| {
-            w.holds(psn) && (w.opcode == op || (op.is_atomic() && w.opcode.is_atomic()))
-        });
+        let ok_front = self
+            .sq
+            .front()
+            .is_some_and(|w| w.holds(psn) && answers(w.opcode));
         if !ok_front {
             // Not a response to the oldest WQE: a duplicate of a completed one, or garbage.
             return false;

@@ -21,7 +21,6 @@ use crate::qp_state::{
     check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, Mtu, QpState, QpType,
 };
 use crate::timer::TimerTable;
-use crate::wc::WcStatus;
 use crate::wr::{total_len, RecvWr, SendWr};
 
 /// Queue capacities (`ibv_qp_cap`).
@@ -429,18 +428,3 @@ impl RcQp {
         self.req.sq.len()
     }
 }
-
-/// Not every status is produced yet; these are the ones the engine can produce, documented in
-/// one place for the tests.
-pub const PRODUCED_STATUSES: &[WcStatus] = &[
-    WcStatus::Success,
-    WcStatus::LocLenErr,
-    WcStatus::LocProtErr,
-    WcStatus::WrFlushErr,
-    WcStatus::BadRespErr,
-    WcStatus::RemInvReqErr,
-    WcStatus::RemAccessErr,
-    WcStatus::RemOpErr,
-    WcStatus::RetryExcErr,
-    WcStatus::RnrRetryExcErr,
-];
