@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use softrnic_uapi::{
     Access, AttrMask, Context, Cq, MemoryRegion, Mtu, OpenOptions, Progress, QpAttr, QpCaps,
@@ -178,28 +178,19 @@ impl Side {
 
     /// Waits for `n` completions, all successful.
     pub fn wait(&self, n: usize) -> io::Result<Vec<WorkCompletion>> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut wcs = Vec::with_capacity(n);
-        let mut buf =
-            [WorkCompletion::error(0, WcStatus::Success, softrnic_uapi::WcOpcode::Send, 0); 16];
-        while wcs.len() < n {
-            let k = self
-                .cq
-                .poll(&mut buf[..(n - wcs.len()).min(16)])
-                .map_err(err)?;
-            wcs.extend_from_slice(&buf[..k]);
-            if k == 0 {
+        let wcs = self
+            .cq
+            .wait_with(n, Duration::from_secs(10), || {
                 if let Some(p) = &self.peer {
                     p.progress();
                 }
-                if Instant::now() > deadline {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "no completion in 10 s",
-                    ));
+            })
+            .map_err(|e| match e {
+                softrnic_uapi::Error::Io(softrnic_uapi::ETIMEDOUT) => {
+                    io::Error::new(io::ErrorKind::TimedOut, "no completion in 10 s")
                 }
-            }
-        }
+                e => err(e),
+            })?;
         if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
             return Err(io::Error::other(format!(
                 "work request {} failed: {:?}",

@@ -14,7 +14,7 @@ use softrnic_provider::nic::CqId;
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::rc::QpLimits;
 use softrnic_provider::transport::{Transport, UdpTransport};
-use softrnic_provider::wc::WorkCompletion;
+use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::{Error, Result};
 
 /// How to open a device.
@@ -210,27 +210,40 @@ impl Cq {
     /// # Errors
     /// As [`Cq::poll`]; `ETIMEDOUT` as `Io` if `timeout` passes.
     pub fn wait(&self, n: usize, timeout: std::time::Duration) -> Result<Vec<WorkCompletion>> {
+        self.wait_with(n, timeout, || {})
+    }
+
+    /// [`Cq::wait`], calling `idle` whenever a poll finds nothing (to drive another device's
+    /// progress from the same thread, say).
+    ///
+    /// # Errors
+    /// As [`Cq::wait`].
+    pub fn wait_with(
+        &self,
+        n: usize,
+        timeout: std::time::Duration,
+        mut idle: impl FnMut(),
+    ) -> Result<Vec<WorkCompletion>> {
         let deadline = std::time::Instant::now() + timeout;
         let mut got = Vec::with_capacity(n);
-        let mut buf = [WorkCompletion::error(
-            0,
-            softrnic_provider::wc::WcStatus::Success,
-            softrnic_provider::wc::WcOpcode::Send,
-            0,
-        ); 16];
+        let mut buf = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16];
         while got.len() < n {
             let k = self.poll(&mut buf[..(n - got.len()).min(16)])?;
             got.extend_from_slice(&buf[..k]);
             if k == 0 {
                 if std::time::Instant::now() > deadline {
-                    return Err(Error::Io(110)); // ETIMEDOUT
+                    return Err(Error::Io(ETIMEDOUT));
                 }
+                idle();
                 std::hint::spin_loop();
             }
         }
         Ok(got)
     }
 }
+
+/// `ETIMEDOUT` on Linux.
+pub const ETIMEDOUT: i32 = 110;
 
 impl Drop for Cq {
     fn drop(&mut self) {

@@ -23,7 +23,7 @@ mod context;
 mod mr;
 mod qp;
 
-pub use context::{Context, Cq, OpenOptions, Pd};
+pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
 pub use mr::MemoryRegion;
 pub use qp::{QpInitAttr, QueuePair};
 
