@@ -247,7 +247,8 @@ pub const ETIMEDOUT: i32 = 110;
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // A QP still using it keeps it alive in the NIC (EBUSY): it is then freed with it.
+        // A QP still using it makes the NIC refuse (EBUSY) and the CQ stays in the NIC's table
+        // for good: drop QPs before their CQs. (Known gap; see the issue note.)
         let _ = self.ctx.inner.device.nic().destroy_cq(self.id);
     }
 }
