@@ -25,11 +25,12 @@
 //!
 //! # No allocation per packet
 //!
-//! The `mmsghdr`, `iovec` and `sockaddr_storage` arrays of a batch live on the stack (at most
-//! [`MAX_MSGS`] datagrams and [`MAX_IOVS`] pieces per syscall; larger batches take several);
-//! the receive buffers are the caller's. The only allocations are the sockets and their map
-//! entry, once per source port. The test `no_allocation_per_packet` checks this with a
-//! counting global allocator (see `udp_tests.rs`).
+//! The `mmsghdr`, `iovec` and `sockaddr_storage` arrays of a batch are allocated once, with the
+//! transport, and only the entries a call uses are written (at most [`MAX_MSGS`] datagrams and
+//! [`MAX_IOVS`] pieces per syscall; larger batches take several); the receive buffers are the
+//! caller's. The only allocations are the sockets and their map entry, once per source port.
+//! The test `no_allocation_per_packet` checks this with a counting global allocator (see
+//! `udp_tests.rs`).
 
 use std::collections::HashMap;
 use std::io;
@@ -60,6 +61,33 @@ pub struct UdpTransport {
     /// The source port whose socket last returned "would block".
     blocked: Option<u16>,
     stats: TransportStats,
+    scratch: Box<Scratch>,
+}
+
+/// The arrays `sendmmsg` / `recvmmsg` read, kept between calls so that a call writes only the
+/// entries it uses (zeroing all of them each time cost more than the rest of a small send).
+struct Scratch {
+    addrs: [libc::sockaddr_storage; MAX_MSGS],
+    iovs: [libc::iovec; MAX_IOVS],
+    hdrs: [libc::mmsghdr; MAX_MSGS],
+}
+
+// SAFETY: the raw pointers in `iovs` and `hdrs` are meaningful only during one call, which
+// writes every entry it passes to the kernel first; between calls they are never followed.
+unsafe impl Send for Scratch {}
+
+impl Scratch {
+    fn new() -> Box<Scratch> {
+        // SAFETY: all-zero is a valid value of these plain C structs (null pointers, zero
+        // lengths).
+        Box::new(unsafe { zeroed() })
+    }
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scratch")
+    }
 }
 
 impl UdpTransport {
@@ -79,6 +107,7 @@ impl UdpTransport {
             tx: HashMap::new(),
             blocked: None,
             stats: TransportStats::default(),
+            scratch: Scratch::new(),
         })
     }
 
@@ -87,7 +116,9 @@ impl UdpTransport {
         self.tx.len()
     }
 
-    /// The socket sending from `port`, opened on first use.
+    /// The socket sending from `port`, opened on first use. It stays unconnected: the kernel
+    /// gives a connected socket's DF datagrams a running IP ID, which the ICRC (computed here,
+    /// over an IP ID of 0) does not mask.
     fn tx_fd(&mut self, port: u16) -> io::Result<RawFd> {
         if port == ROCE_V2_UDP_PORT {
             return Ok(self.rx.as_raw_fd());
@@ -115,11 +146,7 @@ impl UdpTransport {
     fn send_run(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<(usize, bool)> {
         let port = pkts[0].src_port;
         let fd = self.tx_fd(port)?;
-        // SAFETY: all-zero is a valid value of these plain C structs (null pointers, zero
-        // lengths).
-        let mut addrs: [libc::sockaddr_storage; MAX_MSGS] = unsafe { zeroed() };
-        let mut iovs: [libc::iovec; MAX_IOVS] = unsafe { zeroed() };
-        let mut hdrs: [libc::mmsghdr; MAX_MSGS] = unsafe { zeroed() };
+        let Scratch { addrs, iovs, hdrs } = &mut *self.scratch;
         let mut lens = [0usize; MAX_MSGS];
         let mut first_iov = [0usize; MAX_MSGS];
         let (mut n, mut used) = (0, 0);
@@ -229,10 +256,7 @@ impl Transport for UdpTransport {
         if cap == 0 {
             return Ok(0);
         }
-        // SAFETY: as in send_run.
-        let mut addrs: [libc::sockaddr_storage; MAX_MSGS] = unsafe { zeroed() };
-        let mut iovs: [libc::iovec; MAX_MSGS] = unsafe { zeroed() };
-        let mut hdrs: [libc::mmsghdr; MAX_MSGS] = unsafe { zeroed() };
+        let Scratch { addrs, iovs, hdrs } = &mut *self.scratch;
         for (iov, (buf, _)) in iovs.iter_mut().zip(batch.slots_mut().take(cap)) {
             iov.iov_base = buf.as_mut_ptr().cast();
             iov.iov_len = buf.len();
