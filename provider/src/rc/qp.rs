@@ -144,6 +144,8 @@ pub struct RcQp {
     state: QpState,
     req: Requester,
     resp: Responder,
+    /// A plain ACK/NAK let one requester packet go first (see [`RcQp::poll_transmit`]).
+    ack_yielded: bool,
     timers: TimerTable,
     ev: Events,
 }
@@ -157,6 +159,7 @@ impl RcQp {
             state: QpState::Reset,
             req: Requester::new(caps.max_send_wr as usize),
             resp: Responder::new(caps.max_recv_wr as usize),
+            ack_yielded: false,
             timers: TimerTable::default(),
             ev: Events::default(),
         }
@@ -395,17 +398,32 @@ impl RcQp {
         if self.state == QpState::Reset {
             return None;
         }
-        if let Some(t) = self.resp.poll_transmit(&self.ctx) {
-            return Some(t);
+        // Responses that carry data (READ responses, atomic ACKs) go first. A plain ACK or NAK
+        // lets one requester packet go before it: in a ping-pong the answer then reaches the
+        // peer ahead of the ACK of the question, which only completes a send WR the peer is
+        // not waiting on. One packet at most, so ACKs are never starved by a long message.
+        if !self.resp.next_is_plain_ack() || self.ack_yielded {
+            self.ack_yielded = false;
+            if let Some(t) = self.resp.poll_transmit(&self.ctx) {
+                return Some(t);
+            }
         }
-        if self.state != QpState::Rts {
-            return None;
+        let t = if self.state == QpState::Rts {
+            let t = self
+                .req
+                .poll_transmit(&self.ctx, now, &mut self.timers, mrs, &mut self.ev);
+            self.settle();
+            t
+        } else {
+            None
+        };
+        match t {
+            Some(t) => {
+                self.ack_yielded = self.resp.next_is_plain_ack();
+                Some(t)
+            }
+            None => self.resp.poll_transmit(&self.ctx),
         }
-        let t = self
-            .req
-            .poll_transmit(&self.ctx, now, &mut self.timers, mrs, &mut self.ev);
-        self.settle();
-        t
     }
 
     /// The earliest time [`RcQp::handle_timeout`] must be called.

@@ -527,6 +527,11 @@ impl Responder {
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
     }
+
+    /// Whether the next response is an ACK or NAK without data.
+    pub fn next_is_plain_ack(&self) -> bool {
+        matches!(self.out.front(), Some(Response::Ack { .. }))
+    }
 }
 
 fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {
