@@ -192,15 +192,19 @@ pub struct Cq {
 
 impl Cq {
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. In polling
-    /// mode it first makes one round of progress.
+    /// mode, if the CQ holds none, it makes one round of progress and looks again (so that
+    /// completions already there are returned at once, and the round's packets can leave
+    /// with the application's next post).
     ///
     /// # Errors
     /// The CQ overflowed (`EOVERFLOW`).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         let dev = &self.ctx.inner.device;
-        if dev.mode() == Progress::Polling {
-            dev.progress();
+        let n = dev.nic().poll_cq(self.id, out)?;
+        if n > 0 || dev.mode() != Progress::Polling {
+            return Ok(n);
         }
+        dev.progress();
         dev.nic().poll_cq(self.id, out)
     }
 

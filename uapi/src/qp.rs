@@ -103,7 +103,7 @@ impl QueuePair {
                 .enumerate()
                 .try_for_each(|(i, w)| qp.post_send(w, &mrs).map_err(|e| (i, e)))
         };
-        dev.progress();
+        dev.transmit();
         r
     }
 

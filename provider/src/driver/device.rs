@@ -12,6 +12,13 @@
 //! In both modes a post transmits at once if no other thread is busy with the transport
 //! (lowest latency); the thread re-checks for work after it releases the transport, so a post
 //! that found it busy is never left waiting. The NIC lock is never held across a system call.
+//!
+//! Latency: a poll that receives packets which complete work requests returns those
+//! completions *before* sending what the packets called for (typically the responder's ACK),
+//! the application usually answers with a post, and the ACK then leaves in the same
+//! `sendmmsg` as the answer. A round that completes nothing sends it in any case, and so does
+//! the fourth such round in a row, so an ACK waits at most a few rounds of the caller's
+//! polling.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +45,10 @@ pub enum Progress {
 /// Packets per batch (sendmmsg/recvmmsg).
 pub const BATCH: usize = 32;
 
+/// Poll rounds in a row that may return completions before transmitting (see the module
+/// comment): enough for a send completion and a receive arriving in two batches.
+const MAX_DEFERRED: u8 = 3;
+
 /// The longest the progress thread sleeps without a packet.
 const MAX_SLEEP: Duration = Duration::from_millis(1);
 
@@ -46,6 +57,20 @@ struct Io {
     emitter: Emitter,
     batch: RecvBatch,
     txs: Vec<Transmit>,
+    /// Consecutive poll rounds that returned completions without transmitting.
+    tx_deferred: u8,
+}
+
+/// Who makes a round of progress, which decides what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// The progress thread: receive, then transmit.
+    Thread,
+    /// The application's poll: receive; transmit unless the packets completed work requests
+    /// (see the module comment).
+    Poll,
+    /// Right after a post: transmit only (receiving is for the thread or the next poll).
+    Post,
 }
 
 struct Inner {
@@ -86,6 +111,7 @@ impl Device {
                 emitter: Emitter::new(local, BATCH),
                 batch: RecvBatch::new(BATCH, 4096 + 512),
                 txs: Vec::with_capacity(BATCH),
+                tx_deferred: 0,
             }),
             mrs,
             stop: AtomicBool::new(false),
@@ -124,12 +150,21 @@ impl Device {
     }
 
     /// One round of progress if no other thread is making it: receive, timers, transmit.
-    /// Returns the packets moved. Called after posts (both modes) and from `poll_cq`
-    /// (polling mode).
+    /// Returns the packets moved. Called from `poll_cq` (polling mode).
     pub fn progress(&self) -> usize {
+        self.round(Round::Poll)
+    }
+
+    /// Sends what a post queued, if no other thread is making progress: timers, transmit.
+    /// Returns the packets sent. Called after posts (both modes).
+    pub fn transmit(&self) -> usize {
+        self.round(Round::Post)
+    }
+
+    fn round(&self, round: Round) -> usize {
         match self.inner.io.try_lock() {
-            Ok(mut io) => progress(&self.inner, &mut io),
-            Err(TryLockError::Poisoned(p)) => progress(&self.inner, &mut p.into_inner()),
+            Ok(mut io) => progress(&self.inner, &mut io, round),
+            Err(TryLockError::Poisoned(p)) => progress(&self.inner, &mut p.into_inner(), round),
             Err(TryLockError::WouldBlock) => 0,
         }
     }
@@ -157,7 +192,7 @@ impl Drop for Device {
 /// The progress thread.
 fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
     while !inner.stop.load(Ordering::Acquire) {
-        let moved = progress(inner, &mut lock(&inner.io));
+        let moved = progress(inner, &mut lock(&inner.io), Round::Thread);
         if moved > 0 || lock(&inner.nic).wants_transmit() {
             continue;
         }
@@ -185,8 +220,8 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
     }
 }
 
-/// One round: receive a batch, run timers, send everything the QPs have.
-fn progress(inner: &Inner, io: &mut Io) -> usize {
+/// One round: receive a batch (not after a post), run timers, send everything the QPs have.
+fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
     let now = Instant::now();
     let mut moved = 0;
     let Io {
@@ -194,27 +229,36 @@ fn progress(inner: &Inner, io: &mut Io) -> usize {
         emitter,
         batch,
         txs,
+        tx_deferred,
     } = io;
-    if let Ok(n) = transport.recv_batch(batch) {
-        if n > 0 {
-            moved += n;
-            let mut nic = lock(&inner.nic);
-            for pkt in batch.iter() {
-                match accept(&pkt) {
-                    Ok((p, verified)) => nic.handle_packet(now, &p, verified),
-                    Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
-                    Err(Rejected::Malformed) => nic.rx.malformed += 1,
+    if round != Round::Post {
+        if let Ok(n) = transport.recv_batch(batch) {
+            if n > 0 {
+                moved += n;
+                let mut nic = lock(&inner.nic);
+                for pkt in batch.iter() {
+                    match accept(&pkt) {
+                        Ok((p, verified)) => nic.handle_packet(now, &p, verified),
+                        Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
+                        Err(Rejected::Malformed) => nic.rx.malformed += 1,
+                    }
+                }
+                let completed = nic.route_completions();
+                if round == Round::Poll && completed > 0 && *tx_deferred < MAX_DEFERRED {
+                    *tx_deferred += 1;
+                    return moved;
                 }
             }
         }
     }
+    *tx_deferred = 0;
     loop {
         txs.clear();
         {
             let mut nic = lock(&inner.nic);
             nic.handle_timeout(now);
-            nic.poll_transmit(now, txs, emitter.batch());
             nic.route_completions();
+            nic.poll_transmit(now, txs, emitter.batch());
         }
         if txs.is_empty() {
             return moved;

@@ -189,10 +189,12 @@ impl Nic {
         Ok(c.poll(out))
     }
 
-    /// Moves every QP's completions to its CQs.
-    pub fn route_completions(&mut self) {
+    /// Moves every QP's completions to its CQs; returns how many.
+    pub fn route_completions(&mut self) -> usize {
+        let mut n = 0;
         for e in self.qps.values_mut() {
             while let Some(Completion { side, wc }) = e.qp.poll_completion() {
+                n += 1;
                 let cq = match side {
                     CqSide::Send => e.send_cq,
                     CqSide::Recv => e.recv_cq,
@@ -203,6 +205,7 @@ impl Nic {
                 }
             }
         }
+        n
     }
 
     /// Hands a received, checked packet to its QP.
