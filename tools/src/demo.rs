@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use softrnic_uapi::{Progress, RemoteAddr, SendFlags, SendOpcode, WcFlags, WcOpcode};
 
+use crate::perf::rtt::Rtt;
 use crate::rig::{wr, Rig, Side};
 
 /// What the demo found.
@@ -160,7 +161,7 @@ pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
     check("ATOMIC FETCH_AND_ADD +5", ok, &mut checks)?;
 
     let write_gbit_s = write_throughput(&rig, Duration::from_millis(1000))?;
-    let pingpong_us = pingpong(&rig, 2000)?;
+    let pingpong_us = pingpong(&rig, 2000)?.mean_us;
     Ok(DemoReport {
         checks,
         write_gbit_s,
@@ -197,33 +198,84 @@ pub fn write_throughput(rig: &Rig, dur: Duration) -> io::Result<f64> {
     Ok(done as f64 * MSG as f64 * 8.0 / secs / 1e9)
 }
 
-/// RC SEND 64-byte ping-pong, `iters` round trips: mean RTT in microseconds.
-pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<f64> {
+/// Round trips run before the measured ones (page faults, first packets).
+fn warmup(iters: usize) -> usize {
+    (iters / 10).min(1000)
+}
+
+/// RC SEND 64-byte ping-pong, `iters` measured round trips, one thread driving both sides.
+pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<Rtt> {
     let (sa, sb) = (&rig.a, &rig.b);
     let off = 1 << 20;
-    let send = |s: &Side, id| {
-        let mut w = wr(
-            id,
-            SendOpcode::Send,
-            vec![s.mr.sge(off, 64)],
-            RemoteAddr { addr: 0, rkey: 0 },
-        );
-        w.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
-        s.post(w)
-    };
     sa.post_recv(1, off + 4096, 64)?;
     sb.post_recv(1, off + 4096, 64)?;
-    let start = Instant::now();
-    for i in 0..iters as u64 {
-        send(sa, i)?;
+    let mut ns = Vec::with_capacity(iters);
+    for i in 0..(warmup(iters) + iters) as u64 {
+        let t0 = Instant::now();
+        sa.post(inline_send(sa, i, off))?;
         // B: wait for the ping (and A's send completion comes with the pong).
         wait_recv(sb)?;
         sb.post_recv(i, off + 4096, 64)?;
-        send(sb, i)?;
+        sb.post(inline_send(sb, i, off))?;
         wait_recv(sa)?;
         sa.post_recv(i, off + 4096, 64)?;
+        ns.push(t0.elapsed().as_nanos() as u64);
     }
-    Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+    measured(ns, iters)
+}
+
+/// RC SEND 64-byte ping-pong, `iters` measured round trips, each side busy-polled by its own
+/// thread (as the raw UDP baseline runs). In polling mode the rig's sides stop driving each
+/// other's progress for the run.
+pub fn pingpong_threads(rig: &mut Rig, iters: usize) -> io::Result<Rtt> {
+    let total = warmup(iters) + iters;
+    let peers = (rig.a.peer.take(), rig.b.peer.take());
+    let r = std::thread::scope(|s| {
+        let (sa, sb) = (&rig.a, &rig.b);
+        let off = 1 << 20;
+        sa.post_recv(1, off + 4096, 64)?;
+        sb.post_recv(1, off + 4096, 64)?;
+        let echo = s.spawn(move || -> io::Result<()> {
+            for i in 0..total as u64 {
+                wait_recv(sb)?;
+                sb.post_recv(i, off + 4096, 64)?;
+                sb.post(inline_send(sb, i, off))?;
+            }
+            Ok(())
+        });
+        let mut ns = Vec::with_capacity(total);
+        let pinged = (0..total as u64).try_for_each(|i| {
+            let t0 = Instant::now();
+            sa.post(inline_send(sa, i, off))?;
+            wait_recv(sa)?;
+            sa.post_recv(i, off + 4096, 64)?;
+            ns.push(t0.elapsed().as_nanos() as u64);
+            Ok::<_, io::Error>(())
+        });
+        echo.join()
+            .map_err(|_| io::Error::other("echo thread panicked"))??;
+        pinged.and_then(|()| measured(ns, iters))
+    });
+    (rig.a.peer, rig.b.peer) = peers;
+    r
+}
+
+/// The statistics of the last `iters` round trips of `ns`.
+fn measured(mut ns: Vec<u64>, iters: usize) -> io::Result<Rtt> {
+    let ns = ns.split_off(ns.len() - iters);
+    Rtt::from_ns(ns).ok_or_else(|| io::Error::other("no round trip measured"))
+}
+
+/// A signaled, inline 64-byte SEND from `off`.
+fn inline_send(s: &Side, id: u64, off: usize) -> softrnic_uapi::SendWr {
+    let mut w = wr(
+        id,
+        SendOpcode::Send,
+        vec![s.mr.sge(off, 64)],
+        RemoteAddr { addr: 0, rkey: 0 },
+    );
+    w.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+    w
 }
 
 /// Waits until a receive completes on `s` (send completions are skipped).

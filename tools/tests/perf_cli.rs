@@ -47,10 +47,15 @@ fn perf_json_has_baselines_and_rc_lines_with_ratios() {
     for (key, field, base) in [
         ("rc_write_bw", "gbit_per_s", "raw_udp_bw"),
         ("rc_send_pingpong", "mean_us", "raw_udp_pingpong"),
+        ("rc_send_pingpong_1t", "mean_us", "raw_udp_pingpong"),
     ] {
         let rc = &v[key];
         assert!(rc[field].as_f64().is_some_and(|x| x > 0.0), "{key}: {rc}");
         assert_eq!(rc["baseline"], base);
+        if key.starts_with("rc_send_pingpong") {
+            assert_eq!(rc["iters"], 200, "{key}: {rc}");
+            assert!(rc["median_us"].as_f64() <= rc["p99_us"].as_f64(), "{rc}");
+        }
         let ratio = rc[field].as_f64().unwrap() / v[base][field].as_f64().unwrap();
         assert!((rc["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9, "{rc}");
     }
@@ -66,7 +71,7 @@ fn perf_text_prints_one_line_per_measurement() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
     assert!(
         lines[0].starts_with("raw UDP  4 KiB sendmmsg/recvmmsg:"),
         "{text}"
@@ -79,8 +84,14 @@ fn perf_text_prints_one_line_per_measurement() {
     assert!(lines[1].contains(" us mean RTT (median "), "{text}");
     assert!(lines[2].starts_with("RC RDMA WRITE 64 KiB"), "{text}");
     assert!(lines[2].contains("x raw_udp_bw"), "{text}");
-    assert!(lines[3].starts_with("RC SEND 64 B ping-pong"), "{text}");
-    assert!(lines[3].contains("x raw_udp_pingpong"), "{text}");
+    for (line, name) in [
+        (3, "RC SEND 64 B ping-pong:"),
+        (4, "RC SEND 64 B ping-pong, 1 thread:"),
+    ] {
+        assert!(lines[line].starts_with(name), "{text}");
+        assert!(lines[line].contains("; median "), "{text}");
+        assert!(lines[line].contains("x raw_udp_pingpong"), "{text}");
+    }
 }
 
 #[test]

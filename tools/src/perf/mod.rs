@@ -12,6 +12,7 @@
 //! (`Progress::Polling`), as the raw baseline's threads busy-poll too.
 
 pub mod raw_udp;
+pub mod rtt;
 mod sock;
 
 use std::io::{self, Write};
@@ -54,9 +55,10 @@ pub fn run(opts: &Options) -> io::Result<Report> {
     // RC over the same loopback, one process driving both devices from its poll loop.
     let a = "127.0.0.1".parse().expect("literal");
     let b = "127.0.0.2".parse().expect("literal");
-    let rig = crate::rig::Rig::new(a, b, 4 << 20, softrnic_uapi::Progress::Polling)?;
+    let mut rig = crate::rig::Rig::new(a, b, 4 << 20, softrnic_uapi::Progress::Polling)?;
     let gbit = crate::demo::write_throughput(&rig, opts.duration)?;
-    let rtt = crate::demo::pingpong(&rig, opts.iters)?;
+    let rtt1 = crate::demo::pingpong(&rig, opts.iters)?;
+    let rtt = crate::demo::pingpong_threads(&mut rig, opts.iters)?;
     report.lines.push(Measurement {
         key: "rc_write_bw",
         label: "RC RDMA WRITE 64 KiB, PMTU 4096, 1 QP".to_owned(),
@@ -66,16 +68,37 @@ pub fn run(opts: &Options) -> io::Result<Report> {
         baseline: Some("raw_udp_bw"),
         fields: Map::from_iter([("gbit_per_s".to_owned(), gbit.into())]),
     });
-    report.lines.push(Measurement {
-        key: "rc_send_pingpong",
-        label: "RC SEND 64 B ping-pong".to_owned(),
-        value: rtt,
-        unit: Unit::MeanRttUs,
-        detail: "inline, one thread polls both devices".to_owned(),
-        baseline: Some("raw_udp_pingpong"),
-        fields: Map::from_iter([("mean_us".to_owned(), rtt.into())]),
-    });
+    report.lines.push(rc_pingpong_line(
+        "rc_send_pingpong",
+        "RC SEND 64 B ping-pong",
+        &rtt,
+        "inline, a busy-polling thread per device",
+    ));
+    report.lines.push(rc_pingpong_line(
+        "rc_send_pingpong_1t",
+        "RC SEND 64 B ping-pong, 1 thread",
+        &rtt1,
+        "inline, one thread polls both devices",
+    ));
     Ok(report)
+}
+
+/// An RC ping-pong line, judged against the raw UDP ping-pong.
+fn rc_pingpong_line(key: &'static str, label: &str, rtt: &rtt::Rtt, how: &str) -> Measurement {
+    Measurement {
+        key,
+        label: label.to_owned(),
+        value: rtt.mean_us,
+        unit: Unit::MeanRttUs,
+        detail: format!("{how}; {}", rtt.detail()),
+        baseline: Some("raw_udp_pingpong"),
+        fields: Map::from_iter([
+            ("mean_us".to_owned(), rtt.mean_us.into()),
+            ("median_us".to_owned(), rtt.median_us.into()),
+            ("p99_us".to_owned(), rtt.p99_us.into()),
+            ("iters".to_owned(), rtt.ns.len().into()),
+        ]),
+    }
 }
 
 /// The unit of a measurement's headline figure.

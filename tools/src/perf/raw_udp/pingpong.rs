@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{into_map, invalid, join, SetOnDrop, MAX_DATAGRAM};
+use crate::perf::rtt::Rtt;
 use crate::perf::{size_text, Measurement, Unit};
 
 /// What [`udp_pingpong`] runs.
@@ -97,7 +98,7 @@ pub fn udp_pingpong(cfg: &LatConfig) -> io::Result<LatResult> {
     server.set_nonblocking(true)?;
 
     let stop = AtomicBool::new(false);
-    let mut rtt_ns = thread::scope(|s| {
+    let rtt_ns = thread::scope(|s| {
         let echoer = thread::Builder::new()
             .name("udp-pp-echo".into())
             .spawn_scoped(s, || echo(&server, cfg.datagram_len, &stop))?;
@@ -119,14 +120,13 @@ pub fn udp_pingpong(cfg: &LatConfig) -> io::Result<LatResult> {
         rtt
     })?;
 
-    rtt_ns.sort_unstable();
-    let mean = rtt_ns.iter().sum::<u64>() as f64 / rtt_ns.len() as f64;
+    let rtt = Rtt::from_ns(rtt_ns).ok_or_else(|| invalid("no round trip measured"))?;
     Ok(LatResult {
         datagram_len: cfg.datagram_len,
-        mean_us: mean / 1e3,
-        median_us: nearest_rank(&rtt_ns, 50) as f64 / 1e3,
-        p99_us: nearest_rank(&rtt_ns, 99) as f64 / 1e3,
-        rtt_ns,
+        mean_us: rtt.mean_us,
+        median_us: rtt.median_us,
+        p99_us: rtt.p99_us,
+        rtt_ns: rtt.ns,
     })
 }
 
@@ -197,28 +197,5 @@ fn spin<T>(
         if tries % 1024 == 0 && give_up() {
             return Ok(None);
         }
-    }
-}
-
-/// The `p`th percentile of ascending `sorted` (not empty) by nearest rank: the smallest sample
-/// with at least `p`% of the samples at or below it.
-fn nearest_rank(sorted: &[u64], p: usize) -> u64 {
-    let rank = (sorted.len() * p).div_ceil(100).max(1);
-    sorted[rank - 1]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::nearest_rank;
-
-    #[test]
-    fn nearest_rank_picks_the_smallest_sample_covering_p_percent() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(nearest_rank(&v, 50), 50);
-        assert_eq!(nearest_rank(&v, 99), 99);
-        assert_eq!(nearest_rank(&[7], 50), 7);
-        assert_eq!(nearest_rank(&[7], 99), 7);
-        assert_eq!(nearest_rank(&[1, 2, 3], 50), 2);
-        assert_eq!(nearest_rank(&[1, 2, 3], 99), 3);
     }
 }
