@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod wrs;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -195,6 +197,20 @@ impl Node {
         std::iter::once(&mut self.qp)
             .chain(self.extra.iter_mut())
             .find(|q| q.qpn() == qpn)
+    }
+
+    /// `post_send` on the node's QP `qpn` (panics if there is none).
+    pub fn post_send_on(
+        &mut self,
+        qpn: u32,
+        wr: &softrnic_provider::wr::SendWr,
+    ) -> softrnic_provider::Result<()> {
+        let mrs = &self.mrs;
+        std::iter::once(&mut self.qp)
+            .chain(self.extra.iter_mut())
+            .find(|q| q.qpn() == qpn)
+            .expect("no such QP on the node")
+            .post_send(wr, mrs)
     }
 
     /// The earliest deadline of the node's QPs.
