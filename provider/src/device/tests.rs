@@ -439,7 +439,11 @@ fn device_attr_is_consistent() {
     }
     assert_eq!(a.max_mw, 0);
     assert_eq!(a.max_ah, 0, "no address handles before UD");
-    assert_ne!(a.device_cap_flags & device_cap::SRQ_RESIZE, 0, "SRQs resize");
+    assert_ne!(
+        a.device_cap_flags & device_cap::SRQ_RESIZE,
+        0,
+        "SRQs resize"
+    );
     assert_eq!(
         a.device_cap_flags & device_cap::MEM_WINDOW,
         0,
