@@ -147,6 +147,41 @@ pub struct RecvWr {
     pub sg_list: Vec<Sge>,
 }
 
+/// A posted receive WR as a receive queue keeps it (the QP's own RQ or an SRQ): its SGEs, their
+/// total length, and the PD they are checked against (the QP's, or the SRQ's).
+#[derive(Debug, Clone)]
+pub struct RecvWqe {
+    /// The consumer's identifier.
+    pub wr_id: u64,
+    /// Where the payload goes.
+    pub sges: Vec<Sge>,
+    /// The sum of the SGE lengths.
+    pub total: u32,
+    /// The protection domain of the queue it was posted to.
+    pub pd: crate::mr::PdHandle,
+}
+
+impl RecvWqe {
+    /// Checks `wr` (at most `max_sge` SGEs, at most 2^31 bytes) and keeps it for `pd`.
+    ///
+    /// # Errors
+    /// `EINVAL` for too many SGEs or a buffer over 2^31 bytes.
+    pub fn new(wr: &RecvWr, max_sge: u32, pd: crate::mr::PdHandle) -> crate::Result<RecvWqe> {
+        if wr.sg_list.len() > max_sge as usize {
+            return Err(crate::Error::InvalidArgument("more SGEs than max_sge"));
+        }
+        let total = total_len(&wr.sg_list).ok_or(crate::Error::InvalidArgument(
+            "receive buffer longer than 2^31 bytes",
+        ))?;
+        Ok(RecvWqe {
+            wr_id: wr.wr_id,
+            sges: wr.sg_list.clone(),
+            total,
+            pd,
+        })
+    }
+}
+
 /// The total length of a list of SGEs, or `None` if it overflows 2^31 (IBTA: a message is at
 /// most 2^31 bytes).
 pub fn total_len(sges: &[Sge]) -> Option<u32> {

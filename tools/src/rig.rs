@@ -65,6 +65,7 @@ fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Result<S
             cap,
             qp_type: QpType::Rc,
             sq_sig_all: false,
+            srq: None,
         })
         .map_err(err)?;
     Ok(Side {

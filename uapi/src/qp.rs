@@ -7,6 +7,7 @@ use softrnic_provider::wr::{RecvWr, SendWr};
 use softrnic_provider::{Error, Result};
 
 use crate::context::{Context, Cq, Pd};
+use crate::srq::Srq;
 
 /// `ibv_qp_init_attr`.
 pub struct QpInitAttr<'a> {
@@ -20,6 +21,9 @@ pub struct QpInitAttr<'a> {
     pub qp_type: QpType,
     /// Every send WR completes, signaled or not.
     pub sq_sig_all: bool,
+    /// The shared receive queue the QP takes its receive WQEs from (`cap.max_recv_wr` and
+    /// `cap.max_recv_sge` are then ignored, and `post_recv` is `EINVAL`).
+    pub srq: Option<&'a Srq>,
 }
 
 /// A queue pair (`ibv_qp`).
@@ -43,10 +47,17 @@ impl Pd {
         {
             return Err(Error::InvalidArgument("CQ of another device"));
         }
+        if init
+            .srq
+            .is_some_and(|s| !std::sync::Arc::ptr_eq(&s.ctx.inner, &self.ctx.inner))
+        {
+            return Err(Error::InvalidArgument("SRQ of another device"));
+        }
         let qpn = self.ctx.inner.device.nic().create_qp(
             self.handle,
             init.send_cq.id,
             init.recv_cq.id,
+            init.srq.map(|s| s.id),
             init.cap,
             init.sq_sig_all,
             Limits::MAX_QP_WR as u32,
@@ -88,6 +99,17 @@ impl QueuePair {
             .map_or(crate::QpState::Err, |q| q.state())
     }
 
+    /// In SQD, whether sent requests are still unacknowledged (`ibv_query_qp`'s
+    /// `sq_draining`).
+    pub fn sq_draining(&self) -> bool {
+        self.ctx
+            .inner
+            .device
+            .nic()
+            .qp(self.qpn)
+            .is_ok_and(|q| q.sq_draining())
+    }
+
     /// `ibv_post_send` of a list of WRs. On an error, the WRs before the failed one are
     /// posted; the error names the failed one's index (`bad_wr`).
     ///
@@ -110,6 +132,8 @@ impl QueuePair {
     /// `ibv_post_recv` of a list of WRs.
     ///
     /// # Errors
+    /// `EINVAL` for every WR on a QP created with an SRQ.
+    ///
     /// (index of the bad WR, why).
     pub fn post_recv(&self, wrs: &[RecvWr]) -> core::result::Result<(), (usize, Error)> {
         let dev = &self.ctx.inner.device;

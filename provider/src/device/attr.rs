@@ -60,14 +60,15 @@ pub mod device_cap {
     /// `IBV_DEVICE_CURR_QP_STATE_MOD`: `ibv_modify_qp` takes `IBV_QP_CUR_STATE` (see
     /// `qp_state::check_modify`). Set.
     pub const CURR_QP_STATE_MOD: u32 = 1 << 7;
-    /// `IBV_DEVICE_PORT_ACTIVE_EVENT`: not set, no asynchronous events yet.
+    /// `IBV_DEVICE_PORT_ACTIVE_EVENT`: not set, softrnic raises no port events.
     pub const PORT_ACTIVE_EVENT: u32 = 1 << 10;
     /// `IBV_DEVICE_SYS_IMAGE_GUID`: `sys_image_guid` is meaningful. Set.
     pub const SYS_IMAGE_GUID: u32 = 1 << 11;
     /// `IBV_DEVICE_RC_RNR_NAK_GEN`: the RC responder answers a SEND that finds no receive
     /// posted with an RNR NAK (rather than dropping it). Set.
     pub const RC_RNR_NAK_GEN: u32 = 1 << 12;
-    /// `IBV_DEVICE_SRQ_RESIZE`: `ibv_modify_srq` may change `max_wr`. Set, as in rxe.
+    /// `IBV_DEVICE_SRQ_RESIZE`: `ibv_modify_srq` may change `max_wr` (`srq::Srq::modify`).
+    /// Set, as in rxe.
     pub const SRQ_RESIZE: u32 = 1 << 13;
     /// `IBV_DEVICE_MEM_WINDOW`: not set until memory windows exist (`max_mw` is 0).
     pub const MEM_WINDOW: u32 = 1 << 17;
@@ -82,13 +83,14 @@ pub mod device_cap {
 
 /// `enum ibv_port_cap_flags` bits (`ibv_port_attr.port_cap_flags`).
 pub mod port_cap {
-    /// `IBV_PORT_CM_SUP`: connection management (CM MADs on QP1). Set, as rxe sets it.
+    /// `IBV_PORT_CM_SUP`: connection management (CM MADs on QP1). Not set: `wire` has the CM
+    /// formats but no QP1 answers them yet (rxe sets it, having the kernel's CM).
     pub const CM_SUP: u32 = 1 << 16;
     /// `IBV_PORT_IP_BASED_GIDS`: the GIDs are IP addresses (RoCE v2). Set, as RoCE NICs do.
     pub const IP_BASED_GIDS: u32 = 1 << 26;
 
-    /// What softrnic reports.
-    pub const SOFTRNIC: u32 = CM_SUP | IP_BASED_GIDS;
+    /// What softrnic reports: only what it does.
+    pub const SOFTRNIC: u32 = IP_BASED_GIDS;
 }
 
 /// `IB_PORT_PHYS_STATE_LINK_UP` (`ibv_port_attr.phys_state`).
@@ -178,7 +180,7 @@ impl Limits {
     pub const MAX_QP_INIT_RD_ATOM: i32 = 128;
     /// Responder resources of the whole device: every QP at its maximum.
     pub const MAX_RES_RD_ATOM: i32 = Limits::MAX_QP * Limits::MAX_QP_RD_ATOM;
-    /// Shared receive queues per device.
+    /// Shared receive queues per device (the NIC's SRQ table refuses more with `ENOMEM`).
     pub const MAX_SRQ: i32 = 1024;
     /// Work requests per shared receive queue.
     pub const MAX_SRQ_WR: i32 = 16384;
@@ -186,8 +188,8 @@ impl Limits {
     pub const MAX_SRQ_SGE: i32 = 32;
     /// Memory windows per device: none until memory windows are implemented.
     pub const MAX_MW: i32 = 0;
-    /// Address handles per device.
-    pub const MAX_AH: i32 = 4096;
+    /// Address handles per device: none until UD brings `ibv_create_ah`.
+    pub const MAX_AH: i32 = 0;
     /// Largest memory region: anything addressable, as rxe's `RXE_MAX_MR_SIZE` (`-1ull`).
     pub const MAX_MR_SIZE: u64 = u64::MAX;
     /// Largest message: 2^31 bytes, the IBTA's limit, as rxe's `RXE_PORT_MAX_MSG_SZ` since the

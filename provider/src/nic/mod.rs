@@ -1,6 +1,7 @@
 //! The software NIC of one device, sans-IO: its QPs and CQs, the demultiplexing of received
 //! packets to QPs by destination QPN (IBTA 9.6.1.1 "BTH: DestQP"), and the routing of each QP's
-//! completions to its send or receive CQ. The driver ([`crate::driver::device`]) feeds it
+//! completions to its send or receive CQ, its shared receive queues (IBTA 10.2.9) and its
+//! asynchronous event queue (IBTA 11.6.3). The driver ([`crate::driver::device`]) feeds it
 //! packets and time under a lock and sends what it emits.
 
 use std::collections::HashMap;
@@ -11,13 +12,26 @@ use std::time::Instant;
 use softrnic_wire::roce::RocePacket;
 
 use crate::cq::Cq;
+use crate::device::Limits;
 use crate::error::{Error, Result};
+use crate::event::{AsyncEvent, Element, EventQueue, EventType};
 use crate::mr::{MrTable, PdHandle};
 use crate::rc::{Completion, CqSide, QpCaps, RcQp, Transmit};
+use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
+use crate::wr::RecvWr;
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
+
+/// Asynchronous events the NIC keeps for a consumer that does not read them.
+pub const EVENT_QUEUE_LEN: usize = 1024;
+
+/// The device's SRQ limits (`max_srq_wr`, `max_srq_sge`).
+pub const SRQ_LIMITS: SrqLimits = SrqLimits {
+    max_wr: Limits::MAX_SRQ_WR as u32,
+    max_sge: Limits::MAX_SRQ_SGE as u32,
+};
 
 /// The first UDP source port of QPs (A17.2.3; rxe uses 0xC000 and up).
 pub const FIRST_SRC_PORT: u16 = 0xc000;
@@ -53,6 +67,8 @@ pub struct Nic {
     mrs: Arc<MrTable>,
     qps: HashMap<u32, QpEntry>,
     cqs: HashMap<u32, Cq>,
+    srqs: SrqTable,
+    events: EventQueue,
     next_qpn: u32,
     next_cq: u32,
     max_qp: usize,
@@ -68,6 +84,8 @@ impl Nic {
             mrs,
             qps: HashMap::new(),
             cqs: HashMap::new(),
+            srqs: SrqTable::new(),
+            events: EventQueue::new(EVENT_QUEUE_LEN),
             next_qpn: FIRST_QPN,
             next_cq: 1,
             max_qp,
@@ -111,15 +129,93 @@ impl Nic {
             .ok_or(Error::InvalidArgument("no such CQ"))
     }
 
-    /// `ibv_create_qp` for RC.
+    /// `ibv_create_srq` in `pd`.
     ///
     /// # Errors
-    /// `EINVAL` for an unknown CQ or bad capacities; `ENOMEM` beyond `max_qp`.
+    /// `EINVAL` for attributes beyond the device's (see [`Srq::new`]); `ENOMEM` beyond
+    /// `max_srq`.
+    pub fn create_srq(&mut self, pd: PdHandle, attr: &SrqAttr) -> Result<SrqId> {
+        let srq = Srq::new(pd, attr, &SRQ_LIMITS)?;
+        self.srqs.insert(srq, Limits::MAX_SRQ as usize)
+    }
+
+    /// `ibv_destroy_srq`. Its WQEs go with it, without completions.
+    ///
+    /// # Errors
+    /// `EBUSY` while a QP uses it; `EINVAL` for an unknown SRQ.
+    pub fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        if self.qps.values().any(|e| e.qp.srq() == Some(srq)) {
+            return Err(Error::Busy("a QP still uses the SRQ"));
+        }
+        self.srqs.remove(srq).map(drop)
+    }
+
+    /// `ibv_modify_srq`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown SRQ or as [`Srq::modify`].
+    pub fn modify_srq(&mut self, srq: SrqId, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
+        self.srqs.srq(srq)?.modify(attr, mask, &SRQ_LIMITS)
+    }
+
+    /// `ibv_query_srq`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown SRQ.
+    pub fn query_srq(&mut self, srq: SrqId) -> Result<SrqAttr> {
+        Ok(self.srqs.srq(srq)?.query())
+    }
+
+    /// `ibv_post_srq_recv` of one WR.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown SRQ or as [`Srq::post_recv`]; `ENOMEM` when it is full.
+    pub fn post_srq_recv(&mut self, srq: SrqId, wr: &RecvWr) -> Result<()> {
+        self.srqs.srq(srq)?.post_recv(wr)
+    }
+
+    /// The SRQ table.
+    pub fn srqs(&mut self) -> &mut SrqTable {
+        &mut self.srqs
+    }
+
+    /// `ibv_get_async_event`, without blocking: the oldest event, after collecting the QPs'
+    /// and SRQs' new ones. Events of different QPs and SRQs are in collection order, not
+    /// necessarily in the order they happened.
+    pub fn poll_async_event(&mut self) -> Option<AsyncEvent> {
+        let mut qpns: Vec<u32> = self.qps.keys().copied().collect();
+        qpns.sort_unstable();
+        for qpn in qpns {
+            let Some(e) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            while let Some(event_type) = e.qp.poll_event() {
+                self.events.push(AsyncEvent {
+                    event_type,
+                    element: Element::Qp(qpn),
+                });
+            }
+        }
+        for id in self.srqs.poll_limit_reached() {
+            self.events.push(AsyncEvent {
+                event_type: EventType::SrqLimitReached,
+                element: Element::Srq(id.0),
+            });
+        }
+        self.events.pop()
+    }
+
+    /// `ibv_create_qp` for RC; with `srq`, the QP takes its receive WQEs from that SRQ.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown CQ or SRQ or bad capacities; `ENOMEM` beyond `max_qp`.
+    #[allow(clippy::too_many_arguments)]
     pub fn create_qp(
         &mut self,
         pd: PdHandle,
         send_cq: CqId,
         recv_cq: CqId,
+        srq: Option<SrqId>,
         caps: QpCaps,
         sq_sig_all: bool,
         max_wr: u32,
@@ -127,7 +223,10 @@ impl Nic {
         if !self.cqs.contains_key(&send_cq.0) || !self.cqs.contains_key(&recv_cq.0) {
             return Err(Error::InvalidArgument("no such CQ"));
         }
-        caps.check(max_wr)?;
+        if let Some(id) = srq {
+            self.srqs.srq(id)?;
+        }
+        caps.check(max_wr, srq.is_some())?;
         if self.qps.len() >= self.max_qp {
             return Err(Error::NoMemory("max_qp reached"));
         }
@@ -139,7 +238,10 @@ impl Nic {
             }
         };
         let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
-        let qp = RcQp::new(qpn, pd, caps, port, sq_sig_all);
+        let mut qp = RcQp::new(qpn, pd, caps, port, sq_sig_all);
+        if let Some(id) = srq {
+            qp = qp.with_srq(id);
+        }
         self.qps.insert(
             qpn,
             QpEntry {
@@ -151,7 +253,7 @@ impl Nic {
         Ok(qpn)
     }
 
-    /// `ibv_destroy_qp`.
+    /// `ibv_destroy_qp`. Its events not yet collected go with it.
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
@@ -216,7 +318,7 @@ impl Nic {
         };
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        e.qp.handle_packet(now, pkt, &self.mrs);
+        e.qp.handle_packet(now, pkt, &self.mrs, &mut self.srqs);
     }
 
     /// Runs the QPs' due timers.

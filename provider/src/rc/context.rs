@@ -9,6 +9,7 @@ use softrnic_wire::bth::{self, BthRepr};
 use softrnic_wire::roce::RoceRepr;
 use softrnic_wire::{Opcode, Psn};
 
+use crate::event::EventType;
 use crate::mr::{Access, PdHandle};
 use crate::wc::WorkCompletion;
 
@@ -100,12 +101,15 @@ impl QpContext {
     }
 }
 
-/// What a role of the QP produced besides packets: completions, and whether the QP must enter
-/// the error state (a fatal error: the failing WR already has its completion).
+/// What a role of the QP produced besides packets: completions, affiliated asynchronous
+/// events, and whether the QP must enter the error state (a fatal error: the failing WR
+/// already has its completion).
 #[derive(Debug, Default)]
 pub struct Events {
     /// Completions, in order.
     pub completions: VecDeque<Completion>,
+    /// Affiliated asynchronous events of the QP, in order.
+    pub affiliated: VecDeque<EventType>,
     /// The QP must enter ERR.
     pub fatal: bool,
 }

@@ -3,7 +3,13 @@
 //! `Connection`: the caller passes in packets ([`RcQp::handle_packet`]), work requests and the
 //! time ([`RcQp::handle_timeout`]), and takes out packets ([`RcQp::poll_transmit`]),
 //! completions ([`RcQp::poll_completion`]) and the next deadline ([`RcQp::poll_timeout`]).
-//! Memory is reached only through the [`MrTable`] passed in.
+//! Memory is reached only through the [`MrTable`] passed in, and a shared receive queue only
+//! through the [`SrqTable`] passed in.
+//!
+//! **SQD** (IBTA 10.3.1 "Send Queue Drain"): RTS -> SQD stops the requester from starting new
+//! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
+//! request sent is acknowledged the send queue is drained ([`RcQp::sq_draining`] turns false)
+//! and, if `en_sqd_async_notify` was set, `IBV_EVENT_SQ_DRAINED` is raised. SQD -> RTS resumes.
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -13,15 +19,17 @@ use softrnic_wire::Psn;
 
 use super::context::{Completion, Events, QpContext};
 use super::requester::Requester;
-use super::responder::{RecvWqe, Responder};
+use super::responder::Responder;
 use super::transmit::{Transmit, MAX_INLINE, MAX_SGE};
 use crate::error::{Error, Result};
+use crate::event::EventType;
 use crate::mr::{Access, MrTable, PdHandle};
 use crate::qp_state::{
     check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, Mtu, QpState, QpType,
 };
+use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
-use crate::wr::{total_len, RecvWr, SendWr};
+use crate::wr::{RecvWqe, RecvWr, SendWr};
 
 /// Queue capacities (`ibv_qp_cap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,12 +47,26 @@ pub struct QpCaps {
 }
 
 impl QpCaps {
-    /// Checks the capacities against softrnic's limits.
+    /// Checks the capacities against softrnic's limits. With an SRQ (`has_srq`) the receive
+    /// capacities are not used (and not checked), as `ibv_create_qp(3)` says.
     ///
     /// # Errors
     /// `EINVAL` for a capacity of 0 WRs or over a limit.
-    pub fn check(&self, max_wr: u32) -> Result<()> {
-        if self.max_send_wr == 0 && self.max_recv_wr == 0 {
+    pub fn check(&self, max_wr: u32, has_srq: bool) -> Result<()> {
+        let caps = if has_srq {
+            QpCaps {
+                max_recv_wr: 0,
+                max_recv_sge: 0,
+                ..*self
+            }
+        } else {
+            *self
+        };
+        caps.check_queues(max_wr, has_srq)
+    }
+
+    fn check_queues(&self, max_wr: u32, has_srq: bool) -> Result<()> {
+        if self.max_send_wr == 0 && self.max_recv_wr == 0 && !has_srq {
             return Err(Error::InvalidArgument(
                 "a QP needs a send or a receive queue",
             ));
@@ -100,6 +122,8 @@ pub struct QpAttr {
     pub rnr_retry: u8,
     /// The peer's address: `ah_attr.grh.dgid` as an IP address (`IBV_QP_AV`).
     pub dest: IpAddr,
+    /// `en_sqd_async_notify`: on RTS -> SQD, non-zero asks for `IBV_EVENT_SQ_DRAINED`.
+    pub en_sqd_async_notify: u8,
 }
 
 impl Default for QpAttr {
@@ -121,6 +145,7 @@ impl Default for QpAttr {
             retry_cnt: 0,
             rnr_retry: 0,
             dest: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            en_sqd_async_notify: 0,
         }
     }
 }
@@ -148,6 +173,12 @@ pub struct RcQp {
     ack_yielded: bool,
     timers: TimerTable,
     ev: Events,
+    /// The shared receive queue the responder takes its WQEs from, if any.
+    srq: Option<SrqId>,
+    /// In SQD: requests sent are not all acknowledged yet.
+    sq_draining: bool,
+    /// In SQD: raise `IBV_EVENT_SQ_DRAINED` once drained.
+    sqd_notify: bool,
 }
 
 impl RcQp {
@@ -162,7 +193,27 @@ impl RcQp {
             ack_yielded: false,
             timers: TimerTable::default(),
             ev: Events::default(),
+            srq: None,
+            sq_draining: false,
+            sqd_notify: false,
         }
+    }
+
+    /// The same QP taking its receive WQEs from the SRQ `srq` (`ibv_qp_init_attr.srq`); set at
+    /// creation. Its own receive queue then stays empty: `post_recv` is refused.
+    pub fn with_srq(mut self, srq: SrqId) -> RcQp {
+        self.srq = Some(srq);
+        self
+    }
+
+    /// The SRQ the QP takes receive WQEs from.
+    pub fn srq(&self) -> Option<SrqId> {
+        self.srq
+    }
+
+    /// In SQD, whether requests sent are still unacknowledged (`ibv_qp_attr.sq_draining`).
+    pub fn sq_draining(&self) -> bool {
+        self.state == QpState::Sqd && self.sq_draining
     }
 
     /// The QP number.
@@ -297,24 +348,58 @@ impl RcQp {
             }
             QpState::Rts if prev == QpState::Rtr => self.req.reset_retries(&self.ctx),
             QpState::Err if prev != QpState::Err => self.enter_error(),
+            QpState::Sqd if prev == QpState::Rts => {
+                self.sqd_notify =
+                    mask.contains(AttrMask::EN_SQD_ASYNC_NOTIFY) && attr.en_sqd_async_notify != 0;
+                self.sq_draining = true;
+                self.check_drained();
+            }
+            QpState::Sqd
+                if mask.contains(AttrMask::RETRY_CNT) || mask.contains(AttrMask::RNR_RETRY) =>
+            {
+                self.req.reset_retries(&self.ctx);
+            }
             _ => {}
+        }
+        if next != QpState::Sqd {
+            self.sq_draining = false;
+            self.sqd_notify = false;
         }
         Ok(())
     }
 
-    /// Enters ERR: every outstanding WR completes with `IBV_WC_WR_FLUSH_ERR`.
+    /// In SQD, once no request is unacknowledged: drained, and the event if asked for.
+    fn check_drained(&mut self) {
+        if self.state == QpState::Sqd && self.sq_draining && !self.req.in_progress() {
+            self.sq_draining = false;
+            if std::mem::take(&mut self.sqd_notify) {
+                self.ev.affiliated.push_back(EventType::SqDrained);
+            }
+        }
+    }
+
+    /// Enters ERR: every outstanding WR completes with `IBV_WC_WR_FLUSH_ERR`. The WQEs still
+    /// on an SRQ are not the QP's and stay there; only one taken for a message in progress is
+    /// flushed, and `IBV_EVENT_QP_LAST_WQE_REACHED` says that the QP takes no more.
     fn enter_error(&mut self) {
         self.state = QpState::Err;
+        self.sq_draining = false;
+        self.sqd_notify = false;
         self.req.flush(&self.ctx, &mut self.ev);
         self.resp.flush(&self.ctx, &mut self.ev);
         self.timers = TimerTable::default();
+        if self.srq.is_some() {
+            self.ev.affiliated.push_back(EventType::QpLastWqeReached);
+        }
     }
 
-    /// Applies what a role asked for: a fatal error moves the QP to ERR.
+    /// Applies what a role asked for: a fatal error moves the QP to ERR; in SQD, the last
+    /// acknowledgement drains the send queue.
     fn settle(&mut self) {
         if std::mem::take(&mut self.ev.fatal) && self.state != QpState::Err {
             self.enter_error();
         }
+        self.check_drained();
     }
 
     /// `ibv_post_send` of one WR.
@@ -342,9 +427,15 @@ impl RcQp {
     /// `ibv_post_recv` of one WR.
     ///
     /// # Errors
-    /// `EINVAL` in RESET or for too many SGEs or a message over 2^31 bytes; `ENOMEM` when the
-    /// RQ is full. In ERR the WR is accepted and completes with `IBV_WC_WR_FLUSH_ERR`.
+    /// `EINVAL` on a QP with an SRQ (post to the SRQ instead), in RESET, or for too many SGEs
+    /// or a message over 2^31 bytes; `ENOMEM` when the RQ is full. In ERR the WR is accepted
+    /// and completes with `IBV_WC_WR_FLUSH_ERR`.
     pub fn post_recv(&mut self, wr: &RecvWr) -> Result<()> {
+        if self.srq.is_some() {
+            return Err(Error::InvalidArgument(
+                "the QP takes its receives from an SRQ: use ibv_post_srq_recv",
+            ));
+        }
         if !self.state.can_post_recv() {
             return Err(Error::InvalidArgument("the QP is in RESET"));
         }
@@ -354,14 +445,7 @@ impl RcQp {
         if self.resp.rq.len() >= self.caps.max_recv_wr as usize {
             return Err(Error::NoMemory("receive queue full"));
         }
-        let total = total_len(&wr.sg_list).ok_or(Error::InvalidArgument(
-            "receive buffer longer than 2^31 bytes",
-        ))?;
-        let wqe = RecvWqe {
-            wr_id: wr.wr_id,
-            sges: wr.sg_list.clone(),
-            total,
-        };
+        let wqe = RecvWqe::new(wr, self.caps.max_recv_sge, self.ctx.pd)?;
         self.resp.rq.push_back(wqe);
         if self.state == QpState::Err {
             self.resp.flush(&self.ctx, &mut self.ev);
@@ -369,12 +453,21 @@ impl RcQp {
         Ok(())
     }
 
-    /// Handles a RoCE packet addressed to this QP (its ICRC already checked).
-    pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, mrs: &MrTable) {
+    /// Handles a RoCE packet addressed to this QP (its ICRC already checked). A QP with an
+    /// SRQ takes receive WQEs from `srqs`.
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        mrs: &MrTable,
+        srqs: &mut SrqTable,
+    ) {
         let Ok(info) = pkt.repr.info() else { return };
         if info.is_request() {
             if self.state.accepts_incoming() {
-                self.resp.handle_request(&self.ctx, pkt, mrs, &mut self.ev);
+                let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                self.resp
+                    .handle_request(&self.ctx, pkt, mrs, srq, &mut self.ev);
             }
         } else if self.state.accepts_responses() {
             self.req
@@ -392,8 +485,8 @@ impl RcQp {
         }
     }
 
-    /// The next packet to send: responses first (they are small and unblock the peer), then
-    /// requests.
+    /// The next packet to send: responses carrying data first, then requests, with plain
+    /// ACKs interleaved (see below). In SQD only a message already begun goes on.
     pub fn poll_transmit(&mut self, now: Instant, mrs: &MrTable) -> Option<Transmit> {
         if self.state == QpState::Reset {
             return None;
@@ -408,15 +501,23 @@ impl RcQp {
                 return Some(t);
             }
         }
-        let t = if self.state == QpState::Rts {
-            let t = self
-                .req
-                .poll_transmit(&self.ctx, now, &mut self.timers, mrs, &mut self.ev);
+        let start_new = match self.state {
+            QpState::Rts => Some(true),
+            QpState::Sqd => Some(false),
+            _ => None,
+        };
+        let t = start_new.and_then(|start_new| {
+            let t = self.req.poll_transmit(
+                &self.ctx,
+                now,
+                start_new,
+                &mut self.timers,
+                mrs,
+                &mut self.ev,
+            );
             self.settle();
             t
-        } else {
-            None
-        };
+        });
         match t {
             Some(t) => {
                 self.ack_yielded = self.resp.next_is_plain_ack();
@@ -436,9 +537,20 @@ impl RcQp {
         self.ev.completions.pop_front()
     }
 
+    /// The next affiliated asynchronous event of this QP (`IBV_EVENT_SQ_DRAINED`,
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`), in order.
+    pub fn poll_event(&mut self) -> Option<EventType> {
+        self.ev.affiliated.pop_front()
+    }
+
     /// Whether [`RcQp::poll_transmit`] may have something (cheap; for drivers' loops).
     pub fn wants_transmit(&self) -> bool {
-        self.resp.has_output() || (self.state == QpState::Rts && self.req.cur < self.req.sq.len())
+        let req = match self.state {
+            QpState::Rts => self.req.cur < self.req.sq.len(),
+            QpState::Sqd => self.req.sq.get(self.req.cur).is_some_and(|w| w.started),
+            _ => false,
+        };
+        self.resp.has_output() || req
     }
 
     /// Send WRs not completed yet.

@@ -156,6 +156,12 @@ impl Requester {
         self.una != self.max_psn
     }
 
+    /// Whether a WQE is started and not completed (begun, or sent and not acknowledged):
+    /// what SQD waits for. Started WQEs are the front of the queue.
+    pub fn in_progress(&self) -> bool {
+        self.sq.front().is_some_and(|w| w.started)
+    }
+
     /// `ibv_post_send` of one WR: checks it and queues it.
     ///
     /// # Errors
@@ -268,15 +274,20 @@ impl Requester {
     }
 
     /// The next request packet, if the window, the fence and `max_rd_atomic` allow one.
+    /// Without `start_new` (SQD) only WQEs already begun send (their rest, or a resend).
     pub fn poll_transmit(
         &mut self,
         ctx: &QpContext,
         now: Instant,
+        start_new: bool,
         timers: &mut TimerTable,
         mrs: &MrTable,
         ev: &mut Events,
     ) -> Option<Transmit> {
         if self.rnr_wait || self.cur >= self.sq.len() {
+            return None;
+        }
+        if !start_new && !self.sq[self.cur].started {
             return None;
         }
         if self.next_psn.distance_from(self.una) >= WINDOW_PSNS {

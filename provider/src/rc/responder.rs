@@ -8,8 +8,10 @@
 //!   sequence error" per episode (C9-102).
 //! * **Opcode sequence** (9.7.5.1.3): inside a SEND or WRITE only its MIDDLE/LAST packets may
 //!   come; otherwise NAK Invalid Request.
-//! * **SEND** consumes a receive WQE at its first packet; with none posted, an RNR NAK with
-//!   `min_rnr_timer` (9.7.5.2.8). **WRITE** checks the R_Key for the whole DMA length at its
+//! * **SEND** consumes a receive WQE at its first packet — from the QP's receive queue, or from
+//!   its shared receive queue when it has one (10.2.9) — ; with none posted, an RNR NAK with
+//!   `min_rnr_timer` (9.7.5.2.8). The WQE's buffers are checked against the PD of the queue it
+//!   was posted to. **WRITE** checks the R_Key for the whole DMA length at its
 //!   first packet (not for zero length, C9-88); WRITE with immediate consumes a receive WQE at
 //!   its last packet. **READ** and **atomics** take a responder resource
 //!   (`max_dest_rd_atomic`), kept so that duplicates can be answered. Atomics need 8-byte
@@ -33,16 +35,9 @@ use super::segment::{packets_for, MessageKind, Segments};
 use super::sequence::{classify, PsnClass};
 use super::transmit::{Chunk, Chunks, Payload, Transmit};
 use crate::mr::{Access, AccessError, MrTable, PinFor};
+use crate::srq::Srq;
 use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
-use crate::wr::Sge;
-
-/// A posted receive work request.
-#[derive(Debug, Clone)]
-pub(super) struct RecvWqe {
-    pub wr_id: u64,
-    pub sges: Vec<Sge>,
-    pub total: u32,
-}
+use crate::wr::RecvWqe;
 
 /// The message being received.
 #[derive(Debug)]
@@ -146,13 +141,14 @@ impl Responder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
+        mut srq: Option<&mut Srq>,
         ev: &mut Events,
     ) {
         let psn = pkt.repr.bth.psn;
         match classify(self.epsn, psn) {
             PsnClass::Expected => {
                 self.nak_sent = false;
-                if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, ev) {
+                if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, &mut srq, ev) {
                     self.queue_ack(psn, Syndrome::Nak(code));
                     if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
                         ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, status));
@@ -177,6 +173,7 @@ impl Responder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
+        srq: &mut Option<&mut Srq>,
         ev: &mut Events,
     ) -> Result<(), Fatal> {
         const INVALID: Fatal = Fatal(NakCode::InvalidRequest, WcStatus::RemInvReqErr);
@@ -204,7 +201,7 @@ impl Responder {
                     return Err(INVALID);
                 }
                 if self.msg.is_none() {
-                    let Some(wqe) = self.rq.pop_front() else {
+                    let Some(wqe) = self.take_wqe(srq) else {
                         return self.rnr(ctx, psn);
                     };
                     self.msg = Some(InMessage::Send { wqe, offset: 0 });
@@ -216,7 +213,7 @@ impl Responder {
                 if offset.checked_add(len).is_none_or(|end| end > wqe.total) {
                     return Err(Fatal(NakCode::InvalidRequest, WcStatus::LocLenErr));
                 }
-                let chunks = Chunks::of_sges(ctx.pd, &wqe.sges, *offset, len);
+                let chunks = Chunks::of_sges(wqe.pd, &wqe.sges, *offset, len);
                 chunks
                     .write(mrs, pkt.payload)
                     .map_err(|_| Fatal(NakCode::RemoteOperationalError, WcStatus::LocProtErr))?;
@@ -244,7 +241,7 @@ impl Responder {
                 // before the R_Key): the resend starts with this packet again, so an ONLY
                 // packet must not leave a message begun.
                 let last = matches!(info.position, Position::Last | Position::Only);
-                if last && repr.immdt.is_some() && self.rq.is_empty() {
+                if last && repr.immdt.is_some() && !self.wqe_ready(srq) {
                     return self.rnr(ctx, psn);
                 }
                 if let Some(reth) = repr.reth {
@@ -294,7 +291,7 @@ impl Responder {
                     let total = *len;
                     self.msg = None;
                     if let Some(imm) = repr.immdt {
-                        let wqe = self.rq.pop_front().expect("checked above");
+                        let wqe = self.take_wqe(srq).expect("checked above, in this call");
                         let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
                         wc.opcode = WcOpcode::RecvRdmaWithImm;
                         wc.byte_len = total;
@@ -413,6 +410,22 @@ impl Responder {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Whether a receive WQE is there to take (from the SRQ when the QP has one).
+    fn wqe_ready(&self, srq: &Option<&mut Srq>) -> bool {
+        match srq {
+            Some(s) => !s.is_empty(),
+            None => !self.rq.is_empty(),
+        }
+    }
+
+    /// Takes the next receive WQE (from the SRQ when the QP has one).
+    fn take_wqe(&mut self, srq: &mut Option<&mut Srq>) -> Option<RecvWqe> {
+        match srq {
+            Some(s) => s.take(),
+            None => self.rq.pop_front(),
         }
     }
 

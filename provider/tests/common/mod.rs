@@ -2,8 +2,14 @@
 //! harness of the engine (after quinn-proto's `tests/util.rs`): each step lets both nodes
 //! transmit, the fabric deliver, both nodes receive and run their timers; when nothing moves,
 //! time jumps to the next arrival or deadline.
+//!
+//! Each node has one QP (`qp`), and may have more (`extra`, made by [`Pair::add_qps`]), all on
+//! the same fabric endpoint and demultiplexed by destination QPN, and an SRQ table (`srqs`)
+//! that its QPs' responders take receive WQEs from when created with an SRQ.
 
 #![allow(dead_code)]
+
+pub mod wrs;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -12,6 +18,7 @@ use softrnic_provider::driver::{accept, Emitter};
 use softrnic_provider::mr::{Access, MrKeys, MrTable, PdHandle};
 use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
 use softrnic_provider::rc::{Completion, CqSide, QpAttr, QpCaps, QpLimits, RcQp, Transmit};
+use softrnic_provider::srq::{SrqId, SrqTable};
 use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
 use softrnic_provider::wc::WorkCompletion;
 use softrnic_wire::aeth::Syndrome;
@@ -53,6 +60,8 @@ impl Region {
 pub struct Seen {
     /// Virtual time of arrival, in ns.
     pub at: u64,
+    /// The destination QPN (the node's `qp` or one of its `extra`).
+    pub qpn: u32,
     pub opcode: Opcode,
     pub psn: Psn,
     pub syndrome: Option<Syndrome>,
@@ -69,6 +78,10 @@ pub type DropIf = Box<dyn FnMut(&RocePacket<'_>) -> bool>;
 pub struct Node {
     pub mrs: MrTable,
     pub qp: RcQp,
+    /// More QPs on the node (see [`Pair::add_qps`]).
+    pub extra: Vec<RcQp>,
+    /// The node's shared receive queues.
+    pub srqs: SrqTable,
     pub ep: FabricEndpoint,
     pub emitter: Emitter,
     pub batch: RecvBatch,
@@ -101,6 +114,8 @@ impl Node {
         Node {
             mrs: MrTable::new(64, u64::from(qpn)).unwrap(),
             qp: RcQp::new(qpn, PD, caps, 0xc000 + qpn as u16, false),
+            extra: Vec::new(),
+            srqs: SrqTable::new(),
             ep: fabric.attach(addr).unwrap(),
             emitter: Emitter::new(addr, 32),
             batch: RecvBatch::new(64, 4096 + 256),
@@ -172,14 +187,49 @@ impl Node {
             .unwrap()
     }
 
+    /// Every QP of the node: `qp`, then `extra`.
+    pub fn qps(&self) -> impl Iterator<Item = &RcQp> {
+        std::iter::once(&self.qp).chain(self.extra.iter())
+    }
+
+    /// The node's QP numbered `qpn`.
+    pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut RcQp> {
+        std::iter::once(&mut self.qp)
+            .chain(self.extra.iter_mut())
+            .find(|q| q.qpn() == qpn)
+    }
+
+    /// `post_send` on the node's QP `qpn` (panics if there is none).
+    pub fn post_send_on(
+        &mut self,
+        qpn: u32,
+        wr: &softrnic_provider::wr::SendWr,
+    ) -> softrnic_provider::Result<()> {
+        let mrs = &self.mrs;
+        std::iter::once(&mut self.qp)
+            .chain(self.extra.iter_mut())
+            .find(|q| q.qpn() == qpn)
+            .expect("no such QP on the node")
+            .post_send(wr, mrs)
+    }
+
+    /// The earliest deadline of the node's QPs.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps().filter_map(|q| q.poll_timeout()).min()
+    }
+
     fn transmit(&mut self, now: Instant) -> usize {
         let mut sent = 0;
         loop {
             self.txs.clear();
-            while self.txs.len() < self.emitter.batch() {
-                match self.qp.poll_transmit(now, &self.mrs) {
-                    Some(t) => self.txs.push(t),
-                    None => break,
+            let mrs = &self.mrs;
+            let batch = self.emitter.batch();
+            for qp in std::iter::once(&mut self.qp).chain(self.extra.iter_mut()) {
+                while self.txs.len() < batch {
+                    match qp.poll_transmit(now, mrs) {
+                        Some(t) => self.txs.push(t),
+                        None => break,
+                    }
                 }
             }
             if self.txs.is_empty() {
@@ -206,10 +256,12 @@ impl Node {
                 match accept(&pkt) {
                     Ok((p, verified)) => {
                         assert!(verified, "the fabric shows the IP header");
-                        if p.repr.bth.dest_qp == self.qp.qpn() {
+                        let qpn = p.repr.bth.dest_qp;
+                        if self.qps().any(|q| q.qpn() == qpn) {
                             let dropped = self.drop_if.as_mut().is_some_and(|f| f(&p));
                             self.seen.push(Seen {
                                 at: now_ns,
+                                qpn,
                                 opcode: p.repr.bth.opcode,
                                 psn: p.repr.bth.psn,
                                 syndrome: p.repr.aeth.map(|a| a.syndrome),
@@ -218,7 +270,12 @@ impl Node {
                                 dropped,
                             });
                             if !dropped {
-                                self.qp.handle_packet(now, &p, &self.mrs);
+                                let (mrs, srqs) = (&self.mrs, &mut self.srqs);
+                                let qp = std::iter::once(&mut self.qp)
+                                    .chain(self.extra.iter_mut())
+                                    .find(|q| q.qpn() == qpn)
+                                    .expect("checked above");
+                                qp.handle_packet(now, &p, mrs, srqs);
                             }
                         }
                     }
@@ -228,14 +285,18 @@ impl Node {
         }
     }
 
+    /// Moves the completions of every QP of the node to `send_wcs` / `recv_wcs` (a
+    /// completion's `qp_num` says whose it is).
     fn drain_completions(&mut self) -> usize {
         let mut n = 0;
-        while let Some(Completion { side, wc }) = self.qp.poll_completion() {
-            match side {
-                CqSide::Send => self.send_wcs.push(wc),
-                CqSide::Recv => self.recv_wcs.push(wc),
+        for qp in std::iter::once(&mut self.qp).chain(self.extra.iter_mut()) {
+            while let Some(Completion { side, wc }) = qp.poll_completion() {
+                match side {
+                    CqSide::Send => self.send_wcs.push(wc),
+                    CqSide::Recv => self.recv_wcs.push(wc),
+                }
+                n += 1;
             }
-            n += 1;
         }
         n
     }
@@ -318,9 +379,11 @@ impl Pair {
         let now = self.now();
         let mut work = 0;
         for n in [&mut self.a, &mut self.b] {
-            if n.qp.poll_timeout().is_some_and(|t| t <= now) {
-                n.qp.handle_timeout(now);
-                work += 1;
+            for qp in std::iter::once(&mut n.qp).chain(n.extra.iter_mut()) {
+                if qp.poll_timeout().is_some_and(|t| t <= now) {
+                    qp.handle_timeout(now);
+                    work += 1;
+                }
             }
             work += n.transmit(now);
         }
@@ -349,8 +412,8 @@ impl Pair {
                 self.fabric
                     .next_arrival()
                     .map(|ns| self.base + Duration::from_nanos(ns)),
-                self.a.qp.poll_timeout(),
-                self.b.qp.poll_timeout(),
+                self.a.poll_timeout(),
+                self.b.poll_timeout(),
             ]
             .into_iter()
             .flatten()
@@ -366,15 +429,39 @@ impl Pair {
         panic!("not done after {max_steps} steps");
     }
 
-    /// Runs until both send queues are empty and nothing is in flight.
+    /// Runs until every send queue is empty and nothing is in flight.
     pub fn run_to_quiescence(&mut self, max_steps: usize) {
         self.run_until(max_steps, |p| {
-            p.a.qp.send_queue_len() == 0
-                && p.b.qp.send_queue_len() == 0
+            p.a.qps()
+                .chain(p.b.qps())
+                .all(|q| q.send_queue_len() == 0 && !q.wants_transmit())
                 && p.fabric.in_flight() == 0
-                && !p.a.qp.wants_transmit()
-                && !p.b.qp.wants_transmit()
         });
+    }
+
+    /// Adds a connected pair of QPs: `a_qpn` on A (taking receives from `a_srq` if given) to
+    /// `b_qpn` on B (likewise `b_srq`), connected with `c`. They go to the nodes' `extra`.
+    pub fn add_qps(
+        &mut self,
+        a_qpn: u32,
+        a_srq: Option<SrqId>,
+        b_qpn: u32,
+        b_srq: Option<SrqId>,
+        c: Connect,
+    ) {
+        let make = |qpn: u32, srq: Option<SrqId>| {
+            let qp = RcQp::new(qpn, PD, caps(), 0xc000 + qpn as u16, false);
+            match srq {
+                Some(id) => qp.with_srq(id),
+                None => qp,
+            }
+        };
+        let mut qa = make(a_qpn, a_srq);
+        let mut qb = make(b_qpn, b_srq);
+        connect(&mut qa, b_qpn, B_ADDR, c, c.a_psn, c.b_psn);
+        connect(&mut qb, a_qpn, A_ADDR, c, c.b_psn, c.a_psn);
+        self.a.extra.push(qa);
+        self.b.extra.push(qb);
     }
 }
 
