@@ -31,7 +31,7 @@ pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};
 pub use softrnic_provider::driver::Progress;
 pub use softrnic_provider::mr::Access;
 pub use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
-pub use softrnic_provider::rc::{QpAttr, QpCaps};
+pub use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 pub use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 pub use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 pub use softrnic_provider::{Error, Result};
