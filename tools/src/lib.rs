@@ -4,4 +4,5 @@
 pub mod decode;
 pub mod demo;
 pub mod perf;
+pub mod pingpong;
 pub mod rig;
