@@ -75,6 +75,14 @@ enum Command {
         #[arg(long)]
         progress_thread: bool,
     },
+    /// The peer process of the two-process scenario tests: a device on --bind, driven by
+    /// command lines over TCP (see `softrnic_tools::peer::protocol`).
+    #[command(hide = true)]
+    ScenarioPeer {
+        /// The device's address (and the command port's).
+        #[arg(long)]
+        bind: std::net::IpAddr,
+    },
     /// Measure throughput and latency: for now the raw kernel UDP baseline over loopback
     /// (127.0.0.1 to 127.0.0.2), which the RC figures are to be compared with.
     Perf {
@@ -96,6 +104,9 @@ fn main() -> ExitCode {
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
         Command::Demo { a, b, polling } => run_demo(a, b, polling),
+        Command::ScenarioPeer { bind } => {
+            softrnic_tools::peer::server::serve(bind, &mut io::stdout().lock())
+        }
         Command::Pingpong {
             server,
             bind,
