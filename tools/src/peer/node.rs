@@ -240,7 +240,7 @@ impl Node {
         };
         if let Some(a) = access {
             attr.qp_access_flags = a;
-            mask = mask | AttrMask::ACCESS_FLAGS;
+            mask |= AttrMask::ACCESS_FLAGS;
         }
         self.qp.modify(&attr, mask).map_err(text)
     }
