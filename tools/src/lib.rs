@@ -3,5 +3,7 @@
 
 pub mod decode;
 pub mod demo;
+pub mod peer;
 pub mod perf;
+pub mod pingpong;
 pub mod rig;

@@ -44,6 +44,45 @@ enum Command {
         #[arg(long)]
         polling: bool,
     },
+    /// The RC SEND ping-pong of ibv_rc_pingpong between two processes: run the server with
+    /// `--bind ADDR`, then the client with `--bind ADDR SERVER`. Each side opens a device on
+    /// its --bind address; the QPs are connected over TCP; every message is verified.
+    Pingpong {
+        /// The server's address (omit to be the server).
+        server: Option<std::net::IpAddr>,
+        /// The local address (the device's, and the server's TCP address).
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// TCP port of the exchange (server: 0 picks one, printed first).
+        #[arg(short, long, default_value_t = 18515)]
+        port: u16,
+        /// Bytes per message.
+        #[arg(short, long, default_value_t = 4096)]
+        size: u32,
+        /// Round trips.
+        #[arg(short = 'n', long, default_value_t = 1000)]
+        iters: u32,
+        /// Path MTU in bytes (256, 512, 1024, 2048, 4096).
+        #[arg(short, long, default_value_t = 1024)]
+        mtu: u32,
+        /// The GID index the peer sends to (1: the --bind address).
+        #[arg(short, long, default_value_t = 1)]
+        gid_idx: u32,
+        /// Receives kept posted.
+        #[arg(short, long, default_value_t = 500)]
+        rx_depth: u32,
+        /// A progress thread per device (default: progress from the polling loop).
+        #[arg(long)]
+        progress_thread: bool,
+    },
+    /// The peer process of the two-process scenario tests: a device on --bind, driven by
+    /// command lines over TCP (see `softrnic_tools::peer::protocol`).
+    #[command(hide = true)]
+    ScenarioPeer {
+        /// The device's address (and the command port's).
+        #[arg(long)]
+        bind: std::net::IpAddr,
+    },
     /// Measure throughput and latency: for now the raw kernel UDP baseline over loopback
     /// (127.0.0.1 to 127.0.0.2), which the RC figures are to be compared with.
     Perf {
@@ -65,6 +104,33 @@ fn main() -> ExitCode {
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
         Command::Demo { a, b, polling } => run_demo(a, b, polling),
+        Command::ScenarioPeer { bind } => {
+            softrnic_tools::peer::server::serve(bind, &mut io::stdout().lock())
+        }
+        Command::Pingpong {
+            server,
+            bind,
+            port,
+            size,
+            iters,
+            mtu,
+            gid_idx,
+            rx_depth,
+            progress_thread,
+        } => {
+            let o = softrnic_tools::pingpong::Options {
+                bind,
+                server,
+                port,
+                size,
+                iters,
+                mtu,
+                gid_idx,
+                rx_depth,
+                progress_thread,
+            };
+            softrnic_tools::pingpong::run(&o, &mut io::stdout().lock()).map(|_| ())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

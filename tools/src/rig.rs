@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use softrnic_uapi::{
-    Access, AttrMask, Context, Cq, MemoryRegion, Mtu, OpenOptions, Progress, QpAttr, QpCaps,
-    QpInitAttr, QpState, QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge,
-    WcStatus, WorkCompletion,
+    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Progress, QpCaps, QpInitAttr,
+    QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, WcStatus,
+    WorkCompletion,
 };
 
 /// One side: device, CQ, QP and a registered buffer.
@@ -77,70 +77,6 @@ fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Result<S
     })
 }
 
-/// Moves `qp` to RTS, connected to `peer_qpn` at `peer`, as ibv_rc_pingpong does.
-pub fn connect(
-    qp: &QueuePair,
-    mtu: Mtu,
-    peer: IpAddr,
-    peer_qpn: u32,
-    my_psn: u32,
-    peer_psn: u32,
-) -> io::Result<()> {
-    let all =
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-    let steps = [
-        (
-            QpAttr {
-                qp_state: QpState::Init,
-                qp_access_flags: all,
-                port_num: 1,
-                ..QpAttr::default()
-            },
-            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-        ),
-        (
-            QpAttr {
-                qp_state: QpState::Rtr,
-                path_mtu: mtu,
-                dest_qp_num: peer_qpn,
-                rq_psn: peer_psn,
-                max_dest_rd_atomic: 16,
-                min_rnr_timer: 12,
-                dest: peer,
-                ..QpAttr::default()
-            },
-            AttrMask::STATE
-                | AttrMask::AV
-                | AttrMask::PATH_MTU
-                | AttrMask::DEST_QPN
-                | AttrMask::RQ_PSN
-                | AttrMask::MAX_DEST_RD_ATOMIC
-                | AttrMask::MIN_RNR_TIMER,
-        ),
-        (
-            QpAttr {
-                qp_state: QpState::Rts,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                sq_psn: my_psn,
-                max_rd_atomic: 16,
-                ..QpAttr::default()
-            },
-            AttrMask::STATE
-                | AttrMask::TIMEOUT
-                | AttrMask::RETRY_CNT
-                | AttrMask::RNR_RETRY
-                | AttrMask::SQ_PSN
-                | AttrMask::MAX_QP_RD_ATOMIC,
-        ),
-    ];
-    for (attr, mask) in steps {
-        qp.modify(&attr, mask).map_err(err)?;
-    }
-    Ok(())
-}
-
 impl Rig {
     /// Opens both devices and connects their QPs at the port's active MTU.
     pub fn new(a: IpAddr, b: IpAddr, mem: usize, progress: Progress) -> io::Result<Rig> {
@@ -155,8 +91,28 @@ impl Rig {
             .query_port()
             .active_mtu
             .min(sb.ctx.query_port().active_mtu);
-        connect(&sa.qp, mtu, b, sb.qp.qp_num(), 0x1234, 0x5678)?;
-        connect(&sb.qp, mtu, a, sa.qp.qp_num(), 0x5678, 0x1234)?;
+        let attr = ConnectAttr {
+            path_mtu: mtu,
+            ..ConnectAttr::default()
+        };
+        sa.qp
+            .connect(&ConnectAttr {
+                dest: b,
+                dest_qp_num: sb.qp.qp_num(),
+                sq_psn: 0x1234,
+                rq_psn: 0x5678,
+                ..attr
+            })
+            .map_err(err)?;
+        sb.qp
+            .connect(&ConnectAttr {
+                dest: a,
+                dest_qp_num: sa.qp.qp_num(),
+                sq_psn: 0x5678,
+                rq_psn: 0x1234,
+                ..attr
+            })
+            .map_err(err)?;
         Ok(Rig { a: sa, b: sb })
     }
 }

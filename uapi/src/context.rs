@@ -58,11 +58,24 @@ impl Context {
     /// # Errors
     /// The address is not local, port 4791 is taken on it, or the interface can't be read.
     pub fn open(addr: IpAddr, opts: OpenOptions) -> std::io::Result<Context> {
+        Context::open_wrapped(addr, opts, |t| Box::new(t))
+    }
+
+    /// [`Context::open`], with the kernel UDP transport wrapped by `wrap` before the device
+    /// starts on it (a fault injector, in tests over real UDP).
+    ///
+    /// # Errors
+    /// As [`Context::open`].
+    pub fn open_wrapped(
+        addr: IpAddr,
+        opts: OpenOptions,
+        wrap: impl FnOnce(UdpTransport) -> Box<dyn Transport + Send>,
+    ) -> std::io::Result<Context> {
         let gids = GidTable::for_address(addr)?;
         let transport = UdpTransport::bind(addr)?;
         let mtu = active_mtu_for_netdev_mtu(gids.interface().mtu);
         let guid = node_guid_from_mac(gids.interface().mac);
-        Context::start(Box::new(transport), Some(gids), mtu, guid, opts)
+        Context::start(wrap(transport), Some(gids), mtu, guid, opts)
     }
 
     /// Opens a device on any transport (the in-memory fabric, in tests), path MTU up to

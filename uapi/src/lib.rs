@@ -35,7 +35,7 @@ pub use softrnic_provider::driver::Progress;
 pub use softrnic_provider::event::{AsyncEvent, Element, EventType};
 pub use softrnic_provider::mr::Access;
 pub use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
-pub use softrnic_provider::rc::{QpAttr, QpCaps};
+pub use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 pub use softrnic_provider::srq::{SrqAttr, SrqAttrMask};
 pub use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 pub use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};

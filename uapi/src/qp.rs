@@ -2,7 +2,7 @@
 
 use softrnic_provider::device::Limits;
 use softrnic_provider::qp_state::{AttrMask, QpType};
-use softrnic_provider::rc::{QpAttr, QpCaps};
+use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 use softrnic_provider::wr::{RecvWr, SendWr};
 use softrnic_provider::{Error, Result};
 
@@ -87,6 +87,21 @@ impl QueuePair {
             .nic()
             .qp(self.qpn)?
             .modify(attr, mask, &limits)
+    }
+
+    /// Connects the QP to its peer: RESET→INIT→RTR→RTS with `attr` (the recipe of
+    /// `ibv_rc_pingpong`; see [`ConnectAttr`]). A QP already in INIT (moved there to post
+    /// receives before the peer is known, as `ibv_rc_pingpong` does) starts at RTR.
+    ///
+    /// # Errors
+    /// `EINVAL` as `ibv_modify_qp` (a QP not in RESET or INIT, an MTU above the port's, ...);
+    /// the QP is left in the state it reached.
+    pub fn connect(&self, attr: &ConnectAttr) -> Result<()> {
+        let skip = usize::from(self.state() == crate::QpState::Init);
+        attr.steps()
+            .iter()
+            .skip(skip)
+            .try_for_each(|(a, mask)| self.modify(a, *mask))
     }
 
     /// The QP's state (`ibv_query_qp`'s `qp_state`).

@@ -1,5 +1,6 @@
 //! The RC (reliable connected) transport engine (IBTA Vol. 1 chapter 9, "Transport layer").
 //!
+//! * [`connect`] — the RESET→INIT→RTR→RTS recipe every caller uses;
 //! * [`qp`] — the queue pair: state, queues, `ibv_modify_qp`, the sans-IO interface;
 //! * `requester` — segmentation, PSNs, AckReq, go-back-N (9.7.2, 9.7.6);
 //! * `completer` — ACK/NAK/READ response/atomic ACK processing and the timers (9.7.5.1.4);
@@ -8,6 +9,7 @@
 //! * [`transmit`] — packets out, with payload by reference to registered memory.
 
 mod completer;
+pub mod connect;
 pub mod context;
 pub mod qp;
 mod requester;
@@ -16,6 +18,7 @@ pub mod segment;
 pub mod sequence;
 pub mod transmit;
 
+pub use connect::ConnectAttr;
 pub use context::{Completion, CqSide, QpContext};
 pub use qp::{QpAttr, QpCaps, QpLimits, RcQp};
 pub use requester::{ACK_REQ_INTERVAL, WINDOW_PSNS};

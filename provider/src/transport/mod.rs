@@ -15,7 +15,7 @@
 //!
 //! Implementations: [`udp::UdpTransport`] (kernel UDP sockets, unprivileged) and
 //! [`fabric::Fabric`] (an in-memory network with seeded fault injection, for deterministic
-//! tests).
+//! tests); [`faults::FaultInjector`] wraps either to drop or duplicate chosen packets.
 //!
 //! # The ICRC and what a receiver can see
 //!
@@ -36,9 +36,11 @@ use softrnic_wire::icrc::{Icrc, ICRC_LEN};
 use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
 pub mod fabric;
+pub mod faults;
 pub mod udp;
 
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats};
+pub use faults::{FaultControl, FaultInjector};
 pub use udp::UdpTransport;
 
 /// The TTL / hop limit of the IP headers softrnic writes (the ICRC masks it).

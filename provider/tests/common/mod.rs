@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use softrnic_provider::driver::{accept, Emitter};
 use softrnic_provider::mr::{Access, MrKeys, MrTable, PdHandle};
-use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
-use softrnic_provider::rc::{Completion, CqSide, QpAttr, QpCaps, QpLimits, RcQp, Transmit};
+use softrnic_provider::qp_state::Mtu;
+use softrnic_provider::rc::{Completion, ConnectAttr, CqSide, QpCaps, QpLimits, RcQp, Transmit};
 use softrnic_provider::srq::{SrqId, SrqTable};
 use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
 use softrnic_provider::wc::WorkCompletion;
@@ -466,61 +466,21 @@ impl Pair {
 }
 
 pub fn connect(qp: &mut RcQp, dest_qpn: u32, dest: IpAddr, c: Connect, sq_psn: u32, rq_psn: u32) {
-    let access =
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: access,
-        pkey_index: 0,
-        port_num: 1,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &init,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-        &LIMITS,
-    )
-    .unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
+    let attr = ConnectAttr {
         path_mtu: c.mtu,
+        dest,
         dest_qp_num: dest_qpn,
         rq_psn,
-        max_dest_rd_atomic: c.max_rd_atomic,
-        min_rnr_timer: c.min_rnr_timer,
-        dest,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &rtr,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
-        &LIMITS,
-    )
-    .unwrap();
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
+        sq_psn,
         timeout: c.timeout,
         retry_cnt: c.retry_cnt,
         rnr_retry: c.rnr_retry,
-        sq_psn,
+        min_rnr_timer: c.min_rnr_timer,
         max_rd_atomic: c.max_rd_atomic,
-        ..QpAttr::default()
+        max_dest_rd_atomic: c.max_rd_atomic,
+        ..ConnectAttr::default()
     };
-    qp.modify(
-        &rts,
-        AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC,
-        &LIMITS,
-    )
-    .unwrap();
+    for (a, mask) in attr.steps() {
+        qp.modify(&a, mask, &LIMITS).unwrap();
+    }
 }
