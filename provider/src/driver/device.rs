@@ -5,9 +5,13 @@
 //!   sleeping in `poll(2)` on the transport's descriptor (at most 1 ms, so that deadlines set
 //!   by other threads are met). RDMA WRITEs land while the application does nothing, as
 //!   programs that spin on memory expect.
-//! * [`Progress::Polling`] — no thread: progress happens inside the caller's `poll_cq` (and
-//!   right after each post), which on a 2-core machine avoids a spinning thread competing
-//!   with the application's own.
+//! * [`Progress::Polling`] — progress happens inside the caller's `poll_cq` (and right after
+//!   each post), which on a 2-core machine avoids a spinning thread competing with the
+//!   application's own. A program may stop polling at any time, though (wait for its peer on
+//!   a TCP socket, say) while the peer still needs this device: an ACK, a READ response, a
+//!   retransmission. So an idle watchdog thread wakes every [`IDLE_ROUND`] and makes a round
+//!   of progress if nobody has made one for that long; it costs a wake-up per millisecond,
+//!   not a core.
 //!
 //! In both modes a post transmits at once if no other thread is busy with the transport
 //! (lowest latency); the thread re-checks for work after it releases the transport, so a post
@@ -21,7 +25,7 @@
 //! polling.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -48,6 +52,9 @@ pub const BATCH: usize = 32;
 /// Poll rounds in a row that may return completions before transmitting (see the module
 /// comment): enough for a send completion and a receive arriving in two batches.
 const MAX_DEFERRED: u8 = 3;
+
+/// In polling mode, the longest the device goes without a round of progress.
+pub const IDLE_ROUND: Duration = Duration::from_millis(1);
 
 /// The longest the progress thread sleeps without a packet.
 const MAX_SLEEP: Duration = Duration::from_millis(1);
@@ -78,12 +85,16 @@ struct Inner {
     io: Mutex<Io>,
     mrs: Arc<MrTable>,
     stop: AtomicBool,
+    /// When the last round of progress began, in nanoseconds since `epoch`.
+    last_round: AtomicU64,
+    epoch: Instant,
 }
 
 /// A device with its transport and progress.
 pub struct Device {
     inner: Arc<Inner>,
     mode: Progress,
+    /// The progress thread, or in polling mode the idle watchdog.
     thread: Option<JoinHandle<()>>,
 }
 
@@ -115,22 +126,25 @@ impl Device {
             }),
             mrs,
             stop: AtomicBool::new(false),
+            last_round: AtomicU64::new(0),
+            epoch: Instant::now(),
         });
-        let thread = match mode {
-            Progress::Polling => None,
-            Progress::Thread => {
-                let inner = inner.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name(format!("softrnic {local}"))
-                        .spawn(move || run(&inner, wait_fd))?,
-                )
+        let thread = {
+            let inner = inner.clone();
+            let b = std::thread::Builder::new();
+            match mode {
+                Progress::Polling => b
+                    .name(format!("softrnic idle {local}"))
+                    .spawn(move || watchdog(&inner))?,
+                Progress::Thread => b
+                    .name(format!("softrnic {local}"))
+                    .spawn(move || run(&inner, wait_fd))?,
             }
         };
         Ok(Device {
             inner,
             mode,
-            thread,
+            thread: Some(thread),
         })
     }
 
@@ -184,7 +198,26 @@ impl Drop for Device {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
+        }
+    }
+}
+
+/// Polling mode's idle watchdog: a round of progress whenever nobody has made one for
+/// [`IDLE_ROUND`].
+fn watchdog(inner: &Inner) {
+    while !inner.stop.load(Ordering::Acquire) {
+        let last = Duration::from_nanos(inner.last_round.load(Ordering::Relaxed));
+        let idle = inner.epoch.elapsed().saturating_sub(last);
+        if idle >= IDLE_ROUND {
+            // A thread polling right now holds the transport; then nothing is due.
+            if let Ok(mut io) = inner.io.try_lock() {
+                progress(inner, &mut io, Round::Thread);
+            }
+            std::thread::park_timeout(IDLE_ROUND);
+        } else {
+            std::thread::park_timeout(IDLE_ROUND - idle);
         }
     }
 }
@@ -223,6 +256,11 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
 /// One round: receive a batch (not after a post), run timers, send everything the QPs have.
 fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
     let now = Instant::now();
+    if round != Round::Post {
+        // What the watchdog looks at: a round that receives (a post's round does not).
+        let since_epoch = now.saturating_duration_since(inner.epoch).as_nanos() as u64;
+        inner.last_round.store(since_epoch, Ordering::Relaxed);
+    }
     let mut moved = 0;
     let Io {
         transport,
