@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use softrnic_uapi::{
     Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Progress, QpCaps, QpInitAttr,
-    QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, WcStatus,
-    WorkCompletion,
+    QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, WcStatus, WorkCompletion,
 };
 
 /// One side: device, CQ, QP and a registered buffer.
@@ -58,16 +57,7 @@ fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Result<S
         max_recv_sge: 4,
         max_inline_data: 64,
     };
-    let qp = pd
-        .create_qp(&QpInitAttr {
-            send_cq: &cq,
-            recv_cq: &cq,
-            cap,
-            qp_type: QpType::Rc,
-            sq_sig_all: false,
-            srq: None,
-        })
-        .map_err(err)?;
+    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).map_err(err)?;
     Ok(Side {
         ctx,
         cq,

@@ -26,6 +26,20 @@ pub struct QpInitAttr<'a> {
     pub srq: Option<&'a Srq>,
 }
 
+impl<'a> QpInitAttr<'a> {
+    /// The usual RC QP: one CQ for both queues, no SRQ, only signaled send WRs complete.
+    pub fn rc(cq: &'a Cq, cap: QpCaps) -> QpInitAttr<'a> {
+        QpInitAttr {
+            send_cq: cq,
+            recv_cq: cq,
+            cap,
+            qp_type: QpType::Rc,
+            sq_sig_all: false,
+            srq: None,
+        }
+    }
+}
+
 /// A queue pair (`ibv_qp`).
 pub struct QueuePair {
     ctx: Context,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use softrnic_provider::transport::{FaultControl, FaultInjector};
 use softrnic_uapi::{
     Access, AttrMask, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpAttr,
-    QpCaps, QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendWr, Sge, WcOpcode, WcStatus,
+    QpCaps, QpInitAttr, QpState, QueuePair, RecvWr, SendWr, Sge, WcOpcode, WcStatus,
     WorkCompletion,
 };
 
@@ -84,14 +84,7 @@ impl Node {
             max_inline_data: 64,
         };
         let qp = pd
-            .create_qp(&QpInitAttr {
-                send_cq: &cq,
-                recv_cq: &cq,
-                cap,
-                qp_type: QpType::Rc,
-                sq_sig_all: false,
-                srq: None,
-            })
+            .create_qp(&QpInitAttr::rc(&cq, cap))
             .map_err(std::io::Error::other)?;
         Ok(Node {
             qp,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use softrnic_uapi::{
     Access, ConnectAttr, Context, Cq, MemoryRegion, Mtu, OpenOptions, Progress, QpCaps, QpInitAttr,
-    QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus,
+    QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus,
     WorkCompletion,
 };
 
@@ -130,14 +130,7 @@ impl Side {
             max_inline_data: 0,
         };
         let qp = pd
-            .create_qp(&QpInitAttr {
-                send_cq: &cq,
-                recv_cq: &cq,
-                cap,
-                qp_type: QpType::Rc,
-                sq_sig_all: false,
-                srq: None,
-            })
+            .create_qp(&QpInitAttr::rc(&cq, cap))
             .map_err(verbs("ibv_create_qp"))?;
         Ok(Side {
             qp,
