@@ -543,3 +543,44 @@ fn garbage_never_panics_nor_touches_memory_outside_the_windows() {
     }
     eprintln!("garbage: {} made, {} delivered to a QP", stats.0, stats.1);
 }
+
+/// A request of `op` to QP `qpn` at `psn`: extension headers of `ext` zero bytes, a 4-byte
+/// payload.
+fn request(op: u8, ext: usize, qpn: u32, psn: u32) -> Vec<u8> {
+    let mut b = vec![op, 0, 0xff, 0xff, 0];
+    b.extend_from_slice(&qpn.to_be_bytes()[1..]);
+    b.push(0x80);
+    b.extend_from_slice(&psn.to_be_bytes()[1..]);
+    b.extend(std::iter::repeat_n(0, ext));
+    b.extend_from_slice(&[1, 2, 3, 4, 0, 0, 0, 0]);
+    b
+}
+
+/// IBTA 9.6.1.1 / rxe's `check_type_qp`: a packet whose opcode belongs to another transport
+/// than the QP's (UC, UD, ...) is silently dropped; it is not an invalid request of the RC
+/// connection and must not move the QP to ERR.
+#[test]
+fn opcodes_of_other_transports_are_dropped_not_fatal() {
+    // UC SEND ONLY, UC RDMA WRITE ONLY (RETH), UD SEND ONLY (DETH).
+    for (op, ext) in [(0x24u8, 0), (0x2a, 16), (0x64, 8)] {
+        let c = Connect::default();
+        let mut p = Pair::new(FabricConfig::default(), 1, c);
+        let mem_b = Mem::new(&mut p.b);
+        p.b.qp
+            .post_recv(&recv_wr(7, vec![sge_of(&mem_b.win, 0, 64)]))
+            .unwrap();
+        let now = p.now();
+        let from = SocketAddr::new(A_ADDR, 0xc011);
+        assert!(inject(
+            &mut p.b,
+            now,
+            from,
+            B_ADDR,
+            &request(op, ext, 0x22, c.a_psn)
+        ));
+        p.run_to_quiescence(100);
+        assert_eq!(p.b.qp.state(), QpState::Rts, "opcode {op:#x}");
+        assert!(p.b.recv_wcs.is_empty(), "opcode {op:#x}");
+        assert!(p.a.seen.is_empty(), "opcode {op:#x}: no NAK");
+    }
+}
