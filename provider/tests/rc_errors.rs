@@ -10,13 +10,14 @@ mod common;
 
 use std::time::Duration;
 
+use common::wrs::{bytes, recv_wr, remote_of, send_wr, sge_of, wc_statuses};
 use common::*;
 use softrnic_provider::mr::{Access, PdHandle};
 use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
 use softrnic_provider::rc::QpAttr;
 use softrnic_provider::transport::FabricConfig;
-use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
-use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_provider::wc::{WcOpcode, WcStatus};
+use softrnic_provider::wr::{RemoteAddr, SendFlags, SendOpcode, Sge};
 use softrnic_wire::aeth::{NakCode, RnrTimer, Syndrome};
 use softrnic_wire::{Opcode, Psn};
 
@@ -30,55 +31,9 @@ const ALL: Access = Access(
 /// Another protection domain than the QPs' ([`PD`]).
 const OTHER_PD: PdHandle = PdHandle(2);
 
-fn wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode,
-        flags: SendFlags::SIGNALED,
-        sg_list,
-        imm_data_or_inv_rkey: 0,
-        remote,
-        compare_add: 0,
-        swap: 0,
-    }
-}
-
-fn sge(r: &Region, offset: u64, length: u32) -> Sge {
-    Sge {
-        addr: r.addr() + offset,
-        length,
-        lkey: r.keys.lkey,
-    }
-}
-
-fn remote(r: &Region, offset: u64) -> RemoteAddr {
-    RemoteAddr {
-        addr: r.addr() + offset,
-        rkey: r.keys.rkey,
-    }
-}
-
-fn recv(wr_id: u64, sg_list: Vec<Sge>) -> RecvWr {
-    RecvWr { wr_id, sg_list }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
-        .collect()
-}
-
-/// (wr_id, status) of each completion, in order.
-fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 /// How many packets with `opcode` a node's QP was handed (dropped ones excluded).
 fn count(n: &Node, opcode: Opcode) -> usize {
-    n.seen
-        .iter()
-        .filter(|s| s.opcode == opcode && !s.dropped)
-        .count()
+    n.seen_of(opcode).filter(|s| !s.dropped).count()
 }
 
 fn naks(n: &Node) -> Vec<Syndrome> {
@@ -112,17 +67,17 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
     let mut p = Pair::new(FabricConfig::default(), 10, c);
     let a_mem = p.a.region(8192, ALL);
     let b_mem = p.b.region(8192, ALL);
-    let data = pattern(3000, 5); // three packets at MTU 1024
+    let data = bytes(3000, 5); // three packets at MTU 1024
     p.a.fill(&a_mem, 0, &data);
-    let untouched = pattern(8192, 77);
+    let untouched = bytes(8192, 77);
     p.b.fill(&b_mem, 0, &untouched);
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::Send,
-                vec![sge(&a_mem, 0, 3000)],
-                remote(&b_mem, 0),
+                vec![sge_of(&a_mem, 0, 3000)],
+                remote_of(&b_mem, 0),
             ),
             &p.a.mrs,
         )
@@ -150,12 +105,7 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
     assert!(p.a.send_wcs.is_empty() && p.b.recv_wcs.is_empty());
     assert_eq!(p.a.qp.send_queue_len(), 1);
     assert_eq!(p.a.qp.state(), QpState::Rts);
-    let firsts: Vec<u64> =
-        p.b.seen
-            .iter()
-            .filter(|s| s.opcode == Opcode::RC_SEND_FIRST)
-            .map(|s| s.at)
-            .collect();
+    let firsts: Vec<u64> = p.b.seen_of(Opcode::RC_SEND_FIRST).map(|s| s.at).collect();
     assert!(firsts.len() >= 5, "resent after every RNR NAK: {firsts:?}");
     for pair in firsts.windows(2) {
         assert!(
@@ -175,23 +125,18 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
 
     // The receiver becomes ready; the next resend succeeds.
     p.b.qp
-        .post_recv(&recv(900, vec![sge(&b_mem, 1000, 4000)]))
+        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 1000, 4000)]))
         .unwrap();
     let posted_at = p.fabric.now();
     p.run_to_quiescence(10_000);
-    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
     assert_eq!(p.a.send_wcs[0].byte_len, 3000);
-    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
     assert_eq!(p.b.recv_wcs[0].byte_len, 3000);
     assert_eq!(p.b.read(&b_mem, 1000, 3000), data);
     assert_eq!(p.b.read(&b_mem, 0, 1000), untouched[..1000]);
     assert_eq!(p.b.read(&b_mem, 4000, 4192), untouched[4000..]);
-    let all_firsts: Vec<u64> =
-        p.b.seen
-            .iter()
-            .filter(|s| s.opcode == Opcode::RC_SEND_FIRST)
-            .map(|s| s.at)
-            .collect();
+    let all_firsts: Vec<u64> = p.b.seen_of(Opcode::RC_SEND_FIRST).map(|s| s.at).collect();
     assert_eq!(
         all_firsts.len(),
         firsts.len() + 1,
@@ -219,16 +164,16 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
         let mut p = Pair::new(FabricConfig::default(), 11, c);
         let a_mem = p.a.region(4096, ALL);
         let b_mem = p.b.region(4096, ALL);
-        let untouched = pattern(4096, 3);
+        let untouched = bytes(4096, 3);
         p.b.fill(&b_mem, 0, &untouched);
         let qp = &mut p.a.qp;
         let mrs = &p.a.mrs;
         qp.post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::Send,
-                vec![sge(&a_mem, 0, 100)],
-                remote(&b_mem, 0),
+                vec![sge_of(&a_mem, 0, 100)],
+                remote_of(&b_mem, 0),
             ),
             mrs,
         )
@@ -236,21 +181,21 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
         // Behind the SEND: a WRITE that must never execute (its PSN is never the expected
         // one at the receiver), and another SEND.
         qp.post_send(
-            &wr(
+            &send_wr(
                 2,
                 SendOpcode::RdmaWrite,
-                vec![sge(&a_mem, 0, 64)],
-                remote(&b_mem, 0),
+                vec![sge_of(&a_mem, 0, 64)],
+                remote_of(&b_mem, 0),
             ),
             mrs,
         )
         .unwrap();
         qp.post_send(
-            &wr(
+            &send_wr(
                 3,
                 SendOpcode::Send,
-                vec![sge(&a_mem, 0, 10)],
-                remote(&b_mem, 0),
+                vec![sge_of(&a_mem, 0, 10)],
+                remote_of(&b_mem, 0),
             ),
             mrs,
         )
@@ -259,7 +204,7 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
 
         let ctx = format!("rnr_retry {rnr_retry}");
         assert_eq!(
-            statuses(&p.a.send_wcs),
+            wc_statuses(&p.a.send_wcs),
             vec![
                 (1, WcStatus::RnrRetryExcErr),
                 (2, WcStatus::WrFlushErr),
@@ -292,18 +237,18 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
         // Posting in ERR flushes at once.
         p.a.qp
             .post_send(
-                &wr(
+                &send_wr(
                     4,
                     SendOpcode::Send,
-                    vec![sge(&a_mem, 0, 1)],
-                    remote(&b_mem, 0),
+                    vec![sge_of(&a_mem, 0, 1)],
+                    remote_of(&b_mem, 0),
                 ),
                 &p.a.mrs,
             )
             .unwrap();
         p.run_to_quiescence(100);
         assert_eq!(
-            statuses(&p.a.send_wcs[3..]),
+            wc_statuses(&p.a.send_wcs[3..]),
             vec![(4, WcStatus::WrFlushErr)],
             "{ctx}"
         );
@@ -323,15 +268,15 @@ fn rnr_retry_7_retries_for_ever() {
     let mut p = Pair::new(FabricConfig::default(), 12, c);
     let a_mem = p.a.region(4096, ALL);
     let b_mem = p.b.region(4096, ALL);
-    let data = pattern(200, 9);
+    let data = bytes(200, 9);
     p.a.fill(&a_mem, 0, &data);
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::Send,
-                vec![sge(&a_mem, 0, 200)],
-                remote(&b_mem, 0),
+                vec![sge_of(&a_mem, 0, 200)],
+                remote_of(&b_mem, 0),
             ),
             &p.a.mrs,
         )
@@ -350,11 +295,11 @@ fn rnr_retry_7_retries_for_ever() {
     assert_eq!(naks(&p.a).len(), tries);
 
     p.b.qp
-        .post_recv(&recv(900, vec![sge(&b_mem, 0, 4096)]))
+        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, 4096)]))
         .unwrap();
     p.run_to_quiescence(10_000);
-    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
-    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
     assert_eq!(p.b.read(&b_mem, 0, 200), data);
 }
 
@@ -384,10 +329,10 @@ fn peer_gone(gone: Gone, retry_cnt: u8) {
     let mut p = Pair::new(FabricConfig::default(), 13, c);
     let a_mem = p.a.region(4096, ALL);
     let b_mem = p.b.region(4096, ALL);
-    let untouched = pattern(4096, 1);
+    let untouched = bytes(4096, 1);
     p.b.fill(&b_mem, 0, &untouched);
     p.b.qp
-        .post_recv(&recv(900, vec![sge(&b_mem, 0, 4096)]))
+        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, 4096)]))
         .unwrap();
     let state = |s| QpAttr {
         qp_state: s,
@@ -414,21 +359,21 @@ fn peer_gone(gone: Gone, retry_cnt: u8) {
     let qp = &mut p.a.qp;
     let mrs = &p.a.mrs;
     qp.post_send(
-        &wr(
+        &send_wr(
             1,
             SendOpcode::Send,
-            vec![sge(&a_mem, 0, 100)],
-            remote(&b_mem, 0),
+            vec![sge_of(&a_mem, 0, 100)],
+            remote_of(&b_mem, 0),
         ),
         mrs,
     )
     .unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(
             2,
             SendOpcode::RdmaWrite,
-            vec![sge(&a_mem, 0, 100)],
-            remote(&b_mem, 0),
+            vec![sge_of(&a_mem, 0, 100)],
+            remote_of(&b_mem, 0),
         ),
         mrs,
     )
@@ -438,7 +383,7 @@ fn peer_gone(gone: Gone, retry_cnt: u8) {
     p.run_to_quiescence(1000);
 
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)],
         "{ctx}"
     );
@@ -465,7 +410,7 @@ fn peer_gone(gone: Gone, retry_cnt: u8) {
         Gone::PeerErr => vec![(900, WcStatus::WrFlushErr)],
         Gone::PeerReset => vec![], // RESET discards the queues without completions
     };
-    assert_eq!(statuses(&p.b.recv_wcs), b_recvs, "{ctx}");
+    assert_eq!(wc_statuses(&p.b.recv_wcs), b_recvs, "{ctx}");
     assert!(p.a.seen.is_empty(), "{ctx}: no answer ever came");
     assert_eq!(p.b.read(&b_mem, 0, 4096), untouched, "{ctx}");
 }
@@ -598,7 +543,7 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
 
     // B: a buffer only B itself may write (no remote rights), with the target in its middle.
     let backing = p.b.region(3 * PAGE, Access::LOCAL_WRITE);
-    let before = pattern(3 * PAGE, 0x40);
+    let before = bytes(3 * PAGE, 0x40);
     p.b.fill(&backing, 0, &before);
     let (pd, access) = match fault {
         Fault::WrongPd => (OTHER_PD, ALL),
@@ -608,17 +553,17 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     let mut target = p.b.subregion(&backing, PAGE, PAGE, pd, access);
     // A region B's QP may write: the target of the valid WRITE behind the bad request.
     let other = p.b.region(PAGE, ALL);
-    let other_before = pattern(PAGE, 0x80);
+    let other_before = bytes(PAGE, 0x80);
     p.b.fill(&other, 0, &other_before);
     p.b.qp
-        .post_recv(&recv(900, vec![sge(&other, 0, PAGE as u32)]))
+        .post_recv(&recv_wr(900, vec![sge_of(&other, 0, PAGE as u32)]))
         .unwrap();
 
     // A: the source of WRITEs, and the sink of READs and atomics (which must stay as it is).
     let src = p.a.region(2 * PAGE, ALL);
-    p.a.fill(&src, 0, &pattern(2 * PAGE, 0x11));
+    p.a.fill(&src, 0, &bytes(2 * PAGE, 0x11));
     let sink = p.a.region(2 * PAGE, ALL);
-    let sink_before = pattern(2 * PAGE, 0x22);
+    let sink_before = bytes(2 * PAGE, 0x22);
     p.a.fill(&sink, 0, &sink_before);
 
     let mut len = op.len();
@@ -680,10 +625,10 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     }
 
     let local = if op == RemoteOp::Write { &src } else { &sink };
-    let mut bad = wr(
+    let mut bad = send_wr(
         1,
         op.opcode(),
-        vec![sge(local, 0, len)],
+        vec![sge_of(local, 0, len)],
         RemoteAddr { addr: va, rkey },
     );
     bad.compare_add = u64::from_ne_bytes(before[PAGE + 64..PAGE + 72].try_into().unwrap());
@@ -692,21 +637,21 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     let mrs = &p.a.mrs;
     qp.post_send(&bad, mrs).unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(
             2,
             SendOpcode::RdmaWrite,
-            vec![sge(&src, 0, 64)],
-            remote(&other, 0),
+            vec![sge_of(&src, 0, 64)],
+            remote_of(&other, 0),
         ),
         mrs,
     )
     .unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(
             3,
             SendOpcode::Send,
-            vec![sge(&src, 0, 64)],
-            remote(&other, 0),
+            vec![sge_of(&src, 0, 64)],
+            remote_of(&other, 0),
         ),
         mrs,
     )
@@ -714,11 +659,11 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     p.run_to_quiescence(10_000);
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 4,
                 SendOpcode::Send,
-                vec![sge(&src, 0, 64)],
-                remote(&other, 0),
+                vec![sge_of(&src, 0, 64)],
+                remote_of(&other, 0),
             ),
             &p.a.mrs,
         )
@@ -726,7 +671,7 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     p.run_to_quiescence(100);
 
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         vec![
             (1, expect.0),
             (2, WcStatus::WrFlushErr),
@@ -740,7 +685,7 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     assert_eq!(p.a.qp.state(), QpState::Err, "{ctx}: requester");
     assert_eq!(p.b.qp.state(), QpState::Err, "{ctx}: responder");
     assert_eq!(
-        statuses(&p.b.recv_wcs),
+        wc_statuses(&p.b.recv_wcs),
         vec![(900, WcStatus::WrFlushErr)],
         "{ctx}: the responder's receive queue is flushed"
     );
@@ -786,10 +731,10 @@ fn zero_length_write_and_read_need_no_valid_rkey() {
     // IBTA C9-88: a zero-length RDMA WRITE or READ is not checked against any R_Key.
     let mut p = Pair::new(FabricConfig::default(), 21, Connect::default());
     let b_mem = p.b.region(PAGE, ALL);
-    let before = pattern(PAGE, 0x33);
+    let before = bytes(PAGE, 0x33);
     p.b.fill(&b_mem, 0, &before);
     let a_mem = p.a.region(PAGE, ALL);
-    let a_before = pattern(PAGE, 0x44);
+    let a_before = bytes(PAGE, 0x44);
     p.a.fill(&a_mem, 0, &a_before);
     let bogus = [
         RemoteAddr {
@@ -805,17 +750,19 @@ fn zero_length_write_and_read_need_no_valid_rkey() {
     for r in bogus {
         for op in [SendOpcode::RdmaWrite, SendOpcode::RdmaRead] {
             id += 1;
-            p.a.qp.post_send(&wr(id, op, vec![], r), &p.a.mrs).unwrap();
+            p.a.qp
+                .post_send(&send_wr(id, op, vec![], r), &p.a.mrs)
+                .unwrap();
             id += 1;
             // A zero-length SGE is allowed too.
             p.a.qp
-                .post_send(&wr(id, op, vec![sge(&a_mem, 0, 0)], r), &p.a.mrs)
+                .post_send(&send_wr(id, op, vec![sge_of(&a_mem, 0, 0)], r), &p.a.mrs)
                 .unwrap();
         }
     }
     p.run_to_quiescence(1000);
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         (1..=id).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
     );
     assert!(p.a.send_wcs.iter().all(|w| w.byte_len == 0));
@@ -839,25 +786,25 @@ fn send_with_a_bad_lkey_fails_locally() {
             "wrong key byte",
             Box::new(|_, r| Sge {
                 lkey: r.keys.lkey ^ 1,
-                ..sge(r, 0, 100)
+                ..sge_of(r, 0, 100)
             }),
         ),
         (
             "key index beyond the table",
             Box::new(|_, r| Sge {
                 lkey: 0xdead_be00,
-                ..sge(r, 0, 100)
+                ..sge_of(r, 0, 100)
             }),
         ),
         (
             "past the end",
-            Box::new(|_, r| sge(r, PAGE as u64 - 99, 100)),
+            Box::new(|_, r| sge_of(r, PAGE as u64 - 99, 100)),
         ),
         (
             "region of another PD",
             Box::new(|n, _| {
                 let o = n.region_in(OTHER_PD, PAGE, ALL);
-                sge(&o, 0, 100)
+                sge_of(&o, 0, 100)
             }),
         ),
         (
@@ -865,7 +812,7 @@ fn send_with_a_bad_lkey_fails_locally() {
             Box::new(|n, _| {
                 let o = n.region(PAGE, ALL);
                 n.mrs.deregister(o.keys.lkey).unwrap();
-                sge(&o, 0, 100)
+                sge_of(&o, 0, 100)
             }),
         ),
     ];
@@ -873,29 +820,32 @@ fn send_with_a_bad_lkey_fails_locally() {
         let mut p = Pair::new(FabricConfig::default(), 30, Connect::default());
         let src = p.a.region(PAGE, ALL);
         let b_mem = p.b.region(PAGE, ALL);
-        let before = pattern(PAGE, 0x55);
+        let before = bytes(PAGE, 0x55);
         p.b.fill(&b_mem, 0, &before);
         p.b.qp
-            .post_recv(&recv(900, vec![sge(&b_mem, 0, PAGE as u32)]))
+            .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, PAGE as u32)]))
             .unwrap();
         let bad = bad_sge(&mut p.a, &src);
         let qp = &mut p.a.qp;
         let mrs = &p.a.mrs;
-        qp.post_send(&wr(1, SendOpcode::Send, vec![bad], remote(&b_mem, 0)), mrs)
-            .unwrap();
         qp.post_send(
-            &wr(
+            &send_wr(1, SendOpcode::Send, vec![bad], remote_of(&b_mem, 0)),
+            mrs,
+        )
+        .unwrap();
+        qp.post_send(
+            &send_wr(
                 2,
                 SendOpcode::Send,
-                vec![sge(&src, 0, 10)],
-                remote(&b_mem, 0),
+                vec![sge_of(&src, 0, 10)],
+                remote_of(&b_mem, 0),
             ),
             mrs,
         )
         .unwrap();
         p.run_to_quiescence(1000);
         assert_eq!(
-            statuses(&p.a.send_wcs),
+            wc_statuses(&p.a.send_wcs),
             vec![(1, WcStatus::LocProtErr), (2, WcStatus::WrFlushErr)],
             "{what}"
         );
@@ -913,46 +863,49 @@ fn a_local_error_completes_after_the_wrs_before_it() {
     // in flight is reported after they complete, not before (as rxe's completer does).
     let mut p = Pair::new(FabricConfig::default(), 31, Connect::default());
     let src = p.a.region(PAGE, ALL);
-    let data = pattern(100, 6);
+    let data = bytes(100, 6);
     p.a.fill(&src, 0, &data);
     let b_mem = p.b.region(PAGE, ALL);
     p.b.qp
-        .post_recv(&recv(900, vec![sge(&b_mem, 0, 2000)]))
+        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, 2000)]))
         .unwrap();
     p.b.qp
-        .post_recv(&recv(901, vec![sge(&b_mem, 2000, 2000)]))
+        .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 2000, 2000)]))
         .unwrap();
     let qp = &mut p.a.qp;
     let mrs = &p.a.mrs;
     qp.post_send(
-        &wr(
+        &send_wr(
             1,
             SendOpcode::Send,
-            vec![sge(&src, 0, 100)],
-            remote(&b_mem, 0),
+            vec![sge_of(&src, 0, 100)],
+            remote_of(&b_mem, 0),
         ),
         mrs,
     )
     .unwrap();
     let bad = Sge {
         lkey: src.keys.lkey ^ 1,
-        ..sge(&src, 0, 100)
+        ..sge_of(&src, 0, 100)
     };
-    qp.post_send(&wr(2, SendOpcode::Send, vec![bad], remote(&b_mem, 0)), mrs)
-        .unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(2, SendOpcode::Send, vec![bad], remote_of(&b_mem, 0)),
+        mrs,
+    )
+    .unwrap();
+    qp.post_send(
+        &send_wr(
             3,
             SendOpcode::Send,
-            vec![sge(&src, 0, 100)],
-            remote(&b_mem, 0),
+            vec![sge_of(&src, 0, 100)],
+            remote_of(&b_mem, 0),
         ),
         mrs,
     )
     .unwrap();
     p.run_to_quiescence(1000);
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         vec![
             (1, WcStatus::Success),
             (2, WcStatus::LocProtErr),
@@ -960,7 +913,7 @@ fn a_local_error_completes_after_the_wrs_before_it() {
         ]
     );
     assert_eq!(p.a.qp.state(), QpState::Err);
-    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
     assert_eq!(p.b.read(&b_mem, 0, 100), data);
     assert_eq!(p.b.qp.state(), QpState::Rts);
 }
@@ -972,31 +925,36 @@ fn a_waiting_local_error_is_flushed_when_a_wr_before_it_fails() {
     let mut p = Pair::new(FabricConfig::default(), 34, Connect::default());
     let src = p.a.region(PAGE, ALL);
     let b_mem = p.b.region(PAGE, ALL);
-    let before = pattern(PAGE, 0x19);
+    let before = bytes(PAGE, 0x19);
     p.b.fill(&b_mem, 0, &before);
     let qp = &mut p.a.qp;
     let mrs = &p.a.mrs;
     let bad_rkey = RemoteAddr {
         rkey: b_mem.keys.rkey ^ 1,
-        ..remote(&b_mem, 0)
+        ..remote_of(&b_mem, 0)
     };
     qp.post_send(
-        &wr(1, SendOpcode::RdmaWrite, vec![sge(&src, 0, 100)], bad_rkey),
+        &send_wr(
+            1,
+            SendOpcode::RdmaWrite,
+            vec![sge_of(&src, 0, 100)],
+            bad_rkey,
+        ),
         mrs,
     )
     .unwrap();
     let bad_lkey = Sge {
         lkey: src.keys.lkey ^ 1,
-        ..sge(&src, 0, 100)
+        ..sge_of(&src, 0, 100)
     };
     qp.post_send(
-        &wr(2, SendOpcode::Send, vec![bad_lkey], remote(&b_mem, 0)),
+        &send_wr(2, SendOpcode::Send, vec![bad_lkey], remote_of(&b_mem, 0)),
         mrs,
     )
     .unwrap();
     p.run_to_quiescence(1000);
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
     );
     assert_eq!(p.a.qp.state(), QpState::Err);
@@ -1009,27 +967,27 @@ fn read_or_atomic_into_a_sink_without_local_write_fails_locally() {
     for op in [RemoteOp::Read, RemoteOp::CmpSwap, RemoteOp::FetchAdd] {
         let mut p = Pair::new(FabricConfig::default(), 32, Connect::default());
         let b_mem = p.b.region(PAGE, ALL);
-        let b_before = pattern(PAGE, 0x66);
+        let b_before = bytes(PAGE, 0x66);
         p.b.fill(&b_mem, 0, &b_before);
         // Remote read is no local write right.
         let backing = p.a.region(PAGE, Access::LOCAL_WRITE);
-        let sink_before = pattern(PAGE, 0x77);
+        let sink_before = bytes(PAGE, 0x77);
         p.a.fill(&backing, 0, &sink_before);
         let sink = p.a.subregion(&backing, 0, PAGE, PD, Access::REMOTE_READ);
         p.a.qp
             .post_send(
-                &wr(
+                &send_wr(
                     1,
                     op.opcode(),
-                    vec![sge(&sink, 0, op.len())],
-                    remote(&b_mem, 8),
+                    vec![sge_of(&sink, 0, op.len())],
+                    remote_of(&b_mem, 8),
                 ),
                 &p.a.mrs,
             )
             .unwrap();
         p.run_to_quiescence(1000);
         assert_eq!(
-            statuses(&p.a.send_wcs),
+            wc_statuses(&p.a.send_wcs),
             vec![(1, WcStatus::LocProtErr)],
             "{op:?}"
         );
@@ -1049,46 +1007,46 @@ fn send_longer_than_the_receive_buffer() {
         let ctx = format!("{len} bytes into {room}");
         let mut p = Pair::new(FabricConfig::default(), 33, Connect::default());
         let src = p.a.region(PAGE, ALL);
-        p.a.fill(&src, 0, &pattern(PAGE, 0x12));
+        p.a.fill(&src, 0, &bytes(PAGE, 0x12));
         let b_mem = p.b.region(2 * PAGE, ALL);
-        let before = pattern(2 * PAGE, 0x34);
+        let before = bytes(2 * PAGE, 0x34);
         p.b.fill(&b_mem, 0, &before);
         p.b.qp
-            .post_recv(&recv(900, vec![sge(&b_mem, 1000, room)]))
+            .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 1000, room)]))
             .unwrap();
         p.b.qp
-            .post_recv(&recv(901, vec![sge(&b_mem, 5000, 3000)]))
+            .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 5000, 3000)]))
             .unwrap();
         let qp = &mut p.a.qp;
         let mrs = &p.a.mrs;
         qp.post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::Send,
-                vec![sge(&src, 0, len)],
-                remote(&b_mem, 0),
+                vec![sge_of(&src, 0, len)],
+                remote_of(&b_mem, 0),
             ),
             mrs,
         )
         .unwrap();
         qp.post_send(
-            &wr(
+            &send_wr(
                 2,
                 SendOpcode::Send,
-                vec![sge(&src, 0, 10)],
-                remote(&b_mem, 0),
+                vec![sge_of(&src, 0, 10)],
+                remote_of(&b_mem, 0),
             ),
             mrs,
         )
         .unwrap();
         p.run_to_quiescence(1000);
         assert_eq!(
-            statuses(&p.b.recv_wcs),
+            wc_statuses(&p.b.recv_wcs),
             vec![(900, WcStatus::LocLenErr), (901, WcStatus::WrFlushErr)],
             "{ctx}"
         );
         assert_eq!(
-            statuses(&p.a.send_wcs),
+            wc_statuses(&p.a.send_wcs),
             vec![(1, WcStatus::RemInvReqErr), (2, WcStatus::WrFlushErr)],
             "{ctx}"
         );
@@ -1136,40 +1094,36 @@ fn a_lost_read_response_is_answered_again_with_the_same_data() {
     };
     let mut p = Pair::new(FabricConfig::default(), 40, c);
     let b_mem = p.b.region(PAGE, ALL);
-    let data = pattern(PAGE, 0x21);
+    let data = bytes(PAGE, 0x21);
     p.b.fill(&b_mem, 0, &data);
     let sink = p.a.region(PAGE, ALL);
     drop_nth(&mut p.a, Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0);
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::RdmaRead,
-                vec![sge(&sink, 100, 500)],
-                remote(&b_mem, 7),
+                vec![sge_of(&sink, 100, 500)],
+                remote_of(&b_mem, 7),
             ),
             &p.a.mrs,
         )
         .unwrap();
     p.run_to_quiescence(10_000);
 
-    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
     assert_eq!(p.a.send_wcs[0].byte_len, 500);
     assert_eq!(p.a.read(&sink, 100, 500), data[7..507]);
     assert_eq!(p.a.read(&sink, 0, 100), vec![0; 100]);
     assert_eq!(p.a.read(&sink, 600, PAGE - 600), vec![0; PAGE - 600]);
     // The responder saw the same request twice and answered both.
     let reqs: Vec<Psn> =
-        p.b.seen
-            .iter()
-            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_REQUEST)
+        p.b.seen_of(Opcode::RC_RDMA_READ_REQUEST)
             .map(|s| s.psn)
             .collect();
     assert_eq!(reqs, vec![Psn::new(c.a_psn); 2]);
     let resps: Vec<_> =
-        p.a.seen
-            .iter()
-            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_RESPONSE_ONLY)
+        p.a.seen_of(Opcode::RC_RDMA_READ_RESPONSE_ONLY)
             .map(|s| (s.psn, s.payload_len, s.dropped))
             .collect();
     assert_eq!(
@@ -1195,29 +1149,27 @@ fn a_lost_middle_read_response_is_asked_for_again() {
     let c = Connect::default();
     let mut p = Pair::new(FabricConfig::default(), 41, c);
     let b_mem = p.b.region(PAGE, ALL);
-    let data = pattern(PAGE, 0x31);
+    let data = bytes(PAGE, 0x31);
     p.b.fill(&b_mem, 0, &data);
     let sink = p.a.region(PAGE, ALL);
     drop_nth(&mut p.a, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0);
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::RdmaRead,
-                vec![sge(&sink, 0, 3000)],
-                remote(&b_mem, 50),
+                vec![sge_of(&sink, 0, 3000)],
+                remote_of(&b_mem, 50),
             ),
             &p.a.mrs,
         )
         .unwrap();
     p.run_to_quiescence(10_000);
-    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
     assert_eq!(p.a.read(&sink, 0, 3000), data[50..3050]);
     assert_eq!(p.a.read(&sink, 3000, PAGE - 3000), vec![0; PAGE - 3000]);
     let reqs: Vec<Psn> =
-        p.b.seen
-            .iter()
-            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_REQUEST)
+        p.b.seen_of(Opcode::RC_RDMA_READ_REQUEST)
             .map(|s| s.psn)
             .collect();
     assert_eq!(
@@ -1242,7 +1194,12 @@ fn a_lost_atomic_ack_is_replayed_not_executed_again() {
         let sink = p.a.region(PAGE, ALL);
         p.a.fill(&sink, 0, &u64::MAX.to_ne_bytes());
         drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
-        let mut w = wr(1, op.opcode(), vec![sge(&sink, 0, 8)], remote(&b_mem, 64));
+        let mut w = send_wr(
+            1,
+            op.opcode(),
+            vec![sge_of(&sink, 0, 8)],
+            remote_of(&b_mem, 64),
+        );
         // FAA adds 10; CAS swaps 42 for 7 (run twice, the second would see 7 and fail).
         (w.compare_add, w.swap) = match op {
             RemoteOp::FetchAdd => (10, 0),
@@ -1253,7 +1210,7 @@ fn a_lost_atomic_ack_is_replayed_not_executed_again() {
 
         let after = if op == RemoteOp::FetchAdd { 52u64 } else { 7 };
         assert_eq!(
-            statuses(&p.a.send_wcs),
+            wc_statuses(&p.a.send_wcs),
             vec![(1, WcStatus::Success)],
             "{op:?}"
         );
@@ -1272,17 +1229,10 @@ fn a_lost_atomic_ack_is_replayed_not_executed_again() {
         } else {
             Opcode::RC_COMPARE_SWAP
         };
-        let reqs: Vec<Psn> =
-            p.b.seen
-                .iter()
-                .filter(|s| s.opcode == op_code)
-                .map(|s| s.psn)
-                .collect();
+        let reqs: Vec<Psn> = p.b.seen_of(op_code).map(|s| s.psn).collect();
         assert_eq!(reqs, vec![Psn::new(c.a_psn); 2], "{op:?}: a duplicate");
         let acks: Vec<_> =
-            p.a.seen
-                .iter()
-                .filter(|s| s.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE)
+            p.a.seen_of(Opcode::RC_ATOMIC_ACKNOWLEDGE)
                 .map(|s| (s.psn, s.atomic_orig, s.dropped))
                 .collect();
         assert_eq!(
@@ -1307,57 +1257,57 @@ fn every_packet_twice_executes_every_request_once() {
     };
     let mut p = Pair::new(fabric, 43, Connect::default());
     let src = p.a.region(PAGE, ALL);
-    let data = pattern(PAGE, 0x5a);
+    let data = bytes(PAGE, 0x5a);
     p.a.fill(&src, 0, &data);
     let sink = p.a.region(PAGE, ALL);
     let b_mem = p.b.region(4 * PAGE, ALL);
-    let b_data = pattern(PAGE, 0x6b);
+    let b_data = bytes(PAGE, 0x6b);
     p.b.fill(&b_mem, 0, &b_data);
     p.b.fill(&b_mem, PAGE, &100u64.to_ne_bytes());
     p.b.qp
-        .post_recv(&recv(900, vec![sge(&b_mem, 2 * PAGE as u64, 3000)]))
+        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 2 * PAGE as u64, 3000)]))
         .unwrap();
     p.b.qp
-        .post_recv(&recv(901, vec![sge(&b_mem, 3 * PAGE as u64, 3000)]))
+        .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 3 * PAGE as u64, 3000)]))
         .unwrap();
-    let word = remote(&b_mem, PAGE as u64);
+    let word = remote_of(&b_mem, PAGE as u64);
     let mut wrs = Vec::new();
     for i in 0..3u64 {
-        let mut w = wr(
+        let mut w = send_wr(
             1 + i,
             SendOpcode::AtomicFetchAndAdd,
-            vec![sge(&sink, 8 * i, 8)],
+            vec![sge_of(&sink, 8 * i, 8)],
             word,
         );
         w.compare_add = 5;
         wrs.push(w);
     }
-    let mut w = wr(
+    let mut w = send_wr(
         4,
         SendOpcode::AtomicCmpAndSwp,
-        vec![sge(&sink, 24, 8)],
+        vec![sge_of(&sink, 24, 8)],
         word,
     );
     (w.compare_add, w.swap) = (115, 1);
     wrs.push(w);
-    wrs.push(wr(
+    wrs.push(send_wr(
         5,
         SendOpcode::RdmaRead,
-        vec![sge(&sink, 100, 3000)],
-        remote(&b_mem, 0),
+        vec![sge_of(&sink, 100, 3000)],
+        remote_of(&b_mem, 0),
     ));
-    wrs.push(wr(
+    wrs.push(send_wr(
         6,
         SendOpcode::Send,
-        vec![sge(&src, 0, 2500)],
-        remote(&b_mem, 0),
+        vec![sge_of(&src, 0, 2500)],
+        remote_of(&b_mem, 0),
     ));
     for w in &wrs {
         p.a.qp.post_send(w, &p.a.mrs).unwrap();
     }
     p.run_to_quiescence(10_000);
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         (1..=6).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
     );
     assert!(p.fabric.stats().duplicated > 0);
@@ -1369,7 +1319,7 @@ fn every_packet_twice_executes_every_request_once() {
     assert_eq!(origs, vec![100, 105, 110, 115]);
     assert_eq!(p.a.read(&sink, 100, 3000), b_data[..3000]);
     // The SEND took one receive buffer.
-    assert_eq!(statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
+    assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
     assert_eq!(p.b.read(&b_mem, 2 * PAGE, 2500), data[..2500]);
     assert_eq!(p.b.read(&b_mem, 3 * PAGE, 3000), vec![0; 3000]);
     assert_eq!(p.a.qp.state(), QpState::Rts);
@@ -1399,11 +1349,11 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
     let mut p = Pair::new(FabricConfig::default(), 50, c);
     let a_mem = p.a.region(4 * PAGE, ALL);
     let b_mem = p.b.region(4 * PAGE, ALL);
-    let a_before = pattern(4 * PAGE, 0x71);
+    let a_before = bytes(4 * PAGE, 0x71);
     p.a.fill(&a_mem, 0, &a_before);
     for id in 100..104 {
         p.a.qp
-            .post_recv(&recv(id, vec![sge(&a_mem, 0, 64)]))
+            .post_recv(&recv_wr(id, vec![sge_of(&a_mem, 0, 64)]))
             .unwrap();
     }
     // B has no receive posted: the first SEND is RNR-NAKed for ever, and everything behind
@@ -1422,11 +1372,11 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
         } else {
             2000
         };
-        let mut w = wr(
+        let mut w = send_wr(
             id,
             op,
-            vec![sge(&a_mem, 2 * PAGE as u64, len)],
-            remote(&b_mem, 0),
+            vec![sge_of(&a_mem, 2 * PAGE as u64, len)],
+            remote_of(&b_mem, 0),
         );
         if id == 4 {
             w.flags = SendFlags(0);
@@ -1445,7 +1395,7 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
         p.fabric.in_flight() == 0 && !p.a.qp.wants_transmit()
     });
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         (1..=6)
             .map(|i| (i, WcStatus::WrFlushErr))
             .collect::<Vec<_>>(),
@@ -1464,7 +1414,7 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
         ]
     );
     assert_eq!(
-        statuses(&p.a.recv_wcs),
+        wc_statuses(&p.a.recv_wcs),
         (100..104)
             .map(|i| (i, WcStatus::WrFlushErr))
             .collect::<Vec<_>>()
@@ -1479,17 +1429,17 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
     // Posting in ERR completes at once with a flush, exactly once.
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 7,
                 SendOpcode::RdmaWrite,
-                vec![sge(&a_mem, 0, 10)],
-                remote(&b_mem, 0),
+                vec![sge_of(&a_mem, 0, 10)],
+                remote_of(&b_mem, 0),
             ),
             &p.a.mrs,
         )
         .unwrap();
     p.a.qp
-        .post_recv(&recv(104, vec![sge(&a_mem, 0, 64)]))
+        .post_recv(&recv_wr(104, vec![sge_of(&a_mem, 0, 64)]))
         .unwrap();
     // Time goes on: nothing else completes, nothing is sent.
     let sent = p.fabric.stats().sent;
@@ -1497,11 +1447,11 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
     p.run_until(100_000, |p| p.fabric.now() >= horizon);
     assert_eq!(p.fabric.stats().sent, sent, "a QP in ERR sends nothing");
     assert_eq!(
-        statuses(&p.a.send_wcs[6..]),
+        wc_statuses(&p.a.send_wcs[6..]),
         vec![(7, WcStatus::WrFlushErr)]
     );
     assert_eq!(
-        statuses(&p.a.recv_wcs[4..]),
+        wc_statuses(&p.a.recv_wcs[4..]),
         vec![(104, WcStatus::WrFlushErr)]
     );
     assert_eq!(p.a.read(&a_mem, 0, 4 * PAGE), a_before, "nothing written");
@@ -1518,16 +1468,16 @@ fn modify_to_err_flushes_a_receive_in_progress() {
     drop_nth(&mut p.b, Opcode::RC_SEND_LAST, 0);
     for id in 900..903 {
         p.b.qp
-            .post_recv(&recv(id, vec![sge(&b_mem, 0, PAGE as u32)]))
+            .post_recv(&recv_wr(id, vec![sge_of(&b_mem, 0, PAGE as u32)]))
             .unwrap();
     }
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::Send,
-                vec![sge(&src, 0, 3000)],
-                remote(&b_mem, 0),
+                vec![sge_of(&src, 0, 3000)],
+                remote_of(&b_mem, 0),
             ),
             &p.a.mrs,
         )
@@ -1537,14 +1487,14 @@ fn modify_to_err_flushes_a_receive_in_progress() {
     to_err(&mut p.b.qp);
     p.run_until(1000, |p| p.b.recv_wcs.len() >= 3);
     assert_eq!(
-        statuses(&p.b.recv_wcs),
+        wc_statuses(&p.b.recv_wcs),
         (900..903)
             .map(|i| (i, WcStatus::WrFlushErr))
             .collect::<Vec<_>>()
     );
     // The requester retries into silence and gives up; B completes nothing more.
     p.run_to_quiescence(100_000);
-    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::RetryExcErr)]);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::RetryExcErr)]);
     assert_eq!(p.b.recv_wcs.len(), 3);
 }
 
@@ -1561,14 +1511,14 @@ fn rnr_nak_on_write_with_immediate_then_success() {
         };
         let mut p = Pair::new(FabricConfig::default(), 14, c);
         let src = p.a.region(PAGE, ALL);
-        let data = pattern(PAGE, 0x2c);
+        let data = bytes(PAGE, 0x2c);
         p.a.fill(&src, 0, &data);
         let b_mem = p.b.region(PAGE, ALL);
-        let mut w = wr(
+        let mut w = send_wr(
             1,
             SendOpcode::RdmaWriteWithImm,
-            vec![sge(&src, 0, len)],
-            remote(&b_mem, 500),
+            vec![sge_of(&src, 0, len)],
+            remote_of(&b_mem, 500),
         );
         w.imm_data_or_inv_rkey = 0x1234_5678;
         p.a.qp.post_send(&w, &p.a.mrs).unwrap();
@@ -1579,15 +1529,15 @@ fn rnr_nak_on_write_with_immediate_then_success() {
             "{len}"
         );
         assert!(p.b.recv_wcs.is_empty() && p.a.send_wcs.is_empty(), "{len}");
-        p.b.qp.post_recv(&recv(900, vec![])).unwrap();
+        p.b.qp.post_recv(&recv_wr(900, vec![])).unwrap();
         p.run_to_quiescence(10_000);
         assert_eq!(
-            statuses(&p.a.send_wcs),
+            wc_statuses(&p.a.send_wcs),
             vec![(1, WcStatus::Success)],
             "{len}"
         );
         assert_eq!(
-            statuses(&p.b.recv_wcs),
+            wc_statuses(&p.b.recv_wcs),
             vec![(900, WcStatus::Success)],
             "{len}"
         );
@@ -1621,18 +1571,18 @@ fn replayed_atomics_answer_with_their_saved_values_not_the_current_word() {
     let sink = p.a.region(PAGE, ALL);
     drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
     for i in 0..2u64 {
-        let mut w = wr(
+        let mut w = send_wr(
             1 + i,
             SendOpcode::AtomicFetchAndAdd,
-            vec![sge(&sink, 8 * i, 8)],
-            remote(&b_mem, 0),
+            vec![sge_of(&sink, 8 * i, 8)],
+            remote_of(&b_mem, 0),
         );
         w.compare_add = 5;
         p.a.qp.post_send(&w, &p.a.mrs).unwrap();
     }
     p.run_to_quiescence(10_000);
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         vec![(1, WcStatus::Success), (2, WcStatus::Success)]
     );
     assert_eq!(p.b.read(&b_mem, 0, 8), 110u64.to_ne_bytes());
@@ -1640,9 +1590,8 @@ fn replayed_atomics_answer_with_their_saved_values_not_the_current_word() {
     assert_eq!(p.a.read(&sink, 8, 8), 105u64.to_ne_bytes());
     assert_eq!(count(&p.b, Opcode::RC_FETCH_ADD), 4, "both sent twice");
     let replayed: Vec<_> =
-        p.a.seen
-            .iter()
-            .filter(|s| s.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE && !s.dropped)
+        p.a.seen_of(Opcode::RC_ATOMIC_ACKNOWLEDGE)
+            .filter(|s| !s.dropped)
             .map(|s| s.atomic_orig.unwrap())
             .collect();
     assert_eq!(replayed, vec![105, 100, 105]);
@@ -1661,10 +1610,10 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
     };
     let mut p = Pair::new(FabricConfig::default(), 35, c);
     let src = p.a.region(PAGE, ALL);
-    let data = pattern(PAGE, 0x4d);
+    let data = bytes(PAGE, 0x4d);
     p.a.fill(&src, 0, &data);
     let backing = p.b.region(PAGE, Access::LOCAL_WRITE);
-    let before = pattern(PAGE, 0x5e);
+    let before = bytes(PAGE, 0x5e);
     p.b.fill(&backing, 0, &before);
     let target = p.b.subregion(&backing, 0, PAGE, PD, ALL);
     let mut lost = 0;
@@ -1681,11 +1630,11 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
     }));
     p.a.qp
         .post_send(
-            &wr(
+            &send_wr(
                 1,
                 SendOpcode::RdmaWrite,
-                vec![sge(&src, 0, 3000)],
-                remote(&target, 100),
+                vec![sge_of(&src, 0, 3000)],
+                remote_of(&target, 100),
             ),
             &p.a.mrs,
         )
@@ -1695,7 +1644,10 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
     p.b.mrs.deregister(target.keys.rkey).unwrap();
     p.run_to_quiescence(10_000);
 
-    assert_eq!(statuses(&p.a.send_wcs), vec![(1, WcStatus::RemAccessErr)]);
+    assert_eq!(
+        wc_statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::RemAccessErr)]
+    );
     assert_eq!(naks(&p.a), vec![Syndrome::Nak(NakCode::RemoteAccessError)]);
     let nak = p.a.seen.iter().find(|s| s.syndrome.is_some()).unwrap();
     assert_eq!(nak.psn, Psn::new(c.a_psn + 1), "the MIDDLE packet's PSN");
@@ -1713,45 +1665,45 @@ fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
     let mut p = Pair::new(FabricConfig::default(), 36, Connect::default());
     let src = p.a.region(PAGE, ALL);
     let b_mem = p.b.region(PAGE, ALL);
-    let before = pattern(PAGE, 0x6f);
+    let before = bytes(PAGE, 0x6f);
     p.b.fill(&b_mem, 0, &before);
     let bad = Sge {
         lkey: b_mem.keys.lkey ^ 1,
-        ..sge(&b_mem, 0, 2000)
+        ..sge_of(&b_mem, 0, 2000)
     };
-    p.b.qp.post_recv(&recv(900, vec![bad])).unwrap();
+    p.b.qp.post_recv(&recv_wr(900, vec![bad])).unwrap();
     p.b.qp
-        .post_recv(&recv(901, vec![sge(&b_mem, 2000, 2000)]))
+        .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 2000, 2000)]))
         .unwrap();
     let qp = &mut p.a.qp;
     let mrs = &p.a.mrs;
     qp.post_send(
-        &wr(
+        &send_wr(
             1,
             SendOpcode::Send,
-            vec![sge(&src, 0, 100)],
-            remote(&b_mem, 0),
+            vec![sge_of(&src, 0, 100)],
+            remote_of(&b_mem, 0),
         ),
         mrs,
     )
     .unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(
             2,
             SendOpcode::Send,
-            vec![sge(&src, 0, 100)],
-            remote(&b_mem, 0),
+            vec![sge_of(&src, 0, 100)],
+            remote_of(&b_mem, 0),
         ),
         mrs,
     )
     .unwrap();
     p.run_to_quiescence(1000);
     assert_eq!(
-        statuses(&p.b.recv_wcs),
+        wc_statuses(&p.b.recv_wcs),
         vec![(900, WcStatus::LocProtErr), (901, WcStatus::WrFlushErr)]
     );
     assert_eq!(
-        statuses(&p.a.send_wcs),
+        wc_statuses(&p.a.send_wcs),
         vec![(1, WcStatus::RemOpErr), (2, WcStatus::WrFlushErr)]
     );
     assert_eq!(

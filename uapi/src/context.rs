@@ -167,8 +167,10 @@ impl Context {
         }
         let id = self.inner.device.nic().create_cq(cqe);
         Ok(Cq {
-            ctx: self.clone(),
-            id,
+            inner: Arc::new(CqInner {
+                ctx: self.clone(),
+                id,
+            }),
         })
     }
 
@@ -197,13 +199,42 @@ impl Pd {
     }
 }
 
-/// A completion queue (`ibv_cq`).
+/// A completion queue (`ibv_cq`). Dropping it destroys it once no QP uses it any more: each
+/// [`crate::QueuePair`] keeps its CQs alive (as `ibv_destroy_cq` fails with `EBUSY` while a QP
+/// uses the CQ, so a CQ cannot go before its QPs). See [`Cq::destroy`] to find out whether
+/// a QP still uses it.
 pub struct Cq {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+/// The CQ itself, shared by the [`Cq`] handle and the QPs that use it; the last of them to go
+/// destroys it in the NIC.
+pub(crate) struct CqInner {
     pub(crate) ctx: Context,
     pub(crate) id: CqId,
 }
 
 impl Cq {
+    /// The CQ's handle in the device (`softrnic_provider::nic::CqId`).
+    pub fn handle(&self) -> u32 {
+        self.inner.id.0
+    }
+
+    /// `ibv_destroy_cq`, reporting failure.
+    ///
+    /// # Errors
+    /// `EBUSY` while a QP uses the CQ: the CQ is given back, unharmed.
+    pub fn destroy(self) -> core::result::Result<(), (Cq, Error)> {
+        match Arc::try_unwrap(self.inner) {
+            // Only this handle holds it: no QP uses it, so the NIC lets it go (in `Drop`).
+            Ok(inner) => {
+                drop(inner);
+                Ok(())
+            }
+            Err(inner) => Err((Cq { inner }, Error::Busy("a QP still uses the CQ"))),
+        }
+    }
+
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. In polling
     /// mode, if the CQ holds none, it makes one round of progress and looks again (so that
     /// completions already there are returned at once, and the round's packets can leave
@@ -212,13 +243,13 @@ impl Cq {
     /// # Errors
     /// The CQ overflowed (`EOVERFLOW`).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
-        let dev = &self.ctx.inner.device;
-        let n = dev.nic().poll_cq(self.id, out)?;
+        let dev = &self.inner.ctx.inner.device;
+        let n = dev.nic().poll_cq(self.inner.id, out)?;
         if n > 0 || dev.mode() != Progress::Polling {
             return Ok(n);
         }
         dev.progress();
-        dev.nic().poll_cq(self.id, out)
+        dev.nic().poll_cq(self.inner.id, out)
     }
 
     /// Polls until `n` completions have arrived or `timeout` passes (a convenience of the
@@ -262,10 +293,10 @@ impl Cq {
 /// `ETIMEDOUT` on Linux.
 pub const ETIMEDOUT: i32 = 110;
 
-impl Drop for Cq {
+impl Drop for CqInner {
     fn drop(&mut self) {
-        // A QP still using it makes the NIC refuse (EBUSY) and the CQ stays in the NIC's table
-        // for good: drop QPs before their CQs. (Known gap; see the issue note.)
-        let _ = self.ctx.inner.device.nic().destroy_cq(self.id);
+        // The last holder: every QP that used the CQ is destroyed, so the NIC lets it go.
+        let r = self.ctx.inner.device.nic().destroy_cq(self.id);
+        debug_assert!(r.is_ok(), "no QP can use a CQ no QueuePair holds: {r:?}");
     }
 }

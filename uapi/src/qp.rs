@@ -6,7 +6,9 @@ use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 use softrnic_provider::wr::{RecvWr, SendWr};
 use softrnic_provider::{Error, Result};
 
-use crate::context::{Context, Cq, Pd};
+use std::sync::Arc;
+
+use crate::context::{Context, Cq, CqInner, Pd};
 use crate::srq::Srq;
 
 /// `ibv_qp_init_attr`.
@@ -40,10 +42,12 @@ impl<'a> QpInitAttr<'a> {
     }
 }
 
-/// A queue pair (`ibv_qp`).
+/// A queue pair (`ibv_qp`). It keeps its CQs alive until it is destroyed.
 pub struct QueuePair {
     ctx: Context,
     qpn: u32,
+    /// The send and receive CQs, held so that they outlive the QP (dropped after it).
+    _cqs: [Arc<CqInner>; 2],
 }
 
 impl Pd {
@@ -56,21 +60,21 @@ impl Pd {
         if init.qp_type != QpType::Rc {
             return Err(Error::NotSupported("only RC QPs so far"));
         }
-        if !std::sync::Arc::ptr_eq(&init.send_cq.ctx.inner, &self.ctx.inner)
-            || !std::sync::Arc::ptr_eq(&init.recv_cq.ctx.inner, &self.ctx.inner)
+        if !Arc::ptr_eq(&init.send_cq.inner.ctx.inner, &self.ctx.inner)
+            || !Arc::ptr_eq(&init.recv_cq.inner.ctx.inner, &self.ctx.inner)
         {
             return Err(Error::InvalidArgument("CQ of another device"));
         }
         if init
             .srq
-            .is_some_and(|s| !std::sync::Arc::ptr_eq(&s.ctx.inner, &self.ctx.inner))
+            .is_some_and(|s| !Arc::ptr_eq(&s.ctx.inner, &self.ctx.inner))
         {
             return Err(Error::InvalidArgument("SRQ of another device"));
         }
         let qpn = self.ctx.inner.device.nic().create_qp(
             self.handle,
-            init.send_cq.id,
-            init.recv_cq.id,
+            init.send_cq.inner.id,
+            init.recv_cq.inner.id,
             init.srq.map(|s| s.id),
             init.cap,
             init.sq_sig_all,
@@ -79,6 +83,7 @@ impl Pd {
         Ok(QueuePair {
             ctx: self.ctx.clone(),
             qpn,
+            _cqs: [init.send_cq.inner.clone(), init.recv_cq.inner.clone()],
         })
     }
 }

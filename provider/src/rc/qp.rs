@@ -463,6 +463,11 @@ impl RcQp {
         srqs: &mut SrqTable,
     ) {
         let Ok(info) = pkt.repr.info() else { return };
+        // IBTA 9.6.1.1 (and rxe's `check_type_qp`): an opcode of another transport (UC, UD,
+        // CNP) is not for an RC QP: dropped silently, never an invalid request.
+        if info.transport != softrnic_wire::opcode::Transport::Rc {
+            return;
+        }
         if info.is_request() {
             if self.state.accepts_incoming() {
                 let srq = self.srq.and_then(|id| srqs.get_mut(id));

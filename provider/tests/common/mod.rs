@@ -187,6 +187,12 @@ impl Node {
             .unwrap()
     }
 
+    /// The packets with `opcode` addressed to the node's QPs, in arrival order (dropped ones
+    /// included: see [`Seen::dropped`]).
+    pub fn seen_of(&self, opcode: Opcode) -> impl Iterator<Item = &Seen> + '_ {
+        self.seen.iter().filter(move |s| s.opcode == opcode)
+    }
+
     /// Every QP of the node: `qp`, then `extra`.
     pub fn qps(&self) -> impl Iterator<Item = &RcQp> {
         std::iter::once(&self.qp).chain(self.extra.iter())
