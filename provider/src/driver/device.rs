@@ -222,6 +222,24 @@ fn watchdog(inner: &Inner) {
     }
 }
 
+/// Receives one batch into the NIC: (packets received, completions they produced).
+fn receive(inner: &Inner, io: &mut Io, now: Instant) -> (usize, usize) {
+    match io.transport.recv_batch(&mut io.batch) {
+        Ok(n) if n > 0 => {
+            let mut nic = lock(&inner.nic);
+            for pkt in io.batch.iter() {
+                match accept(&pkt) {
+                    Ok((p, verified)) => nic.handle_packet(now, &p, verified),
+                    Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
+                    Err(Rejected::Malformed) => nic.rx.malformed += 1,
+                }
+            }
+            (n, nic.route_completions())
+        }
+        _ => (0, 0),
+    }
+}
+
 /// The progress thread.
 fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
     while !inner.stop.load(Ordering::Acquire) {
@@ -256,39 +274,25 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
 /// One round: receive a batch (not after a post), run timers, send everything the QPs have.
 fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
     let now = Instant::now();
+    let mut moved = 0;
     if round != Round::Post {
         // What the watchdog looks at: a round that receives (a post's round does not).
         let since_epoch = now.saturating_duration_since(inner.epoch).as_nanos() as u64;
         inner.last_round.store(since_epoch, Ordering::Relaxed);
+        let (received, completed) = receive(inner, io, now);
+        moved += received;
+        if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
+            io.tx_deferred += 1;
+            return moved;
+        }
     }
-    let mut moved = 0;
     let Io {
         transport,
         emitter,
-        batch,
         txs,
         tx_deferred,
+        ..
     } = io;
-    if round != Round::Post {
-        if let Ok(n) = transport.recv_batch(batch) {
-            if n > 0 {
-                moved += n;
-                let mut nic = lock(&inner.nic);
-                for pkt in batch.iter() {
-                    match accept(&pkt) {
-                        Ok((p, verified)) => nic.handle_packet(now, &p, verified),
-                        Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
-                        Err(Rejected::Malformed) => nic.rx.malformed += 1,
-                    }
-                }
-                let completed = nic.route_completions();
-                if round == Round::Poll && completed > 0 && *tx_deferred < MAX_DEFERRED {
-                    *tx_deferred += 1;
-                    return moved;
-                }
-            }
-        }
-    }
     *tx_deferred = 0;
     loop {
         txs.clear();
