@@ -92,12 +92,7 @@ fn rc_pingpong_line(key: &'static str, label: &str, rtt: &rtt::Rtt, how: &str) -
         unit: Unit::MeanRttUs,
         detail: format!("{how}; {}", rtt.detail()),
         baseline: Some("raw_udp_pingpong"),
-        fields: Map::from_iter([
-            ("mean_us".to_owned(), rtt.mean_us.into()),
-            ("median_us".to_owned(), rtt.median_us.into()),
-            ("p99_us".to_owned(), rtt.p99_us.into()),
-            ("iters".to_owned(), rtt.ns.len().into()),
-        ]),
+        fields: rtt.fields(),
     }
 }
 

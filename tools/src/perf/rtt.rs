@@ -30,6 +30,16 @@ impl Rtt {
         })
     }
 
+    /// The figures of a report line's JSON: `iters`, `mean_us`, `median_us`, `p99_us`.
+    pub fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::from_iter([
+            ("iters".to_owned(), self.ns.len().into()),
+            ("mean_us".to_owned(), self.mean_us.into()),
+            ("median_us".to_owned(), self.median_us.into()),
+            ("p99_us".to_owned(), self.p99_us.into()),
+        ])
+    }
+
     /// `median 6.3, p99 7.9`: the detail printed after the mean.
     pub fn detail(&self) -> String {
         format!("median {:.1}, p99 {:.1}", self.median_us, self.p99_us)

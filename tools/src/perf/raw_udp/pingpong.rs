@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
-use super::{into_map, invalid, join, SetOnDrop, MAX_DATAGRAM};
+use super::{invalid, join, SetOnDrop, MAX_DATAGRAM};
 use crate::perf::rtt::Rtt;
 use crate::perf::{size_text, Measurement, Unit};
 
@@ -47,37 +45,26 @@ impl Default for LatConfig {
 pub struct LatResult {
     /// Payload bytes per datagram.
     pub datagram_len: usize,
-    /// Mean round trip, in microseconds.
-    pub mean_us: f64,
-    /// Median round trip (nearest rank), in microseconds.
-    pub median_us: f64,
-    /// 99th percentile round trip (nearest rank), in microseconds.
-    pub p99_us: f64,
-    /// Every measured round trip in nanoseconds, sorted ascending: `iters` of them.
-    pub rtt_ns: Vec<u64>,
+    /// The `iters` measured round trips.
+    pub rtt: Rtt,
 }
 
 impl LatResult {
     /// The report line `raw_udp_pingpong`.
     pub fn measurement(&self) -> Measurement {
-        let fields = json!({
-            "datagram_len": self.datagram_len,
-            "iters": self.rtt_ns.len(),
-            "mean_us": self.mean_us,
-            "median_us": self.median_us,
-            "p99_us": self.p99_us,
-        });
+        let mut fields = self.rtt.fields();
+        fields.insert("datagram_len".into(), self.datagram_len.into());
         Measurement {
             key: "raw_udp_pingpong",
             label: format!(
                 "raw UDP  {} busy-poll ping-pong",
                 size_text(self.datagram_len)
             ),
-            value: self.mean_us,
+            value: self.rtt.mean_us,
             unit: Unit::MeanRttUs,
-            detail: format!("median {:.1}, p99 {:.1}", self.median_us, self.p99_us),
+            detail: self.rtt.detail(),
             baseline: None,
-            fields: into_map(fields),
+            fields,
         }
     }
 }
@@ -123,10 +110,7 @@ pub fn udp_pingpong(cfg: &LatConfig) -> io::Result<LatResult> {
     let rtt = Rtt::from_ns(rtt_ns).ok_or_else(|| invalid("no round trip measured"))?;
     Ok(LatResult {
         datagram_len: cfg.datagram_len,
-        mean_us: rtt.mean_us,
-        median_us: rtt.median_us,
-        p99_us: rtt.p99_us,
-        rtt_ns: rtt.ns,
+        rtt,
     })
 }
 
