@@ -114,6 +114,17 @@ impl IpHeader {
         }
     }
 
+    /// The same header with IPv4 Identification `ident`; an IPv6 header (whose fixed header
+    /// has no Identification) is returned as it is. The ICRC covers the IPv4 Identification
+    /// (A17.4.2 masks TTL, DSCP, ECN and the checksum, not it), so a sender must know the one
+    /// each packet will carry.
+    pub fn with_ident(self, ident: u16) -> IpHeader {
+        match self {
+            IpHeader::V4(h) => IpHeader::V4(Ipv4Header { ident, ..h }),
+            v6 @ IpHeader::V6(_) => v6,
+        }
+    }
+
     /// Writes the header for a UDP datagram of `udp_len` bytes: payload length `udp_len`,
     /// protocol UDP, the IPv4 checksum filled in. Returns the header's length.
     pub fn emit(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
