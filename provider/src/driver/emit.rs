@@ -1,6 +1,8 @@
 //! From the engine's [`Transmit`]s to datagrams on a [`Transport`]: the IP/UDP/BTH headers
 //! written into reused scratch space, the payload pinned in registered memory and handed to
 //! the transport as it is (no copy), the ICRC (IBTA A17.4.2) computed over the pinned bytes.
+//! Packets the transport can send as one segmentation run (UDP GSO) are marked as such, and
+//! their ICRCs cover the IPv4 Identification each will carry (see `runs.rs`).
 //!
 //! Nothing here allocates per packet: the scratch vectors keep their capacity from batch to
 //! batch (the per-batch vectors of borrowed pieces are recycled through an empty `'static`
@@ -13,6 +15,7 @@ use softrnic_wire::frame::{DatagramRepr, IpHeader, UdpHeader, UDP_HEADER_LEN};
 use softrnic_wire::roce::pad_len;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
+use super::runs::Runs;
 use crate::mr::{MrTable, PinError, ReadPin};
 use crate::rc::{Payload, Transmit};
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
@@ -57,6 +60,8 @@ struct Span {
     /// Its pins: `pins[p0..p1]`.
     p0: usize,
     p1: usize,
+    /// Its place in its segmentation run.
+    segment: u16,
     /// Whether it goes out (not dropped).
     ok: bool,
 }
@@ -122,15 +127,17 @@ impl Emitter {
         let mut pkts: Vec<OutPacket<'_>> = recycle(std::mem::take(&mut self.pkts));
         self.outs.clear();
         self.spans.clear();
+        let mut runs = Runs::new(transport.segment_limits());
         // Pass 1: headers, pins and ICRCs, into scratch space.
         for (i, tx) in txs.iter().enumerate() {
             let p0 = pins.len();
+            let segment = runs.place(tx.src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
             let mut span = Span {
                 p0,
                 ..Span::default()
             };
             match pin_payload(tx, mrs, &mut pins, i == 0) {
-                Ok(()) => match self.build(i, tx, &pins[p0..]) {
+                Ok(()) => match self.build(i, tx, &pins[p0..], segment) {
                     Ok((h0, h1, t)) => {
                         span = Span {
                             h0,
@@ -138,6 +145,7 @@ impl Emitter {
                             t,
                             p0,
                             p1: pins.len(),
+                            segment,
                             ok: true,
                         }
                     }
@@ -148,6 +156,9 @@ impl Emitter {
                     break;
                 }
                 Err(PinError::Access(_)) => self.stats.dead_key_drops += 1,
+            }
+            if !span.ok {
+                runs.drop_last();
             }
             pins.truncate(span.p1.max(p0));
             self.spans.push(span);
@@ -173,6 +184,7 @@ impl Emitter {
                 dst: SocketAddr::new(txs[i].dst, ROCE_V2_UDP_PORT),
                 src_port: txs[i].src_port,
                 pieces: &pieces[first..first + n],
+                segment: self.spans[i].segment,
             });
         }
         let mut done = 0;
@@ -200,14 +212,18 @@ impl Emitter {
         result
     }
 
-    /// Writes packet `i`'s headers and trailer; returns (BTH start, headers end, trailer len).
+    /// Writes packet `i`'s headers and trailer, for its place `segment` in a segmentation run
+    /// (the IPv4 Identification it will carry); returns (BTH start, headers end, trailer len).
     fn build(
         &mut self,
         i: usize,
         tx: &Transmit,
         payload: &[ReadPin<'_>],
+        segment: u16,
     ) -> Result<(usize, usize, usize), ()> {
-        let ip = IpHeader::udp_socket(self.local, tx.dst, HOP_LIMIT).ok_or(())?;
+        let ip = IpHeader::udp_socket(self.local, tx.dst, HOP_LIMIT)
+            .ok_or(())?
+            .with_ident(segment);
         let d = DatagramRepr {
             ip,
             udp: UdpHeader {
@@ -236,6 +252,15 @@ impl Emitter {
         t[..pad].fill(0);
         t[pad..pad + 4].copy_from_slice(&icrc.to_le_bytes());
         Ok((d.ip.header_len() + UDP_HEADER_LEN, n, pad + 4))
+    }
+}
+
+/// How many pieces `tx` goes out in: headers, payload, trailer.
+fn pieces_of(tx: &Transmit) -> usize {
+    2 + match &tx.payload {
+        Payload::None => 0,
+        Payload::Inline { .. } => 1,
+        Payload::Memory(chunks) => chunks.as_slice().len(),
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod device;
 pub mod emit;
 pub mod ingress;
+mod runs;
 
 pub use device::{Device, Progress};
 pub use emit::{EmitStats, Emitter};

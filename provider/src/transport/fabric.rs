@@ -28,7 +28,7 @@ use std::time::Duration;
 use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, IPV6_HEADER_LEN, UDP_HEADER_LEN};
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
-use super::{OutPacket, Ready, RecvBatch, Transport, TransportStats, HOP_LIMIT};
+use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats, HOP_LIMIT};
 
 /// The faults of a fabric. Rates are probabilities per packet, in `0.0..=1.0`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,7 +283,9 @@ impl Inner {
     /// Sends one packet from endpoint `from` through the faults.
     fn send(&mut self, from: usize, p: &OutPacket<'_>) -> io::Result<()> {
         let src_ip = self.endpoints[from].addr;
-        let Some(ip) = IpHeader::udp_socket(src_ip, p.dst.ip(), HOP_LIMIT) else {
+        let ip =
+            IpHeader::udp_socket(src_ip, p.dst.ip(), HOP_LIMIT).map(|h| h.with_ident(p.segment));
+        let Some(ip) = ip else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "destination address family differs from the local address's",
@@ -433,6 +435,16 @@ impl Transport for FabricEndpoint {
         }
         f.deliver_due();
         Ok(pkts.len())
+    }
+
+    /// Runs go out as the kernel cuts them: each packet on its own, segment `k` with IPv4
+    /// Identification `k` (so the receiver's ICRC check covers the emitter's numbering).
+    fn segment_limits(&self) -> SegmentLimits {
+        SegmentLimits {
+            max_segments: 64,
+            max_bytes: usize::from(u16::MAX) - IPV6_HEADER_LEN - UDP_HEADER_LEN,
+            max_pieces: usize::MAX,
+        }
     }
 
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {

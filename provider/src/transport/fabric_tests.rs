@@ -38,6 +38,7 @@ fn send_many(fabric: &Fabric, a: &mut FabricEndpoint, b: IpAddr, count: u32) {
                 dst: SocketAddr::new(b, ROCE_V2_UDP_PORT),
                 src_port,
                 pieces: p,
+                segment: 0,
             })
             .collect();
         assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
@@ -92,6 +93,7 @@ fn source_address_and_port_arrive_ipv6() {
         dst: SocketAddr::new(IpAddr::V6(y), 4791),
         src_port: 0xc123,
         pieces: &pieces,
+        segment: 0,
     };
     assert_eq!(a.send_batch(&[pkt]).unwrap(), 1);
     assert!(b.poll(None).unwrap().recv);
@@ -116,6 +118,7 @@ fn unroutable_and_attach_errors() {
         dst: SocketAddr::new(ip, port),
         src_port: 0xc000,
         pieces: &pieces,
+        segment: 0,
     };
     assert_eq!(a.send_batch(&[to(B, 4791), to(A, 9)]).unwrap(), 2);
     assert_eq!(fabric.stats().unroutable, 2);
@@ -138,6 +141,7 @@ fn delay_is_virtual_time() {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc000,
         pieces: &pieces,
+        segment: 0,
     };
     a.send_batch(&[pkt]).unwrap();
     assert_eq!(fabric.next_arrival(), Some(1_500));
@@ -237,6 +241,7 @@ fn held_packet_is_released_by_count_or_deadline() {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc000,
         pieces: &pieces,
+        segment: 0,
     };
     a.send_batch(&[pkt]).unwrap();
     // Every packet is held, and none follows: the deadline releases it.

@@ -33,6 +33,7 @@ fn send(t: &mut impl Transport, opcodes: &[Opcode]) {
             dst: SocketAddr::new(B, ROCE_V2_UDP_PORT),
             src_port: 0xc000,
             pieces: p,
+            segment: 0,
         })
         .collect();
     assert_eq!(t.send_batch(&pkts).unwrap(), pkts.len());

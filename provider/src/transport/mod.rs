@@ -55,6 +55,38 @@ pub struct OutPacket<'a> {
     pub src_port: u16,
     /// The UDP payload, in pieces that are sent back to back without being copied.
     pub pieces: &'a [&'a [u8]],
+    /// Its place in a segmentation run (see [`SegmentLimits`]): 0 starts a run (or is a
+    /// packet on its own); `k > 0` continues the run of the packet just before it, as its
+    /// `k`-th segment, and carries IPv4 Identification `k`.
+    pub segment: u16,
+}
+
+/// What a transport can send as one *segmentation run* (Linux UDP GSO, `UDP_SEGMENT`):
+/// consecutive packets from one source port to one destination, all of the first one's length
+/// except the last, which may be shorter, handed to the kernel as one datagram that it (or the
+/// NIC) cuts into segments. One pass through the stack instead of one per packet: for a
+/// message of many MTU-sized packets, and for an answer with the ACK queued behind it.
+///
+/// The kernel numbers the segments' IPv4 Identification from the first one's, which is 0 for
+/// a DF datagram from an unconnected socket, so segment `k` carries ID `k`; the ICRC covers
+/// the ID, so the emitter computes each packet's ICRC for its place in the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentLimits {
+    /// Most packets in a run (1: no segmentation).
+    pub max_segments: usize,
+    /// Most UDP payload bytes in a run, all packets together.
+    pub max_bytes: usize,
+    /// Most pieces in a run, all packets together.
+    pub max_pieces: usize,
+}
+
+impl SegmentLimits {
+    /// No segmentation: every packet on its own.
+    pub const NONE: SegmentLimits = SegmentLimits {
+        max_segments: 1,
+        max_bytes: usize::MAX,
+        max_pieces: usize::MAX,
+    };
 }
 
 impl OutPacket<'_> {
@@ -301,6 +333,9 @@ pub struct TransportStats {
     pub tx_errors: u64,
     /// `send_batch` calls cut short because the network would block.
     pub tx_blocked: u64,
+    /// Packets that went out as the second or later segment of a segmentation run (counted in
+    /// `tx_packets` too): the passes through the kernel's stack saved.
+    pub tx_segmented: u64,
     /// Datagrams received.
     pub rx_packets: u64,
     /// Their UDP payload bytes (as stored).
@@ -345,6 +380,13 @@ pub trait Transport {
 
     /// The local IP address (the device's GID, as an IP address).
     fn local_addr(&self) -> IpAddr;
+
+    /// The segmentation runs it accepts in [`Transport::send_batch`]; by default none, and
+    /// every packet must have `segment` 0. A transport that accepts runs sends each one whole
+    /// or not at all: `send_batch` never returns in the middle of a run.
+    fn segment_limits(&self) -> SegmentLimits {
+        SegmentLimits::NONE
+    }
 
     /// The counters so far.
     fn stats(&self) -> TransportStats;

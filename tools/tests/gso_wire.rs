@@ -1,0 +1,166 @@
+//! What softrnic puts on the wire when the kernel cuts its segmentation runs (UDP GSO): the
+//! whole demo (every opcode, 64 KiB WRITEs cut into MTU-sized packets, a SEND ping-pong whose
+//! answers leave with an ACK behind them) runs in a private network namespace, whose loopback
+//! device has segmentation offload turned off, so that a packet socket sees the segments the
+//! kernel cut rather than the runs. Every ICRC must verify: segment `k` of a run carries IPv4
+//! Identification `k`, which the ICRC covers, and the emitter must have computed it so.
+//!
+//! Needs root (a network namespace and an AF_PACKET socket) and the `ip` and `ethtool`
+//! commands; says so on stderr and skips otherwise.
+
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+
+use softrnic_uapi::Progress;
+use softrnic_wire::frame::{Frame, IpHeader};
+use softrnic_wire::Error as WireError;
+
+fn have(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn run(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace, deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// Moves the calling thread into the namespace `name`.
+fn enter(name: &str) {
+    let file = std::fs::File::open(format!("/run/netns/{name}")).expect("netns file");
+    // SAFETY: a valid descriptor of a network namespace; setns changes only this thread.
+    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+}
+
+/// A packet socket seeing every frame on `lo`, with a large buffer.
+fn capture_lo() -> OwnedFd {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket calls on a descriptor this function owns.
+    unsafe {
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, libc::c_int::from(proto));
+        assert!(fd >= 0, "AF_PACKET: {}", std::io::Error::last_os_error());
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = libc::if_nametoindex(c"lo".as_ptr()) as i32;
+        let r = libc::bind(
+            fd.as_raw_fd(),
+            (&raw const sll).cast(),
+            size_of::<libc::sockaddr_ll>() as u32,
+        );
+        assert_eq!(r, 0, "bind lo: {}", std::io::Error::last_os_error());
+        let size: libc::c_int = 64 << 20;
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&raw const size).cast(),
+            size_of::<libc::c_int>() as u32,
+        );
+        fd
+    }
+}
+
+/// Every frame waiting on `fd`.
+fn drain(fd: &OwnedFd) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    let mut buf = vec![0u8; 70_000];
+    loop {
+        // SAFETY: `buf` is valid for its length.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            return frames;
+        }
+        frames.push(buf[..n as usize].to_vec());
+    }
+}
+
+#[test]
+fn every_segment_the_kernel_cuts_from_a_run_has_a_valid_icrc() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip", "-V") || !have("ethtool", "--version") {
+        eprintln!("SKIPPED: needs root and the ip and ethtool commands (apt-get install iproute2 ethtool)");
+        return;
+    }
+    let ns = Netns(format!("softrnic-gso-{}", std::process::id()));
+    run(&["ip", "netns", "add", &ns.0]);
+    run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns.0,
+        "ethtool",
+        "-K",
+        "lo",
+        "tx-udp-segmentation",
+        "off",
+    ]);
+    let name = ns.0.clone();
+    let frames = std::thread::spawn(move || {
+        enter(&name);
+        let cap = capture_lo();
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        // The demo fails on any byte that differs.
+        softrnic_tools::demo::run(a, b, Progress::Polling).expect("the demo runs");
+        drain(&cap)
+    })
+    .join()
+    .expect("the namespace thread");
+    let (mut roce, mut segments) = (0, 0);
+    for (i, f) in frames.iter().enumerate() {
+        match Frame::parse(f) {
+            Ok(frame) => {
+                let d = frame.datagram;
+                assert!(
+                    d.icrc_ok,
+                    "frame {i}: ICRC {:#010x} does not verify",
+                    d.icrc
+                );
+                roce += 1;
+                if let IpHeader::V4(h) = d.repr.ip {
+                    segments += usize::from(h.ident != 0);
+                }
+            }
+            Err(WireError::NotRoce(_)) => {}
+            Err(e) => panic!("frame {i} is malformed: {e}"),
+        }
+    }
+    assert!(roce > 100, "only {roce} RoCE frames captured");
+    assert!(
+        segments > 0,
+        "no frame had a nonzero IP ID: the runs were not segmented ({roce} RoCE frames)"
+    );
+    eprintln!(
+        "{roce} RoCE frames, {segments} of them later segments of a run: every ICRC verifies"
+    );
+}
