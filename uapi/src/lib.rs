@@ -21,11 +21,13 @@
 //! are dead before its memory is freed.
 
 mod context;
+mod descriptor;
 mod mr;
 mod qp;
 mod srq;
 
 pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
+pub use descriptor::{DescriptorError, RemoteMr, Usage, DESCRIPTOR_LEN};
 pub use mr::MemoryRegion;
 pub use qp::{QpInitAttr, QueuePair};
 pub use srq::Srq;

@@ -17,6 +17,7 @@ pub struct MemoryRegion {
     keys: MrKeys,
     addr: *mut u8,
     len: usize,
+    access: Access,
     /// The layout, when the region owns its buffer.
     owned: Option<Layout>,
     registered: bool,
@@ -82,6 +83,7 @@ impl Pd {
             keys,
             addr,
             len,
+            access,
             owned: None,
             registered: true,
         })
@@ -89,6 +91,11 @@ impl Pd {
 }
 
 impl MemoryRegion {
+    /// The access flags it was registered with (`ibv_reg_mr`'s `access`).
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
     /// The L_Key, for SGEs.
     pub fn lkey(&self) -> u32 {
         self.keys.lkey
