@@ -16,9 +16,11 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The built library, `libsoftrnic_ibverbs.so`.
+/// The built library, `target/<profile>/deps/libsoftrnic_ibverbs.so`: the copy `cargo test`
+/// rebuilds (it does not refresh the one in `target/<profile>`, which only `cargo build`
+/// updates).
 pub fn built_library() -> PathBuf {
-    profile_dir().join("libsoftrnic_ibverbs.so")
+    profile_dir().join("deps").join("libsoftrnic_ibverbs.so")
 }
 
 /// A directory (one per test process) where `libibverbs.so.1` links to the built library: what
@@ -69,4 +71,37 @@ pub fn texts(out: &Output) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Compiles the C program `source` against the installed `<infiniband/verbs.h>` and links it
+/// with the built library (so it imports our versioned symbols, as programs linked against
+/// rdma-core do); `None`, after saying on stderr that `test` skips, without cc or headers.
+pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        eprintln!("SKIP {test}: no <infiniband/verbs.h> (apt-get install libibverbs-dev)");
+        return None;
+    }
+    let dir = lib_dir();
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&src, source).expect("writing the C source");
+    let out = match Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg(built_library())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIP {test}: cannot run cc: {e}");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
 }
