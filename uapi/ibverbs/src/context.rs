@@ -6,11 +6,14 @@
 //! `sizeof(struct verbs_context)`, so inline code trusts every op; the ones softrnic has are
 //! filled in, the others are NULL (the inline wrappers then report `EOPNOTSUPP`).
 //!
-//! Opening binds nothing: the device's UDP socket and progress thread belong to the objects
-//! that move data, so `ibv_devinfo` works while another process uses the address.
+//! Opening binds nothing: the device's UDP socket and progress thread start with the first
+//! verb that needs them ([`SoftContext::runtime`]), so `ibv_devinfo` works while another
+//! process uses the address.
 
 use std::mem::offset_of;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
+
+use softrnic_uapi::{Context, OpenOptions};
 
 use crate::abi::context::{
     ibv_context, ibv_context_ops, ibv_device, verbs_context, VERBS_ABI_IS_EXTENDED,
@@ -25,6 +28,30 @@ pub(crate) struct SoftContext {
     pub vctx: verbs_context,
     /// The device it was opened on.
     pub dev: &'static SoftDevice,
+    /// The running device (UDP socket, progress thread), started by the first verb that
+    /// needs it (`ibv_alloc_pd`), or the errno of starting it.
+    runtime: OnceLock<Result<Context, libc::c_int>>,
+}
+
+impl SoftContext {
+    /// The running device, started on first use.
+    ///
+    /// # Errors
+    /// The errno of binding the device's address (`EADDRINUSE` if another device has it).
+    pub fn runtime(&self) -> Result<&Context, libc::c_int> {
+        self.runtime
+            .get_or_init(|| {
+                let opts = OpenOptions {
+                    // Distinct key bytes per process and device.
+                    key_seed: u64::from(std::process::id()) << 32 ^ self as *const _ as u64,
+                    ..OpenOptions::default()
+                };
+                Context::open(self.dev.addr, opts)
+                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+            })
+            .as_ref()
+            .map_err(|e| *e)
+    }
 }
 
 /// Where the `ibv_context` is inside a [`SoftContext`].
@@ -110,6 +137,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             },
         },
         dev,
+        runtime: OnceLock::new(),
     });
     let raw = Box::into_raw(soft);
     // SAFETY: CONTEXT_OFFSET is the offset of a field of the SoftContext `raw` points to.

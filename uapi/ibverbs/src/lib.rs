@@ -24,4 +24,5 @@ mod context;
 mod devices;
 mod export;
 mod ffi;
+mod live;
 mod verbs;

@@ -2,6 +2,7 @@
 
 pub(crate) mod device;
 pub(crate) mod misc;
+pub(crate) mod pd;
 pub(crate) mod query;
 pub(crate) mod strings;
 pub(crate) mod unfinished;

@@ -4,8 +4,6 @@
 //! verb: NULL with `errno = ENOSYS`, an `ENOSYS` return value, or -1 with `errno = ENOSYS`.
 //!
 //! Unfinished (next steps of issue 4):
-//! * protection domains and memory regions: `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`,
-//!   `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_dereg_mr`;
 //! * completion queues and channels: `ibv_create_cq`, `ibv_destroy_cq`, `ibv_resize_cq`,
 //!   `ibv_create_comp_channel`, `ibv_destroy_comp_channel`, `ibv_get_cq_event`,
 //!   `ibv_ack_cq_events`, and the ops `poll_cq`, `req_notify_cq`;
@@ -20,7 +18,7 @@
 
 use std::ptr::null_mut;
 
-use libc::{c_int, c_uint, c_void, size_t};
+use libc::{c_int, c_uint, c_void};
 
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_cq, ibv_mw, ibv_pd, ibv_qp, ibv_srq};
@@ -73,10 +71,6 @@ macro_rules! errno_stubs {
 }
 
 null_stubs! {
-    "IBVERBS_1.1" fn ibv_alloc_pd(context: *mut ibv_context);
-    "IBVERBS_1.1" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, access: c_int);
-    "IBVERBS_1.7" fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, iova: u64, access: c_int);
-    "IBVERBS_1.8" fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, iova: u64, access: c_uint);
     "IBVERBS_1.1" fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut c_void, comp_vector: c_int);
     "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut ibv_context);
     "IBVERBS_1.1" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut c_void);
@@ -87,8 +81,6 @@ null_stubs! {
 }
 
 errno_stubs! {
-    "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut ibv_pd);
-    "IBVERBS_1.1" fn ibv_dereg_mr(mr: *mut c_void);
     "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut ibv_cq);
     "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
     "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c_void);
