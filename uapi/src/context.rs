@@ -197,6 +197,11 @@ impl Pd {
     pub fn context(&self) -> &Context {
         &self.ctx
     }
+
+    /// The PD's handle in the device (`ibv_pd.handle`).
+    pub fn handle(&self) -> u32 {
+        self.handle.0
+    }
 }
 
 /// A completion queue (`ibv_cq`). Dropping it destroys it once no QP uses it any more: each

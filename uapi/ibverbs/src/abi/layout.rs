@@ -1,0 +1,273 @@
+//! The layout test: every struct of [`super`] against the C compiler's view of rdma-core's
+//! installed `<infiniband/verbs.h>`.
+//!
+//! [`table`] lists (C type, field path, offset, size) from `core::mem::offset_of!`; the test
+//! writes a C program printing `offsetof`/`sizeof` of the same fields, compiles it with `cc`,
+//! runs it and compares line by line. It skips, saying why on stderr, without `cc` or without
+//! the libibverbs-dev headers.
+
+use core::mem::{offset_of, size_of};
+use std::process::Command;
+
+use super::attr::*;
+use super::context::*;
+use super::objects::*;
+use super::qp_attr::*;
+use super::wr::*;
+
+/// One line of the comparison: `field` is "-" for the size of the whole type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    c_type: &'static str,
+    field: String,
+    offset: usize,
+    size: usize,
+}
+
+/// The size of the field a projection reaches.
+fn size_of_field<T, F>(_: impl Fn(&T) -> &F) -> usize {
+    size_of::<F>()
+}
+
+/// `layout!(c_type => RustType { field, nested.field, rust_name as "c_name" })`.
+macro_rules! layout {
+    ($($c:literal => $t:ty { $($($f:ident).+ $(as $cf:literal)?),* $(,)? })*) => {{
+        let mut v = Vec::new();
+        $(
+            v.push(Entry { c_type: $c, field: "-".into(), offset: 0, size: size_of::<$t>() });
+            $(
+                #[allow(unused_mut, unused_assignments)]
+                let mut name = stringify!($($f).+).replace(' ', "");
+                $( name = $cf.to_string(); )?
+                v.push(Entry {
+                    c_type: $c,
+                    field: name,
+                    offset: offset_of!($t, $($f).+),
+                    size: size_of_field(|x: &$t| &x.$($f).+),
+                });
+            )*
+        )*
+        v
+    }};
+}
+
+fn table() -> Vec<Entry> {
+    layout! {
+        "union ibv_gid" => ibv_gid { raw }
+        "struct ibv_gid_entry" => ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
+        "struct ibv_device_attr" => ibv_device_attr {
+            fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id,
+            vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd,
+            max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_ee_rd_atom, max_res_rd_atom,
+            max_qp_init_rd_atom, max_ee_init_rd_atom, atomic_cap, max_ee, max_rdd, max_mw,
+            max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach,
+            max_total_mcast_qp_attach, max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr,
+            max_srq_sge, max_pkeys, local_ca_ack_delay, phys_port_cnt,
+        }
+        "struct ibv_query_device_ex_input" => ibv_query_device_ex_input { comp_mask }
+        "struct ibv_odp_caps" => ibv_odp_caps {
+            general_caps, per_transport_caps, per_transport_caps.rc_odp_caps,
+            per_transport_caps.uc_odp_caps, per_transport_caps.ud_odp_caps,
+        }
+        "struct ibv_tso_caps" => ibv_tso_caps { max_tso, supported_qpts }
+        "struct ibv_rss_caps" => ibv_rss_caps {
+            supported_qpts, max_rwq_indirection_tables, max_rwq_indirection_table_size,
+            rx_hash_fields_mask, rx_hash_function,
+        }
+        "struct ibv_packet_pacing_caps" => ibv_packet_pacing_caps {
+            qp_rate_limit_min, qp_rate_limit_max, supported_qpts,
+        }
+        "struct ibv_tm_caps" => ibv_tm_caps { max_rndv_hdr_size, max_num_tags, flags, max_ops, max_sge }
+        "struct ibv_cq_moderation_caps" => ibv_cq_moderation_caps { max_cq_count, max_cq_period }
+        "struct ibv_pci_atomic_caps" => ibv_pci_atomic_caps { fetch_add, swap, compare_swap }
+        "struct ibv_device_attr_ex" => ibv_device_attr_ex {
+            orig_attr, comp_mask, odp_caps, completion_timestamp_mask, hca_core_clock,
+            device_cap_flags_ex, tso_caps, rss_caps, max_wq_type_rq, packet_pacing_caps,
+            raw_packet_caps, tm_caps, cq_mod_caps, max_dm_size, pci_atomic_caps, xrc_odp_caps,
+            phys_port_cnt_ex,
+        }
+        "struct ibv_port_attr" => ibv_port_attr {
+            state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz, bad_pkey_cntr,
+            qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl, subnet_timeout,
+            init_type_reply, active_width, active_speed, phys_state, link_layer, flags,
+            port_cap_flags2,
+        }
+        "struct _ibv_device_ops" => _ibv_device_ops { _dummy1, _dummy2 }
+        "struct ibv_device" => ibv_device {
+            _ops, node_type, transport_type, name, dev_name, dev_path, ibdev_path,
+        }
+        "struct ibv_context_ops" => ibv_context_ops {
+            _compat_query_device, _compat_query_port, _compat_alloc_pd, _compat_dealloc_pd,
+            _compat_reg_mr, _compat_rereg_mr, _compat_dereg_mr, alloc_mw, bind_mw, dealloc_mw,
+            _compat_create_cq, poll_cq, req_notify_cq, _compat_cq_event, _compat_resize_cq,
+            _compat_destroy_cq, _compat_create_srq, _compat_modify_srq, _compat_query_srq,
+            _compat_destroy_srq, post_srq_recv, _compat_create_qp, _compat_query_qp,
+            _compat_modify_qp, _compat_destroy_qp, post_send, post_recv, _compat_create_ah,
+            _compat_destroy_ah, _compat_attach_mcast, _compat_detach_mcast, _compat_async_event,
+        }
+        "struct ibv_context" => ibv_context {
+            device, ops, cmd_fd, async_fd, num_comp_vectors, mutex, abi_compat,
+        }
+        "struct verbs_context" => verbs_context {
+            query_port, advise_mr, alloc_null_mr, read_counters, attach_counters_point_flow,
+            create_counters, destroy_counters, reg_dm_mr, alloc_dm, free_dm,
+            modify_flow_action_esp, destroy_flow_action, create_flow_action_esp,
+            modify_qp_rate_limit, alloc_parent_domain, dealloc_td, alloc_td, modify_cq,
+            post_srq_ops, destroy_rwq_ind_table, create_rwq_ind_table, destroy_wq, modify_wq,
+            create_wq, query_rt_values, create_cq_ex, priv_ as "priv", query_device_ex,
+            ibv_destroy_flow, ABI_placeholder2, ibv_create_flow, ABI_placeholder1, open_qp,
+            create_qp_ex, get_srq_num, create_srq_ex, open_xrcd, close_xrcd, _ABI_placeholder3,
+            sz, context,
+        }
+        "struct ibv_pd" => ibv_pd { context, handle }
+        "struct ibv_mr" => ibv_mr { context, pd, addr, length, handle, lkey, rkey }
+        "struct ibv_mw" => ibv_mw { context, pd, rkey, handle, type_ as "type" }
+        "struct ibv_ah" => ibv_ah { context, pd, handle }
+        "struct ibv_comp_channel" => ibv_comp_channel { context, fd, refcnt }
+        "struct ibv_cq" => ibv_cq {
+            context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
+            async_events_completed,
+        }
+        "struct ibv_srq" => ibv_srq {
+            context, srq_context, pd, handle, mutex, cond, events_completed,
+        }
+        "struct ibv_qp" => ibv_qp {
+            context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state, qp_type,
+            mutex, cond, events_completed,
+        }
+        "struct ibv_sge" => ibv_sge { addr, length, lkey }
+        "struct ibv_mw_bind_info" => ibv_mw_bind_info { mr, addr, length, mw_access_flags }
+        "struct ibv_send_wr" => ibv_send_wr {
+            wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type, bind_mw,
+        }
+        "struct ibv_recv_wr" => ibv_recv_wr { wr_id, next, sg_list, num_sge }
+        "struct ibv_wc" => ibv_wc {
+            wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
+            pkey_index, slid, sl, dlid_path_bits,
+        }
+        "struct ibv_mw_bind" => ibv_mw_bind { wr_id, send_flags, bind_info }
+        "struct ibv_global_route" => ibv_global_route {
+            dgid, flow_label, sgid_index, hop_limit, traffic_class,
+        }
+        "struct ibv_ah_attr" => ibv_ah_attr {
+            grh, dlid, sl, src_path_bits, static_rate, is_global, port_num,
+        }
+        "struct ibv_qp_cap" => ibv_qp_cap {
+            max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data,
+        }
+        "struct ibv_qp_init_attr" => ibv_qp_init_attr {
+            qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all,
+        }
+        "struct ibv_qp_attr" => ibv_qp_attr {
+            qp_state, cur_qp_state, path_mtu, path_mig_state, qkey, rq_psn, sq_psn,
+            dest_qp_num, qp_access_flags, cap, ah_attr, alt_ah_attr, pkey_index, alt_pkey_index,
+            en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer,
+            port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout, rate_limit,
+        }
+        "struct ibv_srq_attr" => ibv_srq_attr { max_wr, max_sge, srq_limit }
+        "struct ibv_srq_init_attr" => ibv_srq_init_attr { srq_context, attr }
+        "struct ibv_async_event" => ibv_async_event { element, event_type }
+    }
+}
+
+/// The C program printing the compiler's view of every entry, one `type|field|offset|size`
+/// line each.
+fn c_program(entries: &[Entry]) -> String {
+    let mut c = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+    );
+    for e in entries {
+        let (off, size) = if e.field == "-" {
+            ("(size_t)0".to_string(), format!("sizeof({})", e.c_type))
+        } else {
+            (
+                format!("offsetof({}, {})", e.c_type, e.field),
+                format!("sizeof((({} *)0)->{})", e.c_type, e.field),
+            )
+        };
+        c.push_str(&format!(
+            "  printf(\"%s|%s|%zu|%zu\\n\", \"{}\", \"{}\", {off}, {size});\n",
+            e.c_type, e.field
+        ));
+    }
+    c.push_str("  return 0;\n}\n");
+    c
+}
+
+#[test]
+fn sizes_known_from_the_issue() {
+    assert_eq!(size_of::<verbs_context>(), 648);
+    assert_eq!(size_of::<ibv_device_attr>(), 232);
+    assert_eq!(COMPAT_PORT_ATTR_SIZE, 48);
+}
+
+#[test]
+fn structs_match_the_installed_verbs_h() {
+    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
+    if !header.exists() {
+        eprintln!(
+            "SKIP structs_match_the_installed_verbs_h: no {} (apt-get install libibverbs-dev)",
+            header.display()
+        );
+        return;
+    }
+    let entries = table();
+    let dir = std::env::temp_dir().join(format!("softrnic-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("layout.c");
+    let exe = dir.join("layout");
+    std::fs::write(&src, c_program(&entries)).expect("writing layout.c");
+    let cc = match Command::new("cc").arg("-o").arg(&exe).arg(&src).output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIP structs_match_the_installed_verbs_h: cannot run cc: {e}");
+            return;
+        }
+    };
+    assert!(
+        cc.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = Command::new(&exe)
+        .output()
+        .expect("running the layout program");
+    assert!(out.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8(out.stdout).expect("ASCII output");
+    let c: Vec<Entry> = text
+        .lines()
+        .zip(&entries)
+        .map(|(line, e)| {
+            let parts: Vec<&str> = line.split('|').collect();
+            Entry {
+                c_type: e.c_type,
+                field: parts[1].to_string(),
+                offset: parts[2].parse().expect("offset"),
+                size: parts[3].parse().expect("size"),
+            }
+        })
+        .collect();
+    assert_eq!(c.len(), entries.len());
+    let wrong: Vec<String> = entries
+        .iter()
+        .zip(&c)
+        .filter(|(r, c)| r != c)
+        .map(|(r, c)| {
+            format!(
+                "{} {}: Rust offset {} size {}, C offset {} size {}",
+                r.c_type, r.field, r.offset, r.size, c.offset, c.size
+            )
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "layout differs from verbs.h:\n{}",
+        wrong.join("\n")
+    );
+    eprintln!(
+        "{} fields of {} types match verbs.h",
+        entries.len(),
+        entries.iter().filter(|e| e.field == "-").count()
+    );
+}

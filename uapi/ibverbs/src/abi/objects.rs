@@ -1,0 +1,101 @@
+//! The verbs objects as the application sees them: `struct ibv_pd`, `ibv_mr`, `ibv_mw`,
+//! `ibv_ah`, `ibv_comp_channel`, `ibv_cq`, `ibv_srq`, `ibv_qp`, and the head of `ibv_qp_ex`.
+//!
+//! The provider embeds each at the start of its own, larger object (as rdma-core's providers
+//! do), so a pointer to one is a pointer to softrnic's state.
+
+use libc::{c_int, c_void, pthread_cond_t, pthread_mutex_t, size_t};
+
+use super::context::ibv_context;
+
+/// `struct ibv_pd`.
+#[repr(C)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_mr`.
+#[repr(C)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: size_t,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `struct ibv_mw`.
+#[repr(C)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`.
+    pub type_: u32,
+}
+
+/// `struct ibv_ah`.
+#[repr(C)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
+/// `struct ibv_comp_channel`.
+#[repr(C)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub handle: u32,
+    pub qp_num: u32,
+    /// `enum ibv_qp_state`.
+    pub state: u32,
+    /// `enum ibv_qp_type`.
+    pub qp_type: u32,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub events_completed: u32,
+}

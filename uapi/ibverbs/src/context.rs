@@ -1,0 +1,173 @@
+//! Open devices: the memory behind the `ibv_context` that `ibv_open_device` returns.
+//!
+//! A [`SoftContext`] is a `verbs_context` (whose last field is the `ibv_context`) followed by
+//! softrnic's state, so the `ibv_context` has the `verbs_context` immediately before it, as
+//! verbs.h's inline functions require. `abi_compat` is `UINTPTR_MAX` and `sz` the full
+//! `sizeof(struct verbs_context)`, so inline code trusts every op; the ones softrnic has are
+//! filled in, the others are NULL (the inline wrappers then report `EOPNOTSUPP`).
+//!
+//! Opening binds nothing: the device's UDP socket and progress thread start with the first
+//! verb that needs them ([`SoftContext::runtime`]), so `ibv_devinfo` works while another
+//! process uses the address.
+
+use std::mem::offset_of;
+use std::sync::{Mutex, OnceLock};
+
+use softrnic_uapi::{Context, OpenOptions};
+
+use crate::abi::context::{
+    ibv_context, ibv_context_ops, ibv_device, verbs_context, VERBS_ABI_IS_EXTENDED,
+};
+use crate::devices::SoftDevice;
+use crate::verbs::{query, unfinished};
+
+/// An open device.
+#[repr(C)]
+pub(crate) struct SoftContext {
+    /// The C part; `vctx.context` is what the application holds.
+    pub vctx: verbs_context,
+    /// The device it was opened on.
+    pub dev: &'static SoftDevice,
+    /// The running device (UDP socket, progress thread), started by the first verb that
+    /// needs it (`ibv_alloc_pd`), or the errno of starting it.
+    runtime: OnceLock<Result<Context, libc::c_int>>,
+}
+
+impl SoftContext {
+    /// The running device, started on first use.
+    ///
+    /// # Errors
+    /// The errno of binding the device's address (`EADDRINUSE` if another device has it).
+    pub fn runtime(&self) -> Result<&Context, libc::c_int> {
+        self.runtime
+            .get_or_init(|| {
+                let opts = OpenOptions {
+                    // Distinct key bytes per process and device.
+                    key_seed: u64::from(std::process::id()) << 32 ^ self as *const _ as u64,
+                    ..OpenOptions::default()
+                };
+                Context::open(self.dev.addr, opts)
+                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+            })
+            .as_ref()
+            .map_err(|e| *e)
+    }
+}
+
+/// Where the `ibv_context` is inside a [`SoftContext`].
+const CONTEXT_OFFSET: usize = offset_of!(SoftContext, vctx) + offset_of!(verbs_context, context);
+
+/// The addresses of the `ibv_context`s open now.
+static OPEN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn open_list() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    OPEN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The ops of `ibv_context_ops` that inline code calls without a NULL check: stubs that fail
+/// cleanly until the objects they work on exist.
+fn context_ops() -> ibv_context_ops {
+    ibv_context_ops {
+        alloc_mw: Some(unfinished::op_alloc_mw),
+        bind_mw: Some(unfinished::op_bind_mw),
+        dealloc_mw: Some(unfinished::op_dealloc_mw),
+        poll_cq: Some(unfinished::op_poll_cq),
+        req_notify_cq: Some(unfinished::op_req_notify_cq),
+        post_srq_recv: Some(unfinished::op_post_srq_recv),
+        post_send: Some(unfinished::op_post_send),
+        post_recv: Some(unfinished::op_post_recv),
+        ..Default::default()
+    }
+}
+
+/// Opens `dev`: a new context, registered as open.
+pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
+    let soft = Box::new(SoftContext {
+        vctx: verbs_context {
+            query_port: Some(query::op_query_port),
+            advise_mr: None,
+            alloc_null_mr: None,
+            read_counters: None,
+            attach_counters_point_flow: None,
+            create_counters: None,
+            destroy_counters: None,
+            reg_dm_mr: None,
+            alloc_dm: None,
+            free_dm: None,
+            modify_flow_action_esp: None,
+            destroy_flow_action: None,
+            create_flow_action_esp: None,
+            modify_qp_rate_limit: None,
+            alloc_parent_domain: None,
+            dealloc_td: None,
+            alloc_td: None,
+            modify_cq: None,
+            post_srq_ops: None,
+            destroy_rwq_ind_table: None,
+            create_rwq_ind_table: None,
+            destroy_wq: None,
+            modify_wq: None,
+            create_wq: None,
+            query_rt_values: None,
+            create_cq_ex: None,
+            priv_: std::ptr::null_mut(),
+            query_device_ex: Some(query::op_query_device_ex),
+            ibv_destroy_flow: None,
+            ABI_placeholder2: None,
+            ibv_create_flow: None,
+            ABI_placeholder1: None,
+            open_qp: None,
+            create_qp_ex: None,
+            get_srq_num: None,
+            create_srq_ex: None,
+            open_xrcd: None,
+            close_xrcd: None,
+            _ABI_placeholder3: 0,
+            sz: size_of::<verbs_context>(),
+            context: ibv_context {
+                device: (&dev.ibv as *const ibv_device).cast_mut(),
+                ops: context_ops(),
+                cmd_fd: -1,
+                async_fd: -1,
+                num_comp_vectors: 1,
+                // SAFETY (zeroed): an all-zero pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
+                // on glibc.
+                mutex: unsafe { std::mem::zeroed() },
+                abi_compat: VERBS_ABI_IS_EXTENDED,
+            },
+        },
+        dev,
+        runtime: OnceLock::new(),
+    });
+    let raw = Box::into_raw(soft);
+    // SAFETY: CONTEXT_OFFSET is the offset of a field of the SoftContext `raw` points to.
+    let ctx = unsafe { raw.cast::<u8>().add(CONTEXT_OFFSET) }.cast::<ibv_context>();
+    open_list().push(ctx as usize);
+    ctx
+}
+
+/// The open context at `ctx`, if `ctx` is one (anything else is refused, not read). The
+/// reference is valid until `ibv_close_device(ctx)`, which the application must not race with
+/// other calls on the context.
+pub(crate) fn lookup<'a>(ctx: *const ibv_context) -> Option<&'a SoftContext> {
+    if !open_list().contains(&(ctx as usize)) {
+        return None;
+    }
+    // SAFETY: `ctx` was returned by `open` and is not closed, so it is CONTEXT_OFFSET bytes
+    // into a live SoftContext.
+    Some(unsafe { &*ctx.cast::<u8>().sub(CONTEXT_OFFSET).cast::<SoftContext>() })
+}
+
+/// Closes `ctx`; `false` if it is not an open context.
+pub(crate) fn close(ctx: *mut ibv_context) -> bool {
+    let mut open = open_list();
+    let Some(pos) = open.iter().position(|c| *c == ctx as usize) else {
+        return false;
+    };
+    open.swap_remove(pos);
+    drop(open);
+    // SAFETY: `ctx` came from `open` (so from Box::into_raw at CONTEXT_OFFSET before it) and
+    // was open until just now; removing it from OPEN makes this the only release.
+    drop(unsafe { Box::from_raw(ctx.cast::<u8>().sub(CONTEXT_OFFSET).cast::<SoftContext>()) });
+    true
+}

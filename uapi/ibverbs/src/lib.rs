@@ -1,0 +1,28 @@
+//! softrnic-ibverbs: the C ABI of softrnic, a drop-in `libibverbs.so.1` (issue 4).
+//!
+//! Built as `libsoftrnic_ibverbs.so` with SONAME `libibverbs.so.1` and rdma-core 44's GNU
+//! symbol versions (`build.rs`, [`export`]). Already-compiled verbs programs load it instead
+//! of rdma-core's from a directory holding it under the name `libibverbs.so.1`:
+//!
+//! ```sh
+//! cargo build -p softrnic-ibverbs
+//! mkdir -p /tmp/softrnic-lib && ln -sf "$PWD/target/debug/libsoftrnic_ibverbs.so" /tmp/softrnic-lib/libibverbs.so.1
+//! LD_LIBRARY_PATH=/tmp/softrnic-lib ibv_devinfo -v
+//! ```
+//!
+//! * [`abi`]: the `#[repr(C)]` structs of `<infiniband/verbs.h>`, checked against the header.
+//! * `devices`: which devices a process sees (one per interface, `softrnic_<ifname>`;
+//!   `SOFTRNIC_ADDR` picks one address) and the `ibv_device` objects.
+//! * `context`: `ibv_open_device`'s `verbs_context` + `ibv_context`.
+//! * `verbs`: the exported entry points; `verbs::unfinished` lists what is not done yet.
+
+#![deny(missing_docs)]
+
+#[allow(missing_docs)]
+pub mod abi;
+mod context;
+mod devices;
+mod export;
+mod ffi;
+mod live;
+mod verbs;

@@ -1,0 +1,8 @@
+//! The exported C entry points, by theme, each with rdma-core 44's symbol version.
+
+pub(crate) mod device;
+pub(crate) mod misc;
+pub(crate) mod pd;
+pub(crate) mod query;
+pub(crate) mod strings;
+pub(crate) mod unfinished;

@@ -1,0 +1,158 @@
+//! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`,
+//! `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_dereg_mr`.
+//!
+//! Each C object is the first field of a boxed Rust one holding the `softrnic_uapi` object
+//! (a [`Pd`] clone keeps the device running; a [`MemoryRegion`] deregisters when dropped).
+//! The first PD of a context starts its device (binds its address).
+
+use std::ptr::null_mut;
+
+use libc::{c_int, c_uint, c_void, size_t};
+use softrnic_uapi::{Access, MemoryRegion, Pd};
+
+use crate::abi::context::ibv_context;
+use crate::abi::objects::{ibv_mr, ibv_pd};
+use crate::context;
+use crate::export::export;
+use crate::ffi::{catch, set_errno};
+use crate::live::Live;
+
+/// A protection domain.
+#[repr(C)]
+struct SoftPd {
+    ibv: ibv_pd,
+    pd: Pd,
+}
+
+/// A memory region.
+#[repr(C)]
+struct SoftMr {
+    ibv: ibv_mr,
+    mr: MemoryRegion,
+}
+
+static PDS: Live = Live::new();
+static MRS: Live = Live::new();
+
+/// The PD at `pd`, if alive. Valid until `ibv_dealloc_pd(pd)`.
+fn pd_of<'a>(pd: *const ibv_pd) -> Option<&'a SoftPd> {
+    // SAFETY: a live PD pointer is the `ibv` field, at offset 0, of a boxed SoftPd.
+    PDS.contains(pd).then(|| unsafe { &*pd.cast::<SoftPd>() })
+}
+
+/// NULL with `errno = e`.
+fn fail<T>(e: c_int) -> *mut T {
+    set_errno(e);
+    null_mut()
+}
+
+export! { "IBVERBS_1.1";
+    /// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`: NULL with `errno` `EINVAL` for a
+    /// bad context, or the errno of starting the device (`EADDRINUSE`: another device, in
+    /// this or another process, is bound to the address).
+    unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+        catch(null_mut(), || {
+            let Some(c) = context::lookup(context) else { return fail(libc::EINVAL) };
+            let pd = match c.runtime() {
+                Ok(rt) => rt.alloc_pd(),
+                Err(e) => return fail(e),
+            };
+            let soft = Box::new(SoftPd { ibv: ibv_pd { context, handle: pd.handle() }, pd });
+            let p = Box::into_raw(soft).cast::<ibv_pd>();
+            PDS.insert(p);
+            p
+        })
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// `int ibv_dealloc_pd(struct ibv_pd *)`: 0, or `EINVAL` for a pointer that is not a live
+    /// PD. (MRs of the PD stay valid: each holds the PD.)
+    unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+        catch(libc::EIO, || {
+            if !PDS.remove(pd) {
+                return libc::EINVAL;
+            }
+            // SAFETY: `pd` was live, so it came from Box::into_raw of a SoftPd; removing it
+            // from PDS makes this the only release.
+            drop(unsafe { Box::from_raw(pd.cast::<SoftPd>()) });
+            0
+        })
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`
+    /// (the exported form; verbs.h's inline `ibv_reg_mr` calls `ibv_reg_mr_iova2` when the
+    /// flags may have optional bits).
+    unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, access: c_int) -> *mut ibv_mr {
+        // SAFETY: forwarded; the caller's promises are those of ibv_reg_mr_iova2.
+        unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
+    }
+}
+
+export! { "IBVERBS_1.7";
+    /// `struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *, void *, size_t, uint64_t iova, int)`.
+    unsafe extern "C" fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, iova: u64, access: c_int) -> *mut ibv_mr {
+        // SAFETY: forwarded; the caller's promises are those of ibv_reg_mr_iova2.
+        unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
+    }
+}
+
+export! { "IBVERBS_1.8";
+    /// `struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *, void *addr, size_t length,
+    /// uint64_t iova, unsigned int access)`. Optional access bits
+    /// (`IBV_ACCESS_OPTIONAL_RANGE`, such as `IBV_ACCESS_RELAXED_ORDERING`, which perftest
+    /// passes) are accepted and ignored, as rdma-core allows. NULL with `errno`: `EINVAL` for
+    /// a bad PD, NULL address or bad flags; `EOPNOTSUPP` for an `iova` other than `addr`
+    /// (not supported yet); `ENOMEM` when the key table is full.
+    unsafe extern "C" fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, iova: u64, access: c_uint) -> *mut ibv_mr {
+        catch(null_mut(), || {
+            let Some(soft) = pd_of(pd) else { return fail(libc::EINVAL) };
+            if addr.is_null() {
+                return fail(libc::EINVAL);
+            }
+            if iova != addr as u64 {
+                return fail(libc::EOPNOTSUPP);
+            }
+            let access = Access(access & !Access::OPTIONAL_RANGE.bits());
+            // SAFETY: the C caller promises what ibv_reg_mr requires: addr..addr+length stays
+            // valid until ibv_dereg_mr, and it reads the memory only as a DMA target.
+            let mr = match unsafe { soft.pd.reg_mr_raw(addr.cast(), length, access) } {
+                Ok(mr) => mr,
+                Err(e) => return fail(e.errno()),
+            };
+            let ibv = ibv_mr {
+                context: soft.ibv.context,
+                pd,
+                addr,
+                length,
+                handle: mr.lkey(),
+                lkey: mr.lkey(),
+                rkey: mr.rkey(),
+            };
+            let p = Box::into_raw(Box::new(SoftMr { ibv, mr })).cast::<ibv_mr>();
+            MRS.insert(p);
+            p
+        })
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// `int ibv_dereg_mr(struct ibv_mr *)`: 0 once the keys are dead (accesses in progress
+    /// finished), or `EINVAL` for a pointer that is not a live MR.
+    unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+        catch(libc::EIO, || {
+            if !MRS.remove(mr) {
+                return libc::EINVAL;
+            }
+            // SAFETY: `mr` was live, so it came from Box::into_raw of a SoftMr; removing it
+            // from MRS makes this the only release.
+            let soft = unsafe { Box::from_raw(mr.cast::<SoftMr>()) };
+            match soft.mr.dereg() {
+                Ok(()) => 0,
+                Err(e) => e.errno(),
+            }
+        })
+    }
+}

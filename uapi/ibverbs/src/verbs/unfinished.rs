@@ -1,0 +1,194 @@
+//! Entry points that unmodified programs import but softrnic's C ABI does not implement yet.
+//! Debian links ibverbs-utils and perftest with BIND_NOW, so every symbol they import must
+//! exist for them to load at all; these fail cleanly instead, as rdma-core documents for each
+//! verb: NULL with `errno = ENOSYS`, an `ENOSYS` return value, or -1 with `errno = ENOSYS`.
+//!
+//! Unfinished (next steps of issue 4):
+//! * completion queues and channels: `ibv_create_cq`, `ibv_destroy_cq`, `ibv_resize_cq`,
+//!   `ibv_create_comp_channel`, `ibv_destroy_comp_channel`, `ibv_get_cq_event`,
+//!   `ibv_ack_cq_events`, and the ops `poll_cq`, `req_notify_cq`;
+//! * queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`,
+//!   `ibv_qp_to_qp_ex`, and the ops `post_send`, `post_recv`;
+//! * shared receive queues: `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
+//!   `ibv_destroy_srq`, the op `post_srq_recv`;
+//! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
+//!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
+//! * async events: `ibv_get_async_event`, `ibv_ack_async_event` (and a real `async_fd`);
+//! * memory windows: the ops `alloc_mw`, `bind_mw`, `dealloc_mw`.
+
+use std::ptr::null_mut;
+
+use libc::{c_int, c_uint, c_void};
+
+use crate::abi::context::ibv_context;
+use crate::abi::objects::{ibv_cq, ibv_mw, ibv_pd, ibv_qp, ibv_srq};
+use crate::abi::wr::{ibv_mw_bind, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use crate::export::export;
+use crate::ffi::set_errno;
+
+/// NULL with `errno = ENOSYS`.
+fn null<T>() -> *mut T {
+    set_errno(libc::ENOSYS);
+    null_mut()
+}
+
+/// `ENOSYS`, also left in `errno`.
+fn enosys() -> c_int {
+    set_errno(libc::ENOSYS);
+    libc::ENOSYS
+}
+
+/// -1 with `errno = ENOSYS`.
+fn minus_one() -> c_int {
+    set_errno(libc::ENOSYS);
+    -1
+}
+
+/// Stubs returning NULL with `errno = ENOSYS`: `name(args) -> *mut c_void`.
+macro_rules! null_stubs {
+    ($($ver:literal fn $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        export! { $ver;
+            /// Unfinished: NULL with `errno = ENOSYS`.
+            unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+                $(let _ = $arg;)*
+                null()
+            }
+        }
+    )*};
+}
+
+/// Stubs returning `ENOSYS` (the verbs that return an errno value).
+macro_rules! errno_stubs {
+    ($($ver:literal fn $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        export! { $ver;
+            /// Unfinished: returns `ENOSYS`.
+            unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                $(let _ = $arg;)*
+                enosys()
+            }
+        }
+    )*};
+}
+
+null_stubs! {
+    "IBVERBS_1.1" fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut c_void, comp_vector: c_int);
+    "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut ibv_context);
+    "IBVERBS_1.1" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut c_void);
+    "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
+    "IBVERBS_1.1" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut c_void);
+    "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
+    "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8);
+}
+
+errno_stubs! {
+    "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut ibv_cq);
+    "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
+    "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c_void);
+    "IBVERBS_1.1" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_void, attr_mask: c_int);
+    "IBVERBS_1.1" fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut c_void, attr_mask: c_int, init_attr: *mut c_void);
+    "IBVERBS_1.1" fn ibv_destroy_qp(qp: *mut ibv_qp);
+    "IBVERBS_1.1" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut c_void, attr_mask: c_int);
+    "IBVERBS_1.1" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut c_void);
+    "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut ibv_srq);
+    "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c_void);
+    "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
+    "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
+}
+
+export! { "IBVERBS_1.1";
+    /// Unfinished: -1 with `errno = ENOSYS` (no CQ can exist yet).
+    unsafe extern "C" fn ibv_get_cq_event(channel: *mut c_void, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int {
+        let _ = (channel, cq, cq_context);
+        minus_one()
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// Unfinished: nothing to acknowledge (no CQ can exist yet).
+    unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
+        let _ = (cq, nevents);
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// Unfinished: -1 with `errno = ENOSYS`; softrnic raises no async events yet.
+    unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *mut c_void) -> c_int {
+        let _ = (context, event);
+        minus_one()
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// Unfinished: nothing to acknowledge.
+    unsafe extern "C" fn ibv_ack_async_event(event: *mut c_void) {
+        let _ = event;
+    }
+}
+
+/// `ibv_context_ops.poll_cq`, unfinished: -1 (no CQ can exist yet).
+pub(crate) unsafe extern "C" fn op_poll_cq(_: *mut ibv_cq, _: c_int, _: *mut ibv_wc) -> c_int {
+    minus_one()
+}
+
+/// `ibv_context_ops.req_notify_cq`, unfinished: `ENOSYS`.
+pub(crate) unsafe extern "C" fn op_req_notify_cq(_: *mut ibv_cq, _: c_int) -> c_int {
+    enosys()
+}
+
+/// `ibv_context_ops.post_send`, unfinished: `ENOSYS`, `*bad_wr` the first WR.
+pub(crate) unsafe extern "C" fn op_post_send(
+    _: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    if !bad_wr.is_null() {
+        // SAFETY: the caller passes NULL or a writable pointer slot.
+        unsafe { *bad_wr = wr };
+    }
+    enosys()
+}
+
+/// `ibv_context_ops.post_recv`, unfinished: `ENOSYS`, `*bad_wr` the first WR.
+pub(crate) unsafe extern "C" fn op_post_recv(
+    _: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    if !bad_wr.is_null() {
+        // SAFETY: the caller passes NULL or a writable pointer slot.
+        unsafe { *bad_wr = wr };
+    }
+    enosys()
+}
+
+/// `ibv_context_ops.post_srq_recv`, unfinished: `ENOSYS`, `*bad_wr` the first WR.
+pub(crate) unsafe extern "C" fn op_post_srq_recv(
+    _: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    if !bad_wr.is_null() {
+        // SAFETY: the caller passes NULL or a writable pointer slot.
+        unsafe { *bad_wr = wr };
+    }
+    enosys()
+}
+
+/// `ibv_context_ops.alloc_mw`, unfinished: NULL with `errno = ENOSYS`.
+pub(crate) unsafe extern "C" fn op_alloc_mw(_: *mut ibv_pd, _: u32) -> *mut ibv_mw {
+    null()
+}
+
+/// `ibv_context_ops.bind_mw`, unfinished: `ENOSYS`.
+pub(crate) unsafe extern "C" fn op_bind_mw(
+    _: *mut ibv_qp,
+    _: *mut ibv_mw,
+    _: *mut ibv_mw_bind,
+) -> c_int {
+    enosys()
+}
+
+/// `ibv_context_ops.dealloc_mw`, unfinished: `ENOSYS`.
+pub(crate) unsafe extern "C" fn op_dealloc_mw(_: *mut ibv_mw) -> c_int {
+    enosys()
+}

@@ -1,0 +1,107 @@
+//! Shared by the tests that run unmodified rdma-core programs on softrnic: a directory holding
+//! the freshly built library as `libibverbs.so.1`, and running a program with it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// `target/<profile>`, from the test executable's path (`target/<profile>/deps/<test>`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The built library, `target/<profile>/deps/libsoftrnic_ibverbs.so`: the copy `cargo test`
+/// rebuilds (it does not refresh the one in `target/<profile>`, which only `cargo build`
+/// updates).
+pub fn built_library() -> PathBuf {
+    profile_dir().join("deps").join("libsoftrnic_ibverbs.so")
+}
+
+/// A directory (one per test process) where `libibverbs.so.1` links to the built library: what
+/// `LD_LIBRARY_PATH` must name.
+pub fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = built_library();
+        assert!(lib.exists(), "{} not built", lib.display());
+        let dir = profile_dir().join(format!("softrnic-libibverbs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("creating the library directory");
+        let link = dir.join("libibverbs.so.1");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&lib, &link).expect("linking libibverbs.so.1");
+        dir
+    })
+}
+
+/// `/usr/bin/<name>` if installed, or `None` after saying on stderr that `test` skips.
+pub fn program(name: &str, test: &str) -> Option<PathBuf> {
+    let p = Path::new("/usr/bin").join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "SKIP {test}: {} not installed (apt-get install ibverbs-utils perftest)",
+            p.display()
+        );
+        None
+    }
+}
+
+/// Runs `prog args` on softrnic's library, with `SOFTRNIC_ADDR` set to `addr` or unset.
+pub fn run(prog: &Path, args: &[&str], addr: Option<&str>) -> Output {
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env_remove("SOFTRNIC_ADDR");
+    if let Some(a) = addr {
+        cmd.env("SOFTRNIC_ADDR", a);
+    }
+    cmd.output().expect("running the program")
+}
+
+/// Stdout and stderr as text.
+pub fn texts(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Compiles the C program `source` against the installed `<infiniband/verbs.h>` and links it
+/// with the built library (so it imports our versioned symbols, as programs linked against
+/// rdma-core do); `None`, after saying on stderr that `test` skips, without cc or headers.
+pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        eprintln!("SKIP {test}: no <infiniband/verbs.h> (apt-get install libibverbs-dev)");
+        return None;
+    }
+    let dir = lib_dir();
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&src, source).expect("writing the C source");
+    let out = match Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg(built_library())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIP {test}: cannot run cc: {e}");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}

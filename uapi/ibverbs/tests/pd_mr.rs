@@ -1,0 +1,63 @@
+//! PDs and MRs through the C ABI, from a C program compiled against the installed verbs.h:
+//! the inline `ibv_reg_mr` with `IBV_ACCESS_RELAXED_ORDERING` (which goes through
+//! `ibv_reg_mr_iova2`), the fields of `ibv_mr`, bad and stale pointers refused with `EINVAL`,
+//! and the verbs not done yet failing with `ENOSYS`.
+
+mod common;
+
+const PROGRAM: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <infiniband/verbs.h>
+
+#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
+
+int main(void)
+{
+    int n = -1;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    CHECK(list && n == 1, 10);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    CHECK(ctx, 11);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    CHECK(pd && pd->context == ctx, 12);
+
+    size_t len = 65536;
+    char *buf = aligned_alloc(4096, len);
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE |
+                                   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    CHECK(mr, 13);
+    CHECK(mr->addr == buf && mr->length == len && mr->pd == pd && mr->context == ctx, 14);
+    CHECK(mr->lkey != 0 && mr->rkey != 0, 15);
+
+    errno = 0;
+    CHECK(!ibv_reg_mr(NULL, buf, len, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL, 16);
+    CHECK(ibv_dereg_mr(mr) == 0, 17);
+    CHECK(ibv_dereg_mr(mr) == EINVAL, 18);
+
+    errno = 0;
+    CHECK(!ibv_create_cq(ctx, 16, NULL, NULL, 0) && errno == ENOSYS, 19);
+
+    CHECK(ibv_dealloc_pd(pd) == 0, 20);
+    CHECK(ibv_dealloc_pd(pd) == EINVAL, 21);
+    CHECK(ibv_close_device(ctx) == 0, 22);
+    ibv_free_device_list(list);
+    free(buf);
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn pd_and_mr_from_c() {
+    let Some(exe) = common::compile_c("pd_mr", PROGRAM, "pd_and_mr_from_c") else {
+        return;
+    };
+    // An address of its own: the first PD binds the device's UDP port 4791 there.
+    let out = common::run(&exe, &[], Some("127.0.12.1"));
+    let (stdout, stderr) = common::texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout, "ok\n");
+    assert_eq!(stderr, "");
+}

@@ -1,0 +1,85 @@
+//! The library's dynamic symbols against what rdma-core's programs import: SONAME
+//! `libibverbs.so.1`, every version node of rdma-core 44, and every `IBVERBS_*` symbol that
+//! a binary of ibverbs-utils or perftest imports exported with that version (Debian links them
+//! with BIND_NOW: one missing symbol and the program does not start).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// `objdump -T` of `path`, or `None` if binutils is missing.
+fn dynamic_symbols(path: &Path) -> Option<String> {
+    let out = Command::new("objdump").arg("-T").arg(path).output().ok()?;
+    assert!(out.status.success(), "objdump -T {} failed", path.display());
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The `(version, name)` pairs of `IBVERBS_*` symbols in `objdump -T` output, `defined` or
+/// undefined ones (imports).
+fn ibverbs_symbols(objdump: &str, defined: bool) -> BTreeSet<(String, String)> {
+    objdump
+        .lines()
+        .filter(|l| l.contains("IBVERBS_") && l.contains("*UND*") != defined)
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            let name = f.next()?;
+            let ver = f.next()?.trim_matches(|c| c == '(' || c == ')');
+            Some((ver.to_string(), name.to_string()))
+        })
+        .filter(|(v, n)| v != n)
+        .collect()
+}
+
+#[test]
+fn soname_and_version_nodes() {
+    let lib = common::built_library();
+    let Ok(out) = Command::new("readelf").arg("-dV").arg(&lib).output() else {
+        eprintln!("SKIP soname_and_version_nodes: no readelf (apt-get install binutils)");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Library soname: [libibverbs.so.1]"), "{text}");
+    let nodes = (0..=14)
+        .map(|i| format!("IBVERBS_1.{i}"))
+        .chain(["IBVERBS_PRIVATE_34".into()]);
+    for node in nodes {
+        assert!(
+            text.contains(&format!("Name: {node}\n")),
+            "version node {node} missing:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
+    let Some(ours) = dynamic_symbols(&common::built_library()) else {
+        eprintln!("SKIP every_import_...: no objdump (apt-get install binutils)");
+        return;
+    };
+    let exported = ibverbs_symbols(&ours, true);
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    let bins = std::fs::read_dir("/usr/bin").expect("/usr/bin");
+    for entry in bins.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("ibv_") || name.starts_with("ib_")) {
+            continue;
+        }
+        let Some(theirs) = dynamic_symbols(&entry.path()) else {
+            return;
+        };
+        for import in ibverbs_symbols(&theirs, false) {
+            checked += 1;
+            if !exported.contains(&import) {
+                missing.push(format!("{name}: {}@{}", import.1, import.0));
+            }
+        }
+    }
+    if checked == 0 {
+        eprintln!("SKIP every_import_...: no ibverbs-utils/perftest binaries in /usr/bin");
+        return;
+    }
+    assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
+}
