@@ -7,10 +7,11 @@ use std::net::IpAddr;
 use super::gid::{Gid, GidType};
 use super::iface::InterfaceInfo;
 
-/// The GID table's capacity, reported as `ibv_port_attr.gid_tbl_len`. Kernel rxe reserves
-/// 1024 (`RXE_PORT_GID_TBL_LEN`); a softrnic device is bound to one address, so its table
-/// holds the link-local GID, that address and the other addresses of its interface, and 16
-/// is plenty. Addresses past the 16th are left out.
+/// The GID table's capacity. Kernel rxe reserves 1024 (`RXE_PORT_GID_TBL_LEN`); a softrnic
+/// device is bound to one address, so its table holds the link-local GID, that address and
+/// the other addresses of its interface, and 16 is plenty. Addresses past the 16th are left
+/// out. `ibv_port_attr.gid_tbl_len` reports the entries in use, not this capacity: programs
+/// (perftest) query every index below it and expect each to succeed.
 pub const GID_TBL_LEN: u32 = 16;
 
 /// The index of the device's own address, the GID its packets are sent from.
