@@ -1,8 +1,12 @@
 //! The exported C entry points, by theme, each with rdma-core 44's symbol version.
 
+pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod misc;
+pub(crate) mod modify;
 pub(crate) mod pd;
+pub(crate) mod post;
+pub(crate) mod qp;
 pub(crate) mod query;
 pub(crate) mod strings;
 pub(crate) mod unfinished;

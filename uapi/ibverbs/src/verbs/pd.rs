@@ -19,9 +19,9 @@ use crate::live::Live;
 
 /// A protection domain.
 #[repr(C)]
-struct SoftPd {
+pub(crate) struct SoftPd {
     ibv: ibv_pd,
-    pd: Pd,
+    pub pd: Pd,
 }
 
 /// A memory region.
@@ -35,7 +35,7 @@ static PDS: Live = Live::new();
 static MRS: Live = Live::new();
 
 /// The PD at `pd`, if alive. Valid until `ibv_dealloc_pd(pd)`.
-fn pd_of<'a>(pd: *const ibv_pd) -> Option<&'a SoftPd> {
+pub(crate) fn pd_of<'a>(pd: *const ibv_pd) -> Option<&'a SoftPd> {
     // SAFETY: a live PD pointer is the `ibv` field, at offset 0, of a boxed SoftPd.
     PDS.contains(pd).then(|| unsafe { &*pd.cast::<SoftPd>() })
 }

@@ -4,11 +4,10 @@
 //! verb: NULL with `errno = ENOSYS`, an `ENOSYS` return value, or -1 with `errno = ENOSYS`.
 //!
 //! Unfinished (next steps of issue 4):
-//! * completion queues and channels: `ibv_create_cq`, `ibv_destroy_cq`, `ibv_resize_cq`,
-//!   `ibv_create_comp_channel`, `ibv_destroy_comp_channel`, `ibv_get_cq_event`,
-//!   `ibv_ack_cq_events`, and the ops `poll_cq`, `req_notify_cq`;
-//! * queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`,
-//!   `ibv_qp_to_qp_ex`, and the ops `post_send`, `post_recv`;
+//! * completion channels and resizing: `ibv_resize_cq`, `ibv_create_comp_channel`,
+//!   `ibv_destroy_comp_channel`, `ibv_get_cq_event`, `ibv_ack_cq_events` (CQs are created
+//!   without a channel; `req_notify_cq` arms nothing);
+//! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`), `ibv_qp_to_qp_ex`;
 //! * shared receive queues: `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
 //!   `ibv_destroy_srq`, the op `post_srq_recv`;
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
@@ -22,7 +21,7 @@ use libc::{c_int, c_uint, c_void};
 
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_cq, ibv_mw, ibv_pd, ibv_qp, ibv_srq};
-use crate::abi::wr::{ibv_mw_bind, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use crate::abi::wr::{ibv_mw_bind, ibv_recv_wr, ibv_wc};
 use crate::export::export;
 use crate::ffi::set_errno;
 
@@ -71,9 +70,7 @@ macro_rules! errno_stubs {
 }
 
 null_stubs! {
-    "IBVERBS_1.1" fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut c_void, comp_vector: c_int);
     "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut ibv_context);
-    "IBVERBS_1.1" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut c_void);
     "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
     "IBVERBS_1.1" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
@@ -81,12 +78,8 @@ null_stubs! {
 }
 
 errno_stubs! {
-    "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut ibv_cq);
     "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
     "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c_void);
-    "IBVERBS_1.1" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_void, attr_mask: c_int);
-    "IBVERBS_1.1" fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut c_void, attr_mask: c_int, init_attr: *mut c_void);
-    "IBVERBS_1.1" fn ibv_destroy_qp(qp: *mut ibv_qp);
     "IBVERBS_1.1" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut c_void, attr_mask: c_int);
     "IBVERBS_1.1" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut ibv_srq);
@@ -123,42 +116,6 @@ export! { "IBVERBS_1.1";
     unsafe extern "C" fn ibv_ack_async_event(event: *mut c_void) {
         let _ = event;
     }
-}
-
-/// `ibv_context_ops.poll_cq`, unfinished: -1 (no CQ can exist yet).
-pub(crate) unsafe extern "C" fn op_poll_cq(_: *mut ibv_cq, _: c_int, _: *mut ibv_wc) -> c_int {
-    minus_one()
-}
-
-/// `ibv_context_ops.req_notify_cq`, unfinished: `ENOSYS`.
-pub(crate) unsafe extern "C" fn op_req_notify_cq(_: *mut ibv_cq, _: c_int) -> c_int {
-    enosys()
-}
-
-/// `ibv_context_ops.post_send`, unfinished: `ENOSYS`, `*bad_wr` the first WR.
-pub(crate) unsafe extern "C" fn op_post_send(
-    _: *mut ibv_qp,
-    wr: *mut ibv_send_wr,
-    bad_wr: *mut *mut ibv_send_wr,
-) -> c_int {
-    if !bad_wr.is_null() {
-        // SAFETY: the caller passes NULL or a writable pointer slot.
-        unsafe { *bad_wr = wr };
-    }
-    enosys()
-}
-
-/// `ibv_context_ops.post_recv`, unfinished: `ENOSYS`, `*bad_wr` the first WR.
-pub(crate) unsafe extern "C" fn op_post_recv(
-    _: *mut ibv_qp,
-    wr: *mut ibv_recv_wr,
-    bad_wr: *mut *mut ibv_recv_wr,
-) -> c_int {
-    if !bad_wr.is_null() {
-        // SAFETY: the caller passes NULL or a writable pointer slot.
-        unsafe { *bad_wr = wr };
-    }
-    enosys()
 }
 
 /// `ibv_context_ops.post_srq_recv`, unfinished: `ENOSYS`, `*bad_wr` the first WR.

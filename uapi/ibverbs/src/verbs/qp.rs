@@ -1,0 +1,164 @@
+//! Queue pairs: `ibv_create_qp`, `ibv_query_qp`, `ibv_destroy_qp` (`ibv_modify_qp` is in
+//! [`super::modify`], the post ops in [`super::post`]).
+//!
+//! A [`SoftQp`] is the C `ibv_qp` followed by the `softrnic_uapi` [`QueuePair`] (which holds
+//! its CQs, so they cannot be destroyed first), the creation attributes, and the attributes
+//! of the successful modifies, which `ibv_query_qp` reports. RC only; UC and UD are
+//! `EOPNOTSUPP` for now, and SRQs cannot exist yet.
+
+use std::ptr::null_mut;
+use std::sync::Mutex;
+
+use libc::c_int;
+use softrnic_uapi::{QpCaps, QpInitAttr, QpType, QueuePair};
+
+use crate::abi::objects::{ibv_pd, ibv_qp};
+use crate::abi::qp_attr::{ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr};
+use crate::export::export;
+use crate::ffi::{catch, set_errno};
+use crate::live::Live;
+use crate::verbs::cq::cq_of;
+use crate::verbs::pd::pd_of;
+
+/// A queue pair.
+#[repr(C)]
+pub(crate) struct SoftQp {
+    pub ibv: ibv_qp,
+    pub qp: QueuePair,
+    /// `ibv_create_qp`'s attributes, capacities as granted.
+    pub init: ibv_qp_init_attr,
+    /// The attributes set by successful modifies (for `ibv_query_qp`).
+    pub attr: Mutex<ibv_qp_attr>,
+}
+
+static QPS: Live = Live::new();
+
+/// The QP at `qp`, if alive. Valid until `ibv_destroy_qp(qp)`, which the application must
+/// not race with other uses of the QP.
+pub(crate) fn qp_of<'a>(qp: *const ibv_qp) -> Option<&'a SoftQp> {
+    // SAFETY: a live QP pointer is the `ibv` field, at offset 0, of a boxed SoftQp.
+    QPS.contains(qp).then(|| unsafe { &*qp.cast::<SoftQp>() })
+}
+
+/// NULL with `errno = e`.
+fn fail<T>(e: c_int) -> *mut T {
+    set_errno(e);
+    null_mut()
+}
+
+fn caps(c: &ibv_qp_cap) -> QpCaps {
+    QpCaps {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC QP
+    /// in RESET. NULL with `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ (none can
+    /// exist yet) or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
+    /// `ENOMEM` beyond `max_qp`.
+    unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+        catch(null_mut(), || {
+            let Some(soft_pd) = pd_of(pd) else { return fail(libc::EINVAL) };
+            if qp_init_attr.is_null() {
+                return fail(libc::EINVAL);
+            }
+            // SAFETY: non-NULL; the caller passes a valid ibv_qp_init_attr.
+            let init = unsafe { *qp_init_attr };
+            let qp_type = match QpType::from_ibv(init.qp_type) {
+                Ok(t) => t,
+                Err(e) => return fail(e.errno()),
+            };
+            if !init.srq.is_null() {
+                return fail(libc::EINVAL);
+            }
+            let send = cq_of(init.send_cq).and_then(|c| c.cq.as_ref());
+            let recv = cq_of(init.recv_cq).and_then(|c| c.cq.as_ref());
+            let (Some(send_cq), Some(recv_cq)) = (send, recv) else { return fail(libc::EINVAL) };
+            let attr = QpInitAttr {
+                send_cq,
+                recv_cq,
+                cap: caps(&init.cap),
+                qp_type,
+                sq_sig_all: init.sq_sig_all != 0,
+                srq: None,
+            };
+            let qp = match soft_pd.pd.create_qp(&attr) {
+                Ok(qp) => qp,
+                Err(e) => return fail(e.errno()),
+            };
+            let ibv = ibv_qp {
+                // SAFETY: `pd` is live, so readable.
+                context: unsafe { (*pd).context },
+                qp_context: init.qp_context,
+                pd,
+                send_cq: init.send_cq,
+                recv_cq: init.recv_cq,
+                srq: null_mut(),
+                handle: qp.qp_num(),
+                qp_num: qp.qp_num(),
+                state: softrnic_uapi::QpState::Reset.ibv(),
+                qp_type: init.qp_type,
+                // SAFETY (zeroed): all-zero pthread_mutex_t / pthread_cond_t are the static
+                // initializers on glibc.
+                mutex: unsafe { std::mem::zeroed() },
+                // SAFETY: as above.
+                cond: unsafe { std::mem::zeroed() },
+                events_completed: 0,
+            };
+            let attr = ibv_qp_attr { cap: init.cap, port_num: 1, ..Default::default() };
+            let soft = SoftQp { ibv, qp, init, attr: Mutex::new(attr) };
+            let p = Box::into_raw(Box::new(soft)).cast::<ibv_qp>();
+            QPS.insert(p);
+            p
+        })
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// `int ibv_query_qp(struct ibv_qp *, struct ibv_qp_attr *, int attr_mask,
+    /// struct ibv_qp_init_attr *)`: the current state, `sq_draining`, the capacities, and the
+    /// attributes the modifies set (all of them, whatever `attr_mask` asks). `EINVAL` for a
+    /// bad QP or NULL output.
+    unsafe extern "C" fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int {
+        let _ = attr_mask;
+        catch(libc::EIO, || {
+            let Some(soft) = qp_of(qp) else { return libc::EINVAL };
+            if attr.is_null() || init_attr.is_null() {
+                return libc::EINVAL;
+            }
+            let mut a = *soft.attr.lock().unwrap_or_else(|p| p.into_inner());
+            let state = soft.qp.state().ibv();
+            a.qp_state = state;
+            a.cur_qp_state = state;
+            a.sq_draining = u8::from(soft.qp.sq_draining());
+            a.cap = soft.init.cap;
+            // SAFETY: both non-NULL; the caller passes writable structs.
+            unsafe {
+                attr.write(a);
+                init_attr.write(soft.init);
+            }
+            0
+        })
+    }
+}
+
+export! { "IBVERBS_1.1";
+    /// `int ibv_destroy_qp(struct ibv_qp *)`: 0 (its CQs can then be destroyed), or `EINVAL`
+    /// for a pointer that is not a live QP.
+    unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+        catch(libc::EIO, || {
+            if !QPS.remove(qp) {
+                return libc::EINVAL;
+            }
+            // SAFETY: `qp` was live, so it came from Box::into_raw of a SoftQp; removing it
+            // from QPS makes this the only release.
+            drop(unsafe { Box::from_raw(qp.cast::<SoftQp>()) });
+            0
+        })
+    }
+}
