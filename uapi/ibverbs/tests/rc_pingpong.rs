@@ -1,0 +1,94 @@
+//! rdma-core's unmodified `ibv_rc_pingpong -g 1` between two processes on softrnic's library,
+//! one device each (`SOFTRNIC_ADDR` 127.0.13.1 for the server, 127.0.13.2 for the client:
+//! addresses of `lo` no other test or `softrnic demo` binds), over a free TCP port: both must
+//! exit 0 and print their throughput lines. Skips without `/usr/bin/ibv_rc_pingpong`.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SERVER: &str = "127.0.13.1";
+const CLIENT: &str = "127.0.13.2";
+
+/// A TCP port free right now on the server's address.
+fn free_port() -> u16 {
+    let l = TcpListener::bind((SERVER, 0)).expect("binding a free port");
+    l.local_addr().expect("local address").port()
+}
+
+fn spawn(prog: &std::path::Path, args: &[String], addr: &str) -> Child {
+    Command::new(prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", common::lib_dir())
+        .env("SOFTRNIC_ADDR", addr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting ibv_rc_pingpong")
+}
+
+/// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
+fn finish(mut child: Child, deadline: Instant) -> Output {
+    while child.try_wait().expect("waiting").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collecting output")
+}
+
+/// Runs server and client with `extra` arguments; the client retries while the server is not
+/// listening yet.
+fn pingpong(prog: &std::path::Path, extra: &[&str]) {
+    let port = free_port().to_string();
+    let mut args: Vec<String> = ["-g", "1", "-p", &port]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let server = spawn(prog, &args, SERVER);
+    let mut client_args = args.clone();
+    client_args.push(SERVER.into());
+    let client = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let out = finish(spawn(prog, &client_args, CLIENT), deadline);
+        let (_, stderr) = common::texts(&out);
+        if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
+        {
+            break out;
+        }
+    };
+    let server = finish(server, deadline);
+    for (who, out) in [("server", &server), ("client", &client)] {
+        let (stdout, stderr) = common::texts(out);
+        assert!(
+            out.status.success(),
+            "{who} of ibv_rc_pingpong {extra:?} failed ({}):\n{stdout}{stderr}",
+            out.status
+        );
+        assert!(
+            stdout.contains(" bytes in ") && stdout.contains("Mbit/sec"),
+            "{who}: no throughput line:\n{stdout}{stderr}"
+        );
+        assert!(
+            stdout.contains(" iters in "),
+            "{who}: no iteration line:\n{stdout}"
+        );
+        eprintln!("{who} {extra:?}: {}", stdout.lines().last().unwrap_or(""));
+    }
+}
+
+#[test]
+fn rc_pingpong_between_two_processes() {
+    let Some(prog) = common::program("ibv_rc_pingpong", "rc_pingpong_between_two_processes") else {
+        return;
+    };
+    pingpong(&prog, &["-n", "100"]);
+    pingpong(&prog, &["-n", "100", "-c"]);
+    pingpong(&prog, &["-s", "65536", "-n", "100", "-c"]);
+}
