@@ -181,6 +181,10 @@ impl QueuePair {
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
+        // The responder may owe ACKs for messages whose completions were already polled (a
+        // poll routes completions before the progress thread emits the round's ACKs): send
+        // them, or the peer's last requests fail with RETRY_EXC_ERR once this QP is gone.
+        self.ctx.inner.device.flush();
         let _ = self.ctx.inner.device.nic().destroy_qp(self.qpn);
     }
 }

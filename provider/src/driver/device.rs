@@ -175,6 +175,14 @@ impl Device {
         self.round(Round::Post)
     }
 
+    /// Sends everything the QPs have queued now (ACKs owed included), waiting for a round
+    /// another thread is making to finish first. Called before a QP is destroyed, so that the
+    /// ACK of a message whose completion the application has already seen still leaves (else
+    /// the peer retries against a QP that is gone and fails with RETRY_EXC_ERR).
+    pub fn flush(&self) -> usize {
+        progress(&self.inner, &mut lock(&self.inner.io), Round::Post)
+    }
+
     fn round(&self, round: Round) -> usize {
         match self.inner.io.try_lock() {
             Ok(mut io) => progress(&self.inner, &mut io, round),
