@@ -3,8 +3,13 @@
 //! allocates; if the consumer lets it fill, the CQ overflows, which IBTA 11.6.2 makes an
 //! asynchronous error ("CQ error") — the completion is not silently dropped: [`Cq::push`] says
 //! so, and the CQ stays in error.
+//!
+//! Completion events (IBTA 11.4.2.2 "Request Completion Notification"): a CQ with a
+//! [`Notifier`] that the consumer has armed calls it once for the next completion queued,
+//! then is disarmed until armed again (the completion channel of verbs).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::wc::WorkCompletion;
 
@@ -12,12 +17,25 @@ use crate::wc::WorkCompletion;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CqOverflow;
 
+/// What an armed CQ calls when a completion arrives (from whichever thread queues it, with
+/// the NIC locked: it must only signal, never call back into the device).
+#[derive(Clone)]
+pub struct Notifier(pub Arc<dyn Fn() + Send + Sync>);
+
+impl core::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Notifier")
+    }
+}
+
 /// A completion queue.
 #[derive(Debug)]
 pub struct Cq {
     entries: VecDeque<WorkCompletion>,
     cqe: usize,
     overflowed: bool,
+    notifier: Option<Notifier>,
+    armed: bool,
 }
 
 impl Cq {
@@ -27,7 +45,20 @@ impl Cq {
             entries: VecDeque::with_capacity(cqe),
             cqe,
             overflowed: false,
+            notifier: None,
+            armed: false,
         }
+    }
+
+    /// Sets (or clears) what [`Cq::arm`] notifies.
+    pub fn set_notifier(&mut self, notifier: Option<Notifier>) {
+        self.notifier = notifier;
+    }
+
+    /// Arms the CQ: the next completion queued calls the notifier once (`ibv_req_notify_cq`;
+    /// softrnic treats "solicited only" as "next", a superset of the events it asks for).
+    pub fn arm(&mut self) {
+        self.armed = true;
     }
 
     /// Capacity in completions.
@@ -57,6 +88,12 @@ impl Cq {
             return Err(CqOverflow);
         }
         self.entries.push_back(wc);
+        if self.armed {
+            if let Some(n) = &self.notifier {
+                self.armed = false;
+                (n.0)();
+            }
+        }
         Ok(())
     }
 
@@ -102,6 +139,26 @@ mod test {
         assert_eq!(cq.push(wc(3)), Err(CqOverflow));
         assert!(cq.overflowed());
         assert_eq!(cq.len(), 2, "the queued completions are kept");
+    }
+
+    #[test]
+    fn an_armed_cq_notifies_once_per_arming() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        let mut cq = Cq::new(8);
+        cq.set_notifier(Some(Notifier(Arc::new(move || {
+            c.fetch_add(1, Ordering::Relaxed);
+        }))));
+        cq.push(wc(1)).unwrap();
+        assert_eq!(count.load(Ordering::Relaxed), 0, "not armed");
+        cq.arm();
+        cq.push(wc(2)).unwrap();
+        cq.push(wc(3)).unwrap();
+        assert_eq!(count.load(Ordering::Relaxed), 1, "one event per arming");
+        cq.arm();
+        cq.push(wc(4)).unwrap();
+        assert_eq!(count.load(Ordering::Relaxed), 2);
     }
 
     #[test]

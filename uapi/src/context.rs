@@ -240,6 +240,28 @@ impl Cq {
         }
     }
 
+    /// Sets what the CQ calls when armed and a completion arrives: the completion channel
+    /// (`ibv_create_cq`'s `channel`). `f` runs on the device's thread or a polling one, with
+    /// the device locked: it must only signal (write an eventfd, wake a thread).
+    pub fn set_notifier(&self, f: impl Fn() + Send + Sync + 'static) {
+        let n = softrnic_provider::cq::Notifier(Arc::new(f));
+        let r = self
+            .inner
+            .ctx
+            .inner
+            .device
+            .nic()
+            .set_cq_notifier(self.inner.id, Some(n));
+        debug_assert!(r.is_ok(), "a Cq handle's CQ exists: {r:?}");
+    }
+
+    /// `ibv_req_notify_cq`: the next completion calls the notifier once (see
+    /// [`Cq::set_notifier`]). "Solicited only" is treated as "next", a superset of its events.
+    pub fn req_notify(&self) {
+        let r = self.inner.ctx.inner.device.nic().arm_cq(self.inner.id);
+        debug_assert!(r.is_ok(), "a Cq handle's CQ exists: {r:?}");
+    }
+
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. In polling
     /// mode, if the CQ holds none, it makes one round of progress and looks again (so that
     /// completions already there are returned at once, and the round's packets can leave

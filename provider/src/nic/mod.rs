@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use softrnic_wire::roce::RocePacket;
 
-use crate::cq::Cq;
+use crate::cq::{Cq, Notifier};
 use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventQueue, EventType};
@@ -109,6 +109,30 @@ impl Nic {
         self.next_cq += 1;
         self.cqs.insert(id, Cq::new(cqe));
         CqId(id)
+    }
+
+    /// Sets what `cq` notifies when armed (the completion channel).
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown CQ.
+    pub fn set_cq_notifier(&mut self, cq: CqId, notifier: Option<Notifier>) -> Result<()> {
+        self.cqs
+            .get_mut(&cq.0)
+            .ok_or(Error::InvalidArgument("no such CQ"))?
+            .set_notifier(notifier);
+        Ok(())
+    }
+
+    /// `ibv_req_notify_cq`: the next completion of `cq` calls its notifier.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown CQ.
+    pub fn arm_cq(&mut self, cq: CqId) -> Result<()> {
+        self.cqs
+            .get_mut(&cq.0)
+            .ok_or(Error::InvalidArgument("no such CQ"))?
+            .arm();
+        Ok(())
     }
 
     /// `ibv_destroy_cq`.

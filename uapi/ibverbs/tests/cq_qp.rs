@@ -1,6 +1,7 @@
 //! CQs and QPs through the C ABI, from a C program compiled against the installed verbs.h: a
 //! QP connected to itself sends with immediate data and polls it back through the inline
-//! `ibv_poll_cq` (every `ibv_wc` field checked, `imm_data` in network order), `ibv_destroy_cq`
+//! `ibv_poll_cq` (every `ibv_wc` field checked, `imm_data` in network order) after its armed
+//! CQ signalled the completion channel (poll(2) on its fd, `ibv_get_cq_event`), `ibv_destroy_cq`
 //! is `EBUSY` while a QP uses the CQ, `ibv_query_qp` reports state and capacities, refused
 //! transitions and bad or stale pointers get their errno, and `bad_wr` names the WR refused.
 
@@ -9,6 +10,7 @@ mod common;
 const PROGRAM: &str = r#"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +44,11 @@ int main(void)
 
     errno = 0;
     CHECK(!ibv_create_cq(ctx, 0, NULL, NULL, 0) && errno == EINVAL, 14);
-    struct ibv_cq *cq = ibv_create_cq(ctx, 16, (void *)0x1234, NULL, 0);
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+    CHECK(ch && ch->fd >= 0 && ch->context == ctx, 50);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 16, (void *)0x1234, ch, 0);
     CHECK(cq && cq->context == ctx && cq->cq_context == (void *)0x1234 && cq->cqe >= 16, 15);
+    CHECK(cq->channel == ch && ibv_destroy_comp_channel(ch) == EBUSY, 51);
     struct ibv_wc wc;
     CHECK(ibv_poll_cq(cq, 1, &wc) == 0, 16);
     CHECK(ibv_req_notify_cq(cq, 0) == 0, 17);
@@ -121,6 +126,15 @@ int main(void)
     bad_swr = NULL;
     CHECK(ibv_post_send(qp, &swr, &bad_swr) == EINVAL && bad_swr == &bad_op, 34);
 
+    struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+    CHECK(poll(&pfd, 1, 10000) == 1 && (pfd.revents & POLLIN), 52);
+    struct ibv_cq *ev_cq = NULL;
+    void *ev_ctx = NULL;
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0, 53);
+    CHECK(ev_cq == cq && ev_ctx == (void *)0x1234, 54);
+    ibv_ack_cq_events(cq, 1);
+    CHECK(cq->comp_events_completed == 1, 55);
+
     int seen = 0;
     for (int k = 0; k < 2; k++) {
         CHECK(poll_one(cq, &wc) == 1, 35);
@@ -141,6 +155,8 @@ int main(void)
     CHECK(ibv_destroy_qp(qp) == EINVAL, 43);
     CHECK(ibv_destroy_cq(cq) == 0, 44);
     CHECK(ibv_destroy_cq(cq) == EINVAL, 45);
+    CHECK(ibv_destroy_comp_channel(ch) == 0, 56);
+    CHECK(ibv_destroy_comp_channel(ch) == EINVAL, 57);
     CHECK(ibv_dereg_mr(mr) == 0, 46);
     CHECK(ibv_dealloc_pd(pd) == 0, 47);
     CHECK(ibv_close_device(ctx) == 0, 48);

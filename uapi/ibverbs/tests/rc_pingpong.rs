@@ -1,7 +1,7 @@
 //! rdma-core's unmodified `ibv_rc_pingpong -g 1` between two processes on softrnic's library,
 //! one device each (`SOFTRNIC_ADDR` 127.0.13.1 for the server, 127.0.13.2 for the client:
 //! addresses of `lo` no other test or `softrnic demo` binds), over a free TCP port: both must
-//! exit 0 and print their throughput lines. Skips without `/usr/bin/ibv_rc_pingpong`.
+//! exit 0 and print their throughput lines; with `-e` too (completion channels). Skips without `/usr/bin/ibv_rc_pingpong`.
 
 mod common;
 
@@ -91,4 +91,7 @@ fn rc_pingpong_between_two_processes() {
     pingpong(&prog, &["-n", "100"]);
     pingpong(&prog, &["-n", "100", "-c"]);
     pingpong(&prog, &["-s", "65536", "-n", "100", "-c"]);
+    // -e: completion channels (ibv_req_notify_cq, poll on the channel, ibv_get_cq_event).
+    pingpong(&prog, &["-e", "-n", "100", "-c"]);
+    pingpong(&prog, &["-e", "-s", "65536", "-n", "100"]);
 }

@@ -2,8 +2,8 @@
 //! `req_notify_cq` that verbs.h's inline `ibv_poll_cq` / `ibv_req_notify_cq` call.
 //!
 //! A [`SoftCq`] is the C `ibv_cq` followed by the `softrnic_uapi` [`Cq`]; QPs hold the CQ
-//! inside the uapi object, so `ibv_destroy_cq` is `EBUSY` while a QP uses it. Completion
-//! channels are not done yet: a CQ is created without one, and arming it notifies nobody.
+//! inside the uapi object, so `ibv_destroy_cq` is `EBUSY` while a QP uses it. A CQ created
+//! with a completion channel ([`super::channel`]) signals it once per `req_notify_cq`.
 
 use std::ptr::null_mut;
 
@@ -17,12 +17,20 @@ use crate::context;
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
+use crate::verbs::channel::{channel_of, count_cq};
 
 /// A completion queue. `cq` is `None` only inside `ibv_destroy_cq`.
 #[repr(C)]
 pub(crate) struct SoftCq {
     ibv: ibv_cq,
     pub cq: Option<Cq>,
+}
+
+/// Counts `cq`'s channel, if it has one, in or out of the channel's `refcnt`.
+fn count_channel(cq: &ibv_cq, delta: c_int) {
+    if let Some(ch) = channel_of(cq.channel) {
+        count_cq(ch, delta);
+    }
 }
 
 static CQS: Live = Live::new();
@@ -43,13 +51,17 @@ fn fail<T>(e: c_int) -> *mut T {
 export! { "IBVERBS_1.1";
     /// `struct ibv_cq *ibv_create_cq(struct ibv_context *, int cqe, void *cq_context,
     /// struct ibv_comp_channel *, int comp_vector)`: NULL with `errno` `EINVAL` for a bad
-    /// context, `cqe` out of 1..=max_cqe, a `comp_vector` other than 0, or a channel
-    /// (completion channels are not done yet, so none can be valid); or the errno of starting
-    /// the device.
+    /// context or channel, `cqe` out of 1..=max_cqe or a `comp_vector` other than 0; or the
+    /// errno of starting the device.
     unsafe extern "C" fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut ibv_comp_channel, comp_vector: c_int) -> *mut ibv_cq {
         catch(null_mut(), || {
             let Some(c) = context::lookup(context) else { return fail(libc::EINVAL) };
-            if !channel.is_null() || comp_vector != 0 || cqe <= 0 {
+            let events = match channel_of(channel) {
+                Some(ch) => Some(ch.events.clone()),
+                None if channel.is_null() => None,
+                None => return fail(libc::EINVAL),
+            };
+            if comp_vector != 0 || cqe <= 0 {
                 return fail(libc::EINVAL);
             }
             let rt = match c.runtime() {
@@ -74,7 +86,17 @@ export! { "IBVERBS_1.1";
                 comp_events_completed: 0,
                 async_events_completed: 0,
             };
-            let p = Box::into_raw(Box::new(SoftCq { ibv, cq: Some(cq) })).cast::<ibv_cq>();
+            let soft = Box::into_raw(Box::new(SoftCq { ibv, cq: Some(cq) }));
+            let p = soft.cast::<ibv_cq>();
+            if let Some(events) = events {
+                let addr = p as usize;
+                // SAFETY: just allocated, not yet shared.
+                let soft = unsafe { &*soft };
+                if let Some(cq) = &soft.cq {
+                    cq.set_notifier(move || events.signal(addr as *mut ibv_cq));
+                }
+                count_channel(&soft.ibv, 1);
+            }
             CQS.insert(p);
             p
         })
@@ -98,6 +120,7 @@ export! { "IBVERBS_1.1";
                 return e.errno();
             }
             CQS.remove(cq);
+            count_channel(&soft.ibv, -1);
             // SAFETY: live until just now, from Box::into_raw; removed from CQS, so this is
             // the only release.
             drop(unsafe { Box::from_raw(cq.cast::<SoftCq>()) });
@@ -171,11 +194,14 @@ pub(crate) unsafe extern "C" fn op_poll_cq(
     })
 }
 
-/// `ibv_context_ops.req_notify_cq`: 0 for a live CQ (it has no channel to notify, so arming
-/// it changes nothing), `EINVAL` otherwise.
+/// `ibv_context_ops.req_notify_cq`: arms a live CQ (its next completion signals its channel,
+/// if it has one; "solicited only" is treated as "next") and returns 0, else `EINVAL`.
 pub(crate) unsafe extern "C" fn op_req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
-    catch(libc::EIO, || match cq_of(cq) {
-        Some(_) => 0,
+    catch(libc::EIO, || match cq_of(cq).and_then(|c| c.cq.as_ref()) {
+        Some(c) => {
+            c.req_notify();
+            0
+        }
         None => libc::EINVAL,
     })
 }

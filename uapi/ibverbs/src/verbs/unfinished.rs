@@ -4,9 +4,7 @@
 //! verb: NULL with `errno = ENOSYS`, an `ENOSYS` return value, or -1 with `errno = ENOSYS`.
 //!
 //! Unfinished (next steps of issue 4):
-//! * completion channels and resizing: `ibv_resize_cq`, `ibv_create_comp_channel`,
-//!   `ibv_destroy_comp_channel`, `ibv_get_cq_event`, `ibv_ack_cq_events` (CQs are created
-//!   without a channel; `req_notify_cq` arms nothing);
+//! * resizing CQs: `ibv_resize_cq`;
 //! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`), `ibv_qp_to_qp_ex`;
 //! * shared receive queues: `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
 //!   `ibv_destroy_srq`, the op `post_srq_recv`;
@@ -17,7 +15,7 @@
 
 use std::ptr::null_mut;
 
-use libc::{c_int, c_uint, c_void};
+use libc::{c_int, c_void};
 
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_cq, ibv_mw, ibv_pd, ibv_qp, ibv_srq};
@@ -70,7 +68,6 @@ macro_rules! errno_stubs {
 }
 
 null_stubs! {
-    "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut ibv_context);
     "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
     "IBVERBS_1.1" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
@@ -79,28 +76,12 @@ null_stubs! {
 
 errno_stubs! {
     "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
-    "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c_void);
     "IBVERBS_1.1" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut c_void, attr_mask: c_int);
     "IBVERBS_1.1" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut ibv_srq);
     "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c_void);
     "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
     "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
-}
-
-export! { "IBVERBS_1.1";
-    /// Unfinished: -1 with `errno = ENOSYS` (no CQ can exist yet).
-    unsafe extern "C" fn ibv_get_cq_event(channel: *mut c_void, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int {
-        let _ = (channel, cq, cq_context);
-        minus_one()
-    }
-}
-
-export! { "IBVERBS_1.1";
-    /// Unfinished: nothing to acknowledge (no CQ can exist yet).
-    unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-        let _ = (cq, nevents);
-    }
 }
 
 export! { "IBVERBS_1.1";
