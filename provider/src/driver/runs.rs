@@ -4,7 +4,11 @@
 //!
 //! The rule is the kernel's (`udp_send_skb`): one source port, one destination, every packet
 //! of the first one's length but the last, which may be shorter and then ends the run; within
-//! the transport's limits on packets, bytes and pieces.
+//! the transport's limits on packets, bytes and pieces. And one of softrnic's: a shorter packet
+//! ends only a run of two or more. A run becomes readable at the receiver only once the kernel
+//! has cut all of it, so a lone answer followed by its (shorter) ACK is better sent as two
+//! datagrams: the answer arrives sooner. Measured with `softrnic perf`, two-thread RC
+//! ping-pong: 10.3 us median with the answer alone, 14.0 us with answer and ACK in one run.
 
 use std::net::IpAddr;
 
@@ -44,7 +48,7 @@ impl Runs {
             let joins = !r.closed
                 && r.src_port == src_port
                 && r.dst == dst
-                && len <= r.len
+                && (len == r.len || (len < r.len && r.count >= 2))
                 && r.count < l.max_segments
                 && r.bytes + len <= l.max_bytes
                 && r.pieces + pieces <= l.max_pieces;
@@ -99,6 +103,14 @@ mod tests {
             .map(|&len| r.place(0xC000, A, len, 3))
             .collect();
         assert_eq!(places, [0, 1, 2, 3, 0]);
+    }
+
+    #[test]
+    fn a_lone_packet_and_a_shorter_one_are_not_a_run() {
+        let mut r = gso(64);
+        assert_eq!(r.place(1, A, 80, 3), 0, "an answer");
+        assert_eq!(r.place(1, A, 20, 2), 0, "its ACK goes on its own");
+        assert_eq!(r.place(1, A, 20, 2), 1, "but equal ACKs form a run");
     }
 
     #[test]

@@ -64,8 +64,8 @@ pub struct OutPacket<'a> {
 /// What a transport can send as one *segmentation run* (Linux UDP GSO, `UDP_SEGMENT`):
 /// consecutive packets from one source port to one destination, all of the first one's length
 /// except the last, which may be shorter, handed to the kernel as one datagram that it (or the
-/// NIC) cuts into segments. One pass through the stack instead of one per packet: for a
-/// message of many MTU-sized packets, and for an answer with the ACK queued behind it.
+/// NIC) cuts into segments. One pass through the stack instead of one per packet, for a
+/// message of many MTU-sized packets.
 ///
 /// The kernel numbers the segments' IPv4 Identification from the first one's, which is 0 for
 /// a DF datagram from an unconnected socket, so segment `k` carries ID `k`; the ICRC covers

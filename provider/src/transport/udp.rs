@@ -20,7 +20,8 @@
 //!   NIC) cuts it into the packets: one pass through the stack for a 64 KiB WRITE instead of
 //!   sixteen, and for an answer with its ACK behind it instead of two. Probed at bind; a run
 //!   the route refuses (`EIO`, `EINVAL`) is dropped (RC retransmits it) and segmentation is
-//!   turned off for the transport.
+//!   turned off for the transport. The environment variable `SOFTRNIC_GSO=0` turns it off
+//!   from the start.
 //! * Every socket has `IP_MTU_DISCOVER` / `IPV6_MTU_DISCOVER` = `PMTUDISC_DO`: the kernel
 //!   never fragments, IPv4 packets carry DF and (unconnected socket) IP ID 0, as kernel rxe's
 //!   carry DF. A datagram over the path MTU fails with `EMSGSIZE` and is dropped (counted).
@@ -125,8 +126,10 @@ impl UdpTransport {
         let rx = open_socket(local, ROCE_V2_UDP_PORT)?;
         // Best effort: a bigger buffer absorbs bursts between two recv_batch calls.
         let _ = setsockopt(&rx, libc::SOL_SOCKET, libc::SO_RCVBUF, RX_BUFFER);
-        // A kernel that knows the option (segment size 0: none by default) can segment.
-        let gso = setsockopt(&rx, libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
+        // A kernel that knows the option (segment size 0: none by default) can segment;
+        // SOFTRNIC_GSO=0 turns it off (for comparisons, or a path that mishandles it).
+        let wanted = std::env::var_os("SOFTRNIC_GSO").is_none_or(|v| v != "0");
+        let gso = wanted && setsockopt(&rx, libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
         Ok(UdpTransport {
             local,
             rx,
