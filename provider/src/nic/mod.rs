@@ -4,7 +4,7 @@
 //! asynchronous event queue (IBTA 11.6.3). The driver ([`crate::driver::device`]) feeds it
 //! packets and time under a lock and sends what it emits.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -82,8 +82,8 @@ impl Nic {
         Nic {
             local,
             mrs,
-            qps: HashMap::new(),
-            cqs: HashMap::new(),
+            qps: HashMap::default(),
+            cqs: HashMap::default(),
             srqs: SrqTable::new(),
             events: EventQueue::new(EVENT_QUEUE_LEN),
             next_qpn: FIRST_QPN,
