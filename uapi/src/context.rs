@@ -262,17 +262,18 @@ impl Cq {
         debug_assert!(r.is_ok(), "a Cq handle's CQ exists: {r:?}");
     }
 
-    /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. In polling
-    /// mode, if the CQ holds none, it makes one round of progress and looks again (so that
-    /// completions already there are returned at once, and the round's packets can leave
-    /// with the application's next post).
+    /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. If the CQ
+    /// holds none, it makes one round of progress (unless another thread is making one) and
+    /// looks again, so that completions already there are returned at once, and the round's
+    /// packets can leave with the application's next post. With a progress thread too: an
+    /// application that polls then sees its packets without waiting for the thread to wake.
     ///
     /// # Errors
     /// The CQ overflowed (`EOVERFLOW`).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         let dev = &self.inner.ctx.inner.device;
         let n = dev.nic().poll_cq(self.inner.id, out)?;
-        if n > 0 || dev.mode() != Progress::Polling {
+        if n > 0 {
             return Ok(n);
         }
         dev.progress();
