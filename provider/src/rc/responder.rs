@@ -249,6 +249,7 @@ impl Responder {
                         mrs.with_remote_write(
                             reth.rkey,
                             ctx.pd,
+                            ctx.qpn,
                             reth.va,
                             reth.dma_len as usize,
                             |_| (),
@@ -280,6 +281,7 @@ impl Responder {
                     mrs.with_remote_write(
                         *rkey,
                         ctx.pd,
+                        ctx.qpn,
                         *va + u64::from(*offset),
                         n as usize,
                         |d| d.copy_from_slice(pkt.payload),
@@ -335,7 +337,7 @@ impl Responder {
                 }
                 let cmp_swap = info.operation == Operation::CompareSwap;
                 let orig = mrs
-                    .with_remote_atomic(a.rkey, ctx.pd, a.va, |word| {
+                    .with_remote_atomic(a.rkey, ctx.pd, ctx.qpn, a.va, |word| {
                         let orig = u64::from_ne_bytes(*word);
                         let new = if cmp_swap {
                             if orig == a.compare {
@@ -513,7 +515,7 @@ impl Responder {
                 let payload = if seg.len == 0 {
                     Payload::None
                 } else {
-                    let mut c = Chunks::new(ctx.pd, PinFor::RemoteRead);
+                    let mut c = Chunks::new(ctx.pd, PinFor::RemoteRead { qpn: ctx.qpn });
                     c.push(Chunk {
                         key: *rkey,
                         va: *va + u64::from(seg.offset),
@@ -568,6 +570,6 @@ fn check_read(ctx: &QpContext, mrs: &MrTable, rkey: u32, va: u64, len: u32) -> R
     if len == 0 {
         return Ok(());
     }
-    mrs.with_remote_read(rkey, ctx.pd, va, len as usize, |_| ())
+    mrs.with_remote_read(rkey, ctx.pd, ctx.qpn, va, len as usize, |_| ())
         .map_err(remote_fatal)
 }
