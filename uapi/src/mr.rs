@@ -89,6 +89,11 @@ impl Pd {
 }
 
 impl MemoryRegion {
+    /// The PD the region belongs to.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
     /// The L_Key, for SGEs.
     pub fn lkey(&self) -> u32 {
         self.keys.lkey
