@@ -73,6 +73,12 @@ impl SendOpcode {
         )
     }
 
+    /// Whether the operation is done by the local channel interface alone, with no packet
+    /// (IBTA 10.6.7: LOCAL_INV and BIND_MW are executed in send queue order).
+    pub const fn is_local(self) -> bool {
+        matches!(self, SendOpcode::LocalInv | SendOpcode::BindMw)
+    }
+
     /// Whether the operation takes a responder resource (IBTA 9.5: RDMA READ and atomics
     /// count against max_rd_atomic / max_dest_rd_atomic).
     pub const fn uses_rd_atomic_resource(self) -> bool {
@@ -136,6 +142,9 @@ pub struct SendWr {
     pub compare_add: u64,
     /// Swap operand (CmpSwap).
     pub swap: u64,
+    /// The bind of a BIND_MW (`ibv_send_wr.bind_mw`: the window, its new R_Key and the
+    /// `ibv_mw_bind_info`); `None` for every other operation.
+    pub bind_mw: Option<crate::mr::MwBind>,
 }
 
 /// A receive work request (ibv_recv_wr).
@@ -204,6 +213,8 @@ mod test {
         assert!(SendOpcode::AtomicFetchAndAdd.is_atomic());
         assert!(SendOpcode::RdmaRead.uses_rd_atomic_resource());
         assert!(!SendOpcode::Send.uses_rd_atomic_resource());
+        assert!(SendOpcode::LocalInv.is_local() && SendOpcode::BindMw.is_local());
+        assert!(!SendOpcode::SendWithInv.is_local());
     }
 
     #[test]

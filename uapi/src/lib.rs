@@ -1,6 +1,7 @@
 //! softrnic-uapi: the verbs API, as a safe Rust API that maps one-to-one onto libibverbs
 //! (`ibv_open_device`, `ibv_alloc_pd`, `ibv_reg_mr`, `ibv_create_cq`, `ibv_create_qp`,
-//! `ibv_modify_qp`, `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`, the SRQ verbs,
+//! `ibv_modify_qp`, `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`, the SRQ verbs, the memory
+//! window verbs (`ibv_alloc_mw`, `ibv_bind_mw`, `ibv_dealloc_mw`),
 //! `ibv_get_async_event`; names and numeric values
 //! of `ibv_wc_status`, `ibv_wc_opcode`, `ibv_wr_opcode`, `ibv_qp_state`, `ibv_mtu` kept).
 //! The C ABI (`libibverbs.so.1`) comes with the next issue and is built on the same objects.
@@ -23,19 +24,21 @@
 mod context;
 mod descriptor;
 mod mr;
+mod mw;
 mod qp;
 mod srq;
 
 pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
 pub use descriptor::{DescriptorError, RemoteMr, Usage, DESCRIPTOR_LEN};
 pub use mr::MemoryRegion;
+pub use mw::{inc_rkey, local_inv_wr, Mw};
 pub use qp::{QpInitAttr, QueuePair};
 pub use srq::Srq;
 
 pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};
 pub use softrnic_provider::driver::Progress;
 pub use softrnic_provider::event::{AsyncEvent, Element, EventType};
-pub use softrnic_provider::mr::Access;
+pub use softrnic_provider::mr::{Access, MwBind, MwType};
 pub use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
 pub use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 pub use softrnic_provider::srq::{SrqAttr, SrqAttrMask};

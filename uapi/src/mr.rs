@@ -96,6 +96,11 @@ impl MemoryRegion {
         self.access
     }
 
+    /// The PD the region belongs to.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
     /// The L_Key, for SGEs.
     pub fn lkey(&self) -> u32 {
         self.keys.lkey

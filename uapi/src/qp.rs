@@ -89,6 +89,11 @@ impl Pd {
 }
 
 impl QueuePair {
+    /// Whether `pd` is of this QP's device.
+    pub(crate) fn same_device(&self, pd: &Pd) -> bool {
+        Arc::ptr_eq(&pd.ctx.inner, &self.ctx.inner)
+    }
+
     /// The QP number.
     pub fn qp_num(&self) -> u32 {
         self.qpn

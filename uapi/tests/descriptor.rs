@@ -79,6 +79,7 @@ fn run(
         remote,
         compare_add: 0,
         swap: 0,
+        bind_mw: None,
     };
     a.qp.post_send(&[wr]).map_err(|(_, e)| e).unwrap();
     let wc = a.cq.wait(1, Duration::from_secs(10)).unwrap();

@@ -88,6 +88,7 @@ fn send(wr_id: u64, sge: softrnic_uapi::Sge) -> SendWr {
         remote: RemoteAddr { addr: 0, rkey: 0 },
         compare_add: 0,
         swap: 0,
+        bind_mw: None,
     }
 }
 

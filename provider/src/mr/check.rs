@@ -26,8 +26,14 @@ pub enum AccessError {
     KeyMismatch,
     /// 4. The region is being deregistered: its keys are dead.
     Invalidated,
+    /// 4. The key names a memory window that is not bound (never bound, unbound by a
+    ///    zero-length type 1 bind, or invalidated): its R_Key reaches nothing.
+    Unbound,
     /// 5. The region belongs to another protection domain than the QP.
     PdMismatch,
+    /// 5. A type 2 window is bound to another QP than the one the access arrived on (IBTA
+    ///    10.6.7.2.2: a type 2A window is associated with the QP that bound it).
+    QpMismatch,
     /// 6. The region lacks a right the operation needs (the `Access` it needs).
     MissingRight(Access),
     /// 7. `va..va + len` is not inside the region, or `va + len` overflows.
@@ -44,7 +50,9 @@ impl fmt::Display for AccessError {
             AccessError::NotRegistered => write!(f, "no memory region at the key's index"),
             AccessError::KeyMismatch => write!(f, "stale key (key byte mismatch)"),
             AccessError::Invalidated => write!(f, "memory region is being deregistered"),
+            AccessError::Unbound => write!(f, "memory window not bound"),
             AccessError::PdMismatch => write!(f, "protection domain mismatch"),
+            AccessError::QpMismatch => write!(f, "type 2 memory window bound to another QP"),
             AccessError::MissingRight(a) => write!(f, "memory region lacks {a:?}"),
             AccessError::OutOfBounds => write!(f, "access outside the memory region"),
             AccessError::Misaligned => write!(f, "atomic address not 8-byte aligned"),
@@ -67,16 +75,21 @@ pub(super) enum Op {
     RemoteWrite,
     /// A peer's compare-and-swap or fetch-and-add: `REMOTE_ATOMIC`, 8-byte aligned.
     RemoteAtomic,
+    /// The region behind a bound memory window, for an access the window's own check allowed:
+    /// no right of the region's is needed (the bind checked the window's rights against the
+    /// region's, IBTA C10-74), only its key, state, PD and bounds.
+    BehindWindow,
 }
 
 impl Op {
-    fn needed(self) -> Access {
+    pub(super) fn needed(self) -> Access {
         match self {
             Op::LocalRead => Access::empty(),
             Op::LocalWrite => Access::LOCAL_WRITE,
             Op::RemoteRead => Access::REMOTE_READ,
             Op::RemoteWrite => Access::REMOTE_WRITE,
             Op::RemoteAtomic => Access::REMOTE_ATOMIC,
+            Op::BehindWindow => Access::empty(),
         }
     }
 }
@@ -95,6 +108,10 @@ pub(super) enum State {
     /// invalidated; keys still work until the deferred invalidation is flushed.
     #[cfg_attr(not(test), allow(dead_code))]
     Deferred = 3,
+    /// A memory window, allocated and not bound: its R_Key reaches nothing.
+    Unbound = 4,
+    /// A memory window bound to a region: its R_Key works within the window.
+    Bound = 5,
 }
 
 /// A slot's tag: `key << 8 | state`, one atomic word so that a compare-and-swap on it checks
@@ -108,12 +125,14 @@ pub(super) const fn tag_key(tag: u64) -> u32 {
     (tag >> 8) as u32
 }
 
-fn tag_state(tag: u64) -> State {
+pub(super) fn tag_state(tag: u64) -> State {
     match tag as u8 {
         0 => State::Free,
         1 => State::Valid,
         2 => State::Invalidating,
-        _ => State::Deferred,
+        3 => State::Deferred,
+        4 => State::Unbound,
+        _ => State::Bound,
     }
 }
 
@@ -129,7 +148,8 @@ unsafe impl Send for MemPtr {}
 // through `&mut [u8]` under the write lock.
 unsafe impl Sync for MemPtr {}
 
-/// What a slot's lock protects: the registration's attributes.
+/// What a slot's lock protects: the registration's attributes. For a memory window, `pd` is
+/// the window's, and `access`, `iova` and `len` are those of its binding (`addr` is unused).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Entry {
     pub pd: PdHandle,
@@ -137,6 +157,18 @@ pub(super) struct Entry {
     pub addr: MemPtr,
     pub len: usize,
     pub iova: u64,
+    /// `Some` for a memory window: what a region has no use for.
+    pub window: Option<WindowEntry>,
+}
+
+/// The part of a slot's entry only a memory window has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WindowEntry {
+    pub mw_type: super::MwType,
+    /// The key of the region it is bound to (when the tag says `Bound`).
+    pub mr_key: u32,
+    /// The QP a type 2 window is bound to (when bound).
+    pub qpn: u32,
 }
 
 impl Entry {
@@ -147,6 +179,7 @@ impl Entry {
         addr: MemPtr(core::ptr::null_mut()),
         len: 0,
         iova: 0,
+        window: None,
     };
 }
 
@@ -169,8 +202,9 @@ pub(super) fn check_tag(tag: u64, key: u32) -> Result<(), AccessError> {
         return Err(AccessError::KeyMismatch);
     }
     match state {
-        State::Valid | State::Deferred => Ok(()),
+        State::Valid | State::Deferred | State::Bound => Ok(()),
         State::Invalidating | State::Free => Err(AccessError::Invalidated),
+        State::Unbound => Err(AccessError::Unbound),
     }
 }
 
@@ -190,6 +224,10 @@ pub(super) fn check_entry(
     len: usize,
 ) -> Result<usize, AccessError> {
     check_tag(tag, key)?;
+    if entry.window.is_some() {
+        // A window's key is an R_Key only, and reaches memory only through `check_window`.
+        return Err(AccessError::NotRegistered);
+    }
     if entry.pd != pd {
         return Err(AccessError::PdMismatch);
     }
@@ -197,6 +235,12 @@ pub(super) fn check_entry(
     if !entry.access.contains(needed) {
         return Err(AccessError::MissingRight(needed));
     }
+    check_range(entry, op, va, len)?;
+    Ok((va - entry.iova) as usize)
+}
+
+/// Steps 7 and 8: `va..va + len` inside `entry`'s range, atomics aligned.
+pub(super) fn check_range(entry: &Entry, op: Op, va: u64, len: usize) -> Result<(), AccessError> {
     let end = u64::try_from(len)
         .ok()
         .and_then(|len| va.checked_add(len))
@@ -208,7 +252,7 @@ pub(super) fn check_entry(
     if op == Op::RemoteAtomic && va % 8 != 0 {
         return Err(AccessError::Misaligned);
     }
-    Ok((va - entry.iova) as usize)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,6 +271,7 @@ mod tests {
             addr: MemPtr(core::ptr::null_mut()),
             len: LEN,
             iova: IOVA,
+            window: None,
         }
     }
 
@@ -496,6 +541,8 @@ mod tests {
             State::Valid,
             State::Invalidating,
             State::Deferred,
+            State::Unbound,
+            State::Bound,
         ] {
             let t = tag(0xffff_ffff, s);
             assert_eq!((tag_key(t), tag_state(t)), (0xffff_ffff, s));

@@ -18,7 +18,8 @@
 //!
 //! **lkey == rkey**, as in rxe (`rxe_mr_init`): one key per region. An rkey of a region
 //! without remote rights is harmless: every remote access checks the right it needs.
-//! Memory windows (next issue) take their own keys from the same index space.
+//! Memory windows (`window.rs`) take their own keys from the same index space: a slot holds
+//! a region or a window, and its tag's state says which.
 //!
 //! # Checks
 //!
@@ -56,6 +57,9 @@ mod check;
 mod pin;
 #[cfg(test)]
 mod tests;
+mod window;
+#[cfg(test)]
+mod window_tests;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -63,8 +67,12 @@ use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use access::Access;
 pub use check::AccessError;
-use check::{check_entry, check_index, check_tag, tag, tag_key, Entry, MemPtr, Op, State};
+use check::{
+    check_entry, check_index, check_tag, tag, tag_key, tag_state, Entry, MemPtr, Op, State,
+};
 pub use pin::{PinError, PinFor, ReadPin};
+use window::check_window;
+pub use window::{MwBind, MwType};
 
 use crate::error::{Error, Result};
 
@@ -72,6 +80,20 @@ use crate::error::{Error, Result};
 /// (Will move to the PD module when it exists.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PdHandle(pub u32);
+
+/// Who accesses memory: the PD of the QP, and its number (a type 2 window admits only the QP
+/// it is bound to; 0 for local accesses, which never go through a window).
+#[derive(Debug, Clone, Copy)]
+struct Who {
+    pd: PdHandle,
+    qpn: u32,
+}
+
+impl Who {
+    fn local(pd: PdHandle) -> Who {
+        Who { pd, qpn: 0 }
+    }
+}
 
 /// The keys of a registered memory region. `lkey == rkey` (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -217,6 +239,7 @@ impl MrTable {
             addr: MemPtr(addr),
             len,
             iova,
+            window: None,
         };
         slot.bound_windows.store(0, Ordering::Relaxed);
         slot.tag.store(tag(key, State::Valid), Ordering::Release);
@@ -234,7 +257,8 @@ impl MrTable {
     ///
     /// - `EINVAL`: `key` is not the key of a registered region (unknown, stale, or already
     ///   being deregistered), as `ibv_dereg_mr(3)` says for an invalid MR.
-    /// - `EBUSY`: a memory window is bound to the region.
+    /// - `EBUSY`: a memory window is bound to the region. (`ibv_dereg_mr(3)` says EBUSY; the
+    ///   kernel's rxe answers EINVAL instead. softrnic follows the man page.)
     pub fn deregister(&self, key: u32) -> Result<()> {
         const INVALID: Error = Error::InvalidArgument("not a registered memory region");
         const BUSY: Error = Error::Busy("memory windows are bound to the memory region");
@@ -270,13 +294,12 @@ impl MrTable {
         Ok(())
     }
 
-    /// Counts a memory window as bound to the region of `mr_key` (for the MW issue: the bind
-    /// also checks PD, `MW_BIND` and bounds, under the region's pin).
+    /// Counts a memory window as bound to the region of `mr_key` (the bind has checked PD,
+    /// `MW_BIND` and bounds).
     ///
     /// # Errors
     ///
     /// `EINVAL` if `mr_key` is not a valid region's key.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn window_bound(&self, mr_key: u32) -> Result<()> {
         let index = check_index(mr_key, self.slots.len())
             .map_err(|_| Error::InvalidArgument("not a memory region key"))?;
@@ -294,7 +317,6 @@ impl MrTable {
     /// # Errors
     ///
     /// `EINVAL` if `mr_key` is not the region's current key or no window is bound.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn window_unbound(&self, mr_key: u32) -> Result<()> {
         const INVALID: Error = Error::InvalidArgument("no window bound to this memory region");
         let index = check_index(mr_key, self.slots.len()).map_err(|_| INVALID)?;
@@ -316,22 +338,58 @@ impl MrTable {
         Ok(slot)
     }
 
+    /// The checks of an access through `key` under the locks it takes: for a region, its
+    /// entry's; for a window, the window's and then its region's (the window's read guard is
+    /// returned, to be held as long as the region's). Returns the region's slot, the offset and
+    /// the window guard.
+    fn resolve<'a>(
+        &'a self,
+        key: u32,
+        who: Who,
+        op: Op,
+        va: u64,
+        len: usize,
+    ) -> core::result::Result<(&'a Slot, u32, Option<RwLockReadGuard<'a, Entry>>), AccessError>
+    {
+        let slot = self.slot(key)?;
+        if tag_state(slot.tag.load(Ordering::Acquire)) != State::Bound {
+            return Ok((slot, key, None));
+        }
+        let window = read(&slot.entry);
+        let mr_key = check_window(
+            slot.tag.load(Ordering::Acquire),
+            &window,
+            key,
+            who.pd,
+            who.qpn,
+            op,
+            va,
+            len,
+        )?;
+        Ok((self.slot(mr_key)?, mr_key, Some(window)))
+    }
+
     fn shared<R>(
         &self,
         key: u32,
-        pd: PdHandle,
+        who: Who,
         op: Op,
         va: u64,
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        let slot = self.slot(key)?;
+        let (slot, key, window) = self.resolve(key, who, op, va, len)?;
+        let op = if window.is_some() {
+            Op::BehindWindow
+        } else {
+            op
+        };
         let entry = read(&slot.entry);
         let offset = check_entry(
             slot.tag.load(Ordering::Acquire),
             &entry,
             key,
-            pd,
+            who.pd,
             op,
             va,
             len,
@@ -341,25 +399,33 @@ impl MrTable {
         // keeps it registered (deregistration needs the write lock) and keeps writers of
         // this table out, so no `&mut` to these bytes exists meanwhile.
         let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), len) };
-        Ok(f(bytes))
+        let r = f(bytes);
+        drop(entry);
+        drop(window);
+        Ok(r)
     }
 
     fn exclusive<R>(
         &self,
         key: u32,
-        pd: PdHandle,
+        who: Who,
         op: Op,
         va: u64,
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        let slot = self.slot(key)?;
+        let (slot, key, window) = self.resolve(key, who, op, va, len)?;
+        let op = if window.is_some() {
+            Op::BehindWindow
+        } else {
+            op
+        };
         let entry = write(&slot.entry);
         let offset = check_entry(
             slot.tag.load(Ordering::Acquire),
             &entry,
             key,
-            pd,
+            who.pd,
             op,
             va,
             len,
@@ -367,7 +433,10 @@ impl MrTable {
         // SAFETY: as in `shared`; the write lock makes this the only slice of the region
         // the table hands out until `f` returns.
         let bytes = unsafe { core::slice::from_raw_parts_mut(entry.addr.0.add(offset), len) };
-        Ok(f(bytes))
+        let r = f(bytes);
+        drop(entry);
+        drop(window);
+        Ok(r)
     }
 
     /// Reads `len` bytes at `va` through an lkey (the source of a SEND or RDMA WRITE).
@@ -384,7 +453,7 @@ impl MrTable {
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        self.shared(lkey, pd, Op::LocalRead, va, len, f)
+        self.shared(lkey, Who::local(pd), Op::LocalRead, va, len, f)
     }
 
     /// Writes `len` bytes at `va` through an lkey (a receive buffer, an RDMA READ's sink).
@@ -401,7 +470,7 @@ impl MrTable {
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        self.exclusive(lkey, pd, Op::LocalWrite, va, len, f)
+        self.exclusive(lkey, Who::local(pd), Op::LocalWrite, va, len, f)
     }
 
     /// Reads `len` bytes at `va` for a peer's RDMA READ. Needs `REMOTE_READ`. `f` runs with
@@ -414,11 +483,12 @@ impl MrTable {
         &self,
         rkey: u32,
         pd: PdHandle,
+        qpn: u32,
         va: u64,
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        self.shared(rkey, pd, Op::RemoteRead, va, len, f)
+        self.shared(rkey, Who { pd, qpn }, Op::RemoteRead, va, len, f)
     }
 
     /// Writes `len` bytes at `va` for a peer's RDMA WRITE. Needs `REMOTE_WRITE`. `f` runs
@@ -431,11 +501,12 @@ impl MrTable {
         &self,
         rkey: u32,
         pd: PdHandle,
+        qpn: u32,
         va: u64,
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        self.exclusive(rkey, pd, Op::RemoteWrite, va, len, f)
+        self.exclusive(rkey, Who { pd, qpn }, Op::RemoteWrite, va, len, f)
     }
 
     /// The 8 bytes at `va` for a peer's atomic (compare-and-swap, fetch-and-add). Needs
@@ -451,10 +522,11 @@ impl MrTable {
         &self,
         rkey: u32,
         pd: PdHandle,
+        qpn: u32,
         va: u64,
         f: impl FnOnce(&mut [u8; 8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        self.exclusive(rkey, pd, Op::RemoteAtomic, va, 8, |bytes| {
+        self.exclusive(rkey, Who { pd, qpn }, Op::RemoteAtomic, va, 8, |bytes| {
             f(bytes.try_into().expect("the check gave 8 bytes"))
         })
     }

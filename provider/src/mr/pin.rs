@@ -15,9 +15,12 @@ use std::sync::{PoisonError, RwLockReadGuard, TryLockError};
 use super::check::{check_entry, Entry, Op};
 use super::{AccessError, MrTable, PdHandle};
 
-/// Registered bytes pinned for reading. Deregistration of the region waits until it is dropped.
+/// Registered bytes pinned for reading. Deregistration of the region waits until it is dropped
+/// (and so do binding, invalidating or deallocating the window it was pinned through).
 pub struct ReadPin<'a> {
+    // Field order is drop order: the region's guard before the window's.
     _guard: RwLockReadGuard<'a, Entry>,
+    _window: Option<RwLockReadGuard<'a, Entry>>,
     ptr: *const u8,
     len: usize,
 }
@@ -53,17 +56,39 @@ pub enum PinError {
 pub enum PinFor {
     /// The local QP's own buffer (an SGE's lkey): needs no right.
     Local,
-    /// A peer's RDMA READ (an rkey): needs `REMOTE_READ`.
-    RemoteRead,
+    /// A peer's RDMA READ (an rkey) arriving on QP `qpn`: needs `REMOTE_READ`.
+    RemoteRead {
+        /// The QP the READ arrived on (a type 2 window admits only its own).
+        qpn: u32,
+    },
 }
 
 impl PinFor {
     fn op(self) -> Op {
         match self {
             PinFor::Local => Op::LocalRead,
-            PinFor::RemoteRead => Op::RemoteRead,
+            PinFor::RemoteRead { .. } => Op::RemoteRead,
         }
     }
+
+    fn qpn(self) -> u32 {
+        match self {
+            PinFor::Local => 0,
+            PinFor::RemoteRead { qpn } => qpn,
+        }
+    }
+}
+
+fn try_read(slot: &super::Slot) -> Result<RwLockReadGuard<'_, Entry>, PinError> {
+    match slot.entry.try_read() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(PinError::WouldBlock),
+    }
+}
+
+fn read(slot: &super::Slot) -> RwLockReadGuard<'_, Entry> {
+    slot.entry.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl MrTable {
@@ -82,12 +107,36 @@ impl MrTable {
         len: usize,
     ) -> Result<ReadPin<'_>, PinError> {
         let slot = self.slot(key).map_err(PinError::Access)?;
-        let guard = match slot.entry.try_read() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Err(PinError::WouldBlock),
-        };
-        self.finish_pin(slot, guard, key, pd, why, va, len)
+        if !self.is_bound_window(slot) {
+            let guard = try_read(slot)?;
+            return self.finish_pin(slot, guard, None, key, pd, why, va, len);
+        }
+        let window = try_read(slot)?;
+        let mr_key = self.check_pinned_window(slot, &window, key, pd, why, va, len)?;
+        let mr = self.slot(mr_key).map_err(PinError::Access)?;
+        let guard = try_read(mr)?;
+        self.finish_pin(mr, guard, Some(window), mr_key, pd, why, va, len)
+    }
+
+    fn is_bound_window(&self, slot: &super::Slot) -> bool {
+        let tag = slot.tag.load(std::sync::atomic::Ordering::Acquire);
+        super::check::tag_state(tag) == super::check::State::Bound
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_pinned_window(
+        &self,
+        slot: &super::Slot,
+        window: &Entry,
+        key: u32,
+        pd: PdHandle,
+        why: PinFor,
+        va: u64,
+        len: usize,
+    ) -> Result<u32, PinError> {
+        let tag = slot.tag.load(std::sync::atomic::Ordering::Acquire);
+        super::window::check_window(tag, window, key, pd, why.qpn(), why.op(), va, len)
+            .map_err(PinError::Access)
     }
 
     /// Pins like [`MrTable::try_pin_read`], waiting for the lock. Call it only while holding
@@ -104,13 +153,25 @@ impl MrTable {
         va: u64,
         len: usize,
     ) -> Result<ReadPin<'_>, AccessError> {
+        let access = |e| match e {
+            PinError::Access(a) => a,
+            PinError::WouldBlock => unreachable!("the locks are held"),
+        };
         let slot = self.slot(key)?;
-        let guard = slot.entry.read().unwrap_or_else(PoisonError::into_inner);
-        self.finish_pin(slot, guard, key, pd, why, va, len)
-            .map_err(|e| match e {
-                PinError::Access(a) => a,
-                PinError::WouldBlock => unreachable!("the lock is held"),
-            })
+        if !self.is_bound_window(slot) {
+            let guard = read(slot);
+            return self
+                .finish_pin(slot, guard, None, key, pd, why, va, len)
+                .map_err(access);
+        }
+        let window = read(slot);
+        let mr_key = self
+            .check_pinned_window(slot, &window, key, pd, why, va, len)
+            .map_err(access)?;
+        let mr = self.slot(mr_key)?;
+        let guard = read(mr);
+        self.finish_pin(mr, guard, Some(window), mr_key, pd, why, va, len)
+            .map_err(access)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -118,6 +179,7 @@ impl MrTable {
         &'a self,
         slot: &'a super::Slot,
         guard: RwLockReadGuard<'a, Entry>,
+        window: Option<RwLockReadGuard<'a, Entry>>,
         key: u32,
         pd: PdHandle,
         why: PinFor,
@@ -125,12 +187,17 @@ impl MrTable {
         len: usize,
     ) -> Result<ReadPin<'a>, PinError> {
         let tag = slot.tag.load(std::sync::atomic::Ordering::Acquire);
-        let offset =
-            check_entry(tag, &guard, key, pd, why.op(), va, len).map_err(PinError::Access)?;
+        let op = if window.is_some() {
+            Op::BehindWindow
+        } else {
+            why.op()
+        };
+        let offset = check_entry(tag, &guard, key, pd, op, va, len).map_err(PinError::Access)?;
         // SAFETY: offset..offset + len is inside the registration (checked above).
         let ptr = unsafe { guard.addr.0.add(offset) } as *const u8;
         Ok(ReadPin {
             _guard: guard,
+            _window: window,
             ptr,
             len,
         })

@@ -135,7 +135,7 @@ fn reused_index_never_accepts_an_old_key() {
                 Err(AccessError::KeyMismatch)
             );
             assert_eq!(
-                t.with_remote_write(stale, PD, va, 1, |_| ()),
+                t.with_remote_write(stale, PD, 1, va, 1, |_| ()),
                 Err(AccessError::KeyMismatch)
             );
             assert!(matches!(
@@ -170,7 +170,7 @@ fn accesses_reach_the_right_bytes() {
     let p = buf.as_mut_ptr();
     // SAFETY: `buf` outlives `t`.
     let k = unsafe { t.register(PD, p, 64, 0x10_0000, RW) }.unwrap();
-    t.with_remote_write(k.rkey, PD, 0x10_0010, 4, |m| m.copy_from_slice(b"abcd"))
+    t.with_remote_write(k.rkey, PD, 1, 0x10_0010, 4, |m| m.copy_from_slice(b"abcd"))
         .unwrap();
     let got = t
         .with_local_read(k.lkey, PD, 0x10_000e, 8, |b| b.to_vec())
@@ -179,10 +179,10 @@ fn accesses_reach_the_right_bytes() {
     t.with_local_write(k.lkey, PD, 0x10_003f, 1, |m| m[0] = 0xff)
         .unwrap();
     assert_eq!(
-        t.with_remote_read(k.rkey, PD, 0x10_003f, 1, |b| b[0]),
+        t.with_remote_read(k.rkey, PD, 1, 0x10_003f, 1, |b| b[0]),
         Ok(0xff)
     );
-    t.with_remote_atomic(k.rkey, PD, 0x10_0020, |w| {
+    t.with_remote_atomic(k.rkey, PD, 1, 0x10_0020, |w| {
         let v = u64::from_le_bytes(*w);
         *w = (v + 1).to_le_bytes();
     })
@@ -199,13 +199,13 @@ fn zero_based_region_is_addressed_from_zero() {
     let mut buf = buffer(16);
     let k = reg(&t, &mut buf, RW | Access::ZERO_BASED).unwrap();
     assert_eq!(
-        t.with_remote_read(k.rkey, PD, 0, 2, |b| b.to_vec()),
+        t.with_remote_read(k.rkey, PD, 1, 0, 2, |b| b.to_vec()),
         Ok(vec![0, 1])
     );
-    assert_eq!(t.with_remote_read(k.rkey, PD, 15, 1, |b| b[0]), Ok(15));
+    assert_eq!(t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b[0]), Ok(15));
     let addr = buf.as_ptr() as u64;
     assert_eq!(
-        t.with_remote_read(k.rkey, PD, addr, 1, |_| ()),
+        t.with_remote_read(k.rkey, PD, 1, addr, 1, |_| ()),
         Err(AccessError::OutOfBounds)
     );
 }
@@ -245,9 +245,9 @@ fn every_check_through_the_table() {
     );
     let denied = |r| assert!(matches!(r, Err(AccessError::MissingRight(_))), "{r:?}");
     denied(t.with_local_write(ro.lkey, PD, va, 1, nop_mut));
-    denied(t.with_remote_read(k.rkey, PD, va, 1, nop));
-    denied(t.with_remote_write(k.rkey, PD, va, 1, nop_mut));
-    denied(t.with_remote_atomic(k.rkey, PD, va, |_| ()));
+    denied(t.with_remote_read(k.rkey, PD, 1, va, 1, nop));
+    denied(t.with_remote_write(k.rkey, PD, 1, va, 1, nop_mut));
+    denied(t.with_remote_atomic(k.rkey, PD, 1, va, |_| ()));
     assert_eq!(t.with_local_read(ro.lkey, PD, va, 32, nop), Ok(()));
     assert_eq!(
         t.with_local_write(k.lkey, PD, va - 1, 1, nop_mut),
@@ -286,12 +286,12 @@ fn atomics_need_alignment_here() {
     // SAFETY: `buf` outlives `t`.
     let k = unsafe { t.register(PD, buf.as_mut_ptr(), 32, 0x1000, RW) }.unwrap();
     assert_eq!(
-        t.with_remote_atomic(k.rkey, PD, 0x1004, |_| ()),
+        t.with_remote_atomic(k.rkey, PD, 1, 0x1004, |_| ()),
         Err(AccessError::Misaligned)
     );
-    assert_eq!(t.with_remote_atomic(k.rkey, PD, 0x1018, |_| ()), Ok(()));
+    assert_eq!(t.with_remote_atomic(k.rkey, PD, 1, 0x1018, |_| ()), Ok(()));
     assert_eq!(
-        t.with_remote_atomic(k.rkey, PD, 0x1020, |_| ()),
+        t.with_remote_atomic(k.rkey, PD, 1, 0x1020, |_| ()),
         Err(AccessError::OutOfBounds)
     );
 }
@@ -326,7 +326,7 @@ fn deregister_with_a_bound_window_is_ebusy() {
     let e = t.deregister(k.lkey).unwrap_err();
     assert!(matches!(e, Error::Busy(_)) && e.errno() == 16);
     // The refused deregistration left the region working.
-    assert_eq!(t.with_remote_read(k.rkey, PD, va, 1, |b| b[0]), Ok(0));
+    assert_eq!(t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b[0]), Ok(0));
     t.window_unbound(k.lkey).unwrap();
     assert!(matches!(t.deregister(k.lkey), Err(Error::Busy(_))));
     t.window_unbound(k.lkey).unwrap();
@@ -352,7 +352,7 @@ fn a_panicking_closure_does_not_break_the_table() {
     let va = buf.as_ptr() as u64;
     let k = reg(&t, &mut buf, RW).unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        t.with_remote_write(k.rkey, PD, va, 1, |_| panic!("closure panics"))
+        t.with_remote_write(k.rkey, PD, 1, va, 1, |_| panic!("closure panics"))
     }));
     assert!(r.is_err());
     assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b[0]), Ok(0));
@@ -374,7 +374,7 @@ fn deregister_kills_new_lookups_then_waits_for_the_one_inside() {
         let t = &t;
         let left = &left;
         s.spawn(move || {
-            t.with_remote_read(k.rkey, PD, va, 16, |_| {
+            t.with_remote_read(k.rkey, PD, 1, va, 16, |_| {
                 entered_tx.send(()).unwrap();
                 release_rx.recv().unwrap();
                 left.store(true, SeqCst);
@@ -395,7 +395,7 @@ fn deregister_kills_new_lookups_then_waits_for_the_one_inside() {
         }
         // New lookups fail at once (they do not queue behind the deregistration).
         assert_eq!(
-            t.with_remote_read(k.rkey, PD, va, 1, |_| ()),
+            t.with_remote_read(k.rkey, PD, 1, va, 1, |_| ()),
             Err(AccessError::Invalidated)
         );
         assert_eq!(
@@ -427,7 +427,7 @@ fn no_closure_runs_after_deregister_returns() {
             let writer = || {
                 let mut failures = 0;
                 while failures < 200 {
-                    let r = table.with_remote_write(k.rkey, PD, va, 256, |m| {
+                    let r = table.with_remote_write(k.rkey, PD, 1, va, 256, |m| {
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
                         m.fill(0x5a);
                         thread::yield_now();

@@ -255,8 +255,8 @@ impl Requester {
         let old_una = self.una;
         let mut una = end;
         while let Some(w) = self.sq.front() {
-            if !w.started {
-                break;
+            if !w.started || w.is_local() {
+                break; // a local operation that ran left the queue with the WQE before it
             }
             if w.is_rd_atomic() {
                 if w.first_psn.cmp_modular(una) == Ordering::Less {
@@ -298,6 +298,8 @@ impl Requester {
         } else {
             self.cur -= 1;
         }
+        // Local operations that ran behind it complete now, in order.
+        self.complete_done_local_ops(ctx, ev);
     }
 
     /// The peer made progress (`una` moved): fresh retry budgets, the timer restarted, and

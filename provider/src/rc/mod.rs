@@ -11,6 +11,7 @@
 mod completer;
 pub mod connect;
 pub mod context;
+mod local_ops;
 pub mod qp;
 mod requester;
 mod responder;

@@ -54,7 +54,9 @@ pub(super) struct SendWqe {
     pub remote: RemoteAddr,
     pub compare_add: u64,
     pub swap: u64,
-    /// Set when first sent.
+    /// The bind of a BIND_MW.
+    pub bind: Option<crate::mr::MwBind>,
+    /// Set when first sent (a local operation: when executed).
     pub started: bool,
     pub first_psn: Psn,
     pub npkts: u32,
@@ -62,7 +64,7 @@ pub(super) struct SendWqe {
 
 impl SendWqe {
     pub fn last_psn(&self) -> Psn {
-        self.first_psn.add(self.npkts - 1)
+        self.first_psn.add(self.npkts.saturating_sub(1))
     }
 
     /// Whether `psn` is one of this WQE's PSNs.
@@ -72,6 +74,11 @@ impl SendWqe {
 
     pub fn is_rd_atomic(&self) -> bool {
         self.opcode.uses_rd_atomic_resource()
+    }
+
+    /// Whether it is a local operation (no packets; `npkts` stays 0).
+    pub fn is_local(&self) -> bool {
+        self.opcode.is_local()
     }
 
     pub fn wc_opcode(&self) -> WcOpcode {
@@ -174,13 +181,9 @@ impl Requester {
             return Err(Error::NoMemory("send queue full"));
         }
         match wr.opcode {
-            Send | SendWithImm | RdmaWrite | RdmaWriteWithImm | RdmaRead | AtomicCmpAndSwp
-            | AtomicFetchAndAdd => {}
-            SendWithInv | LocalInv | BindMw => {
-                return Err(Error::NotSupported(
-                    "memory windows and invalidation come with the next issue",
-                ))
-            }
+            Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
+            | AtomicCmpAndSwp | AtomicFetchAndAdd => {}
+            LocalInv | BindMw => return self.post_local(ctx, wr),
             Flush | AtomicWrite => {
                 return Err(Error::NotSupported(
                     "FLUSH and ATOMIC WRITE are not supported yet",
@@ -228,6 +231,7 @@ impl Requester {
             remote: wr.remote,
             compare_add: wr.compare_add,
             swap: wr.swap,
+            bind: None,
             started: false,
             first_psn: Psn::new(0),
             npkts: 0,
@@ -275,7 +279,21 @@ impl Requester {
 
     /// The next request packet, if the window, the fence and `max_rd_atomic` allow one.
     /// Without `start_new` (SQD) only WQEs already begun send (their rest, or a resend).
+    /// Local operations reached on the way are executed (`local_ops.rs`).
     pub fn poll_transmit(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        start_new: bool,
+        timers: &mut TimerTable,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) -> Option<Transmit> {
+        while self.run_local_op(ctx, start_new, mrs, ev) {}
+        self.poll_packet(ctx, now, start_new, timers, mrs, ev)
+    }
+
+    fn poll_packet(
         &mut self,
         ctx: &QpContext,
         now: Instant,
@@ -294,13 +312,11 @@ impl Requester {
             return None;
         }
         let w = &self.sq[self.cur];
+        if w.is_local() {
+            return None; // waits for its turn (run_local_op)
+        }
         if w.is_rd_atomic() || w.fence {
-            let in_flight = self
-                .sq
-                .iter()
-                .take(self.cur)
-                .filter(|w| w.is_rd_atomic())
-                .count();
+            let in_flight = self.rd_atomic_in_flight();
             if w.fence && in_flight > 0 {
                 return None;
             }
@@ -341,6 +357,15 @@ impl Requester {
             }
         }
         Some(t)
+    }
+
+    /// READs and atomics before `cur` (sent, not completed).
+    pub fn rd_atomic_in_flight(&self) -> usize {
+        self.sq
+            .iter()
+            .take(self.cur)
+            .filter(|w| w.is_rd_atomic())
+            .count()
     }
 
     /// Builds the packet at `cur`/`cur_offset` and moves past it.

@@ -19,6 +19,8 @@
 //! * **Responses** (ACK, NAK, READ responses, ATOMIC ACK) leave in PSN order from one queue;
 //!   consecutive ACKs coalesce into the latest. Every AETH carries the MSN, the count of
 //!   completed messages (9.7.5.1.4).
+//! * **SEND with Invalidate** (9.4.1.1) invalidates the R_Key of its IETH at its last packet,
+//!   and the receive completion says so (`IBV_WC_WITH_INV`, `invalidated_rkey`).
 //! * A fatal error (Invalid Request, Remote Access, Remote Operational NAK) completes the
 //!   receive WQE in use with an error and moves the QP to ERR; the NAK still goes out.
 
@@ -196,10 +198,6 @@ impl Responder {
         }
         match info.operation {
             Operation::Send => {
-                if repr.ieth.is_some() {
-                    // SEND with Invalidate arrives with memory windows (next issue).
-                    return Err(INVALID);
-                }
                 if self.msg.is_none() {
                     let Some(wqe) = self.take_wqe(srq) else {
                         return self.rnr(ctx, psn);
@@ -219,6 +217,9 @@ impl Responder {
                     .map_err(|_| Fatal(NakCode::RemoteOperationalError, WcStatus::LocProtErr))?;
                 *offset += len;
                 if matches!(info.position, Position::Last | Position::Only) {
+                    if let Some(ieth) = repr.ieth {
+                        invalidate(ctx, mrs, ieth.0)?;
+                    }
                     let Some(InMessage::Send { wqe, offset }) = self.msg.take() else {
                         unreachable!("set above")
                     };
@@ -227,6 +228,10 @@ impl Responder {
                     if let Some(imm) = repr.immdt {
                         wc.imm_data_or_inv_rkey = imm.0;
                         wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+                    }
+                    if let Some(ieth) = repr.ieth {
+                        wc.imm_data_or_inv_rkey = ieth.0;
+                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_INV.0);
                     }
                     ev.complete(CqSide::Recv, wc);
                     self.msn = (self.msn + 1) & MSN_MASK;
@@ -249,6 +254,7 @@ impl Responder {
                         mrs.with_remote_write(
                             reth.rkey,
                             ctx.pd,
+                            ctx.qpn,
                             reth.va,
                             reth.dma_len as usize,
                             |_| (),
@@ -280,6 +286,7 @@ impl Responder {
                     mrs.with_remote_write(
                         *rkey,
                         ctx.pd,
+                        ctx.qpn,
                         *va + u64::from(*offset),
                         n as usize,
                         |d| d.copy_from_slice(pkt.payload),
@@ -335,7 +342,7 @@ impl Responder {
                 }
                 let cmp_swap = info.operation == Operation::CompareSwap;
                 let orig = mrs
-                    .with_remote_atomic(a.rkey, ctx.pd, a.va, |word| {
+                    .with_remote_atomic(a.rkey, ctx.pd, ctx.qpn, a.va, |word| {
                         let orig = u64::from_ne_bytes(*word);
                         let new = if cmp_swap {
                             if orig == a.compare {
@@ -513,7 +520,7 @@ impl Responder {
                 let payload = if seg.len == 0 {
                     Payload::None
                 } else {
-                    let mut c = Chunks::new(ctx.pd, PinFor::RemoteRead);
+                    let mut c = Chunks::new(ctx.pd, PinFor::RemoteRead { qpn: ctx.qpn });
                     c.push(Chunk {
                         key: *rkey,
                         va: *va + u64::from(seg.offset),
@@ -563,11 +570,25 @@ fn remote_fatal(e: AccessError) -> Fatal {
     }
 }
 
+/// The invalidation a SEND with Invalidate asks for (IBTA 9.4.1.1 "Send with Invalidate"),
+/// before its receive completion: the R_Key must be that of a type 2 window bound to this QP
+/// (see `MrTable::invalidate`).
+///
+/// On failure the receive WQE completes with `IBV_WC_REM_INV_REQ_ERR` and the QP goes to ERR,
+/// as in rxe (its "class J" error). rxe then still acknowledges the SEND, so its requester
+/// sees success; softrnic NAKs it Invalid Request instead, so that the requester does not
+/// report success for a message whose invalidation failed (and its SEND completes with
+/// `IBV_WC_REM_INV_REQ_ERR`).
+fn invalidate(ctx: &QpContext, mrs: &MrTable, rkey: u32) -> Result<(), Fatal> {
+    mrs.invalidate(ctx.pd, rkey, Some(ctx.qpn))
+        .map_err(|_| Fatal(NakCode::InvalidRequest, WcStatus::RemInvReqErr))
+}
+
 /// Checks that a READ of `len` bytes at `va` through `rkey` is allowed (not for zero length).
 fn check_read(ctx: &QpContext, mrs: &MrTable, rkey: u32, va: u64, len: u32) -> Result<(), Fatal> {
     if len == 0 {
         return Ok(());
     }
-    mrs.with_remote_read(rkey, ctx.pd, va, len as usize, |_| ())
+    mrs.with_remote_read(rkey, ctx.pd, ctx.qpn, va, len as usize, |_| ())
         .map_err(remote_fatal)
 }

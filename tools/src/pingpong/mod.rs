@@ -161,6 +161,7 @@ impl Side {
             remote,
             compare_add: 0,
             swap: 0,
+            bind_mw: None,
         };
         self.qp
             .post_send(&[wr])

@@ -1,0 +1,184 @@
+//! Memory windows through the safe API, between two devices over real kernel UDP on loopback
+//! (127.0.15.1 and 127.0.15.2, each with its progress thread): a type 1 window bound with
+//! `bind_mw`, a type 2 window bound with a BIND_MW work request and invalidated by the peer's
+//! SEND with Invalidate, `dereg` refused while a window is bound. Every failed access is
+//! checked against a shadow of the whole region.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use softrnic_uapi::{
+    inc_rkey, Access, ConnectAttr, Context, Cq, MemoryRegion, MwType, OpenOptions, Pd, Progress,
+    QpCaps, QpInitAttr, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcFlags,
+    WcOpcode, WcStatus, WorkCompletion,
+};
+
+const LEN: usize = 4096;
+const ALL: Access = Access(
+    Access::LOCAL_WRITE.0
+        | Access::REMOTE_WRITE.0
+        | Access::REMOTE_READ.0
+        | Access::REMOTE_ATOMIC.0
+        | Access::MW_BIND.0,
+);
+const WIN: Access = Access(Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+
+struct Side {
+    pd: Pd,
+    cq: Cq,
+    qp: QueuePair,
+    mr: MemoryRegion,
+    _ctx: Context,
+}
+
+fn side(addr: IpAddr, seed: u64) -> Option<Side> {
+    let opts = OpenOptions {
+        progress: Progress::Thread,
+        key_seed: seed,
+    };
+    let ctx = match Context::open(addr, opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipping: cannot open a UDP device on {addr}: {e}");
+            return None;
+        }
+    };
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(64).unwrap();
+    let cap = QpCaps {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
+    let mr = pd.reg_mr(LEN, ALL).unwrap();
+    Some(Side {
+        pd,
+        cq,
+        qp,
+        mr,
+        _ctx: ctx,
+    })
+}
+
+/// A connected pair; `base` picks the addresses 127.0.15.{base, base + 1}.
+fn pair(base: u8) -> Option<(Side, Side)> {
+    let (ia, ib) = (
+        IpAddr::V4(Ipv4Addr::new(127, 0, 15, base)),
+        IpAddr::V4(Ipv4Addr::new(127, 0, 15, base + 1)),
+    );
+    let (a, b) = (side(ia, 1)?, side(ib, 2)?);
+    let to = |dest, dest_qp_num| ConnectAttr {
+        dest,
+        dest_qp_num,
+        ..ConnectAttr::default()
+    };
+    a.qp.connect(&to(ib, b.qp.qp_num())).unwrap();
+    b.qp.connect(&to(ia, a.qp.qp_num())).unwrap();
+    Some((a, b))
+}
+
+fn wait(s: &Side) -> WorkCompletion {
+    let wcs = s.cq.wait(1, Duration::from_secs(5)).unwrap();
+    assert_eq!(wcs.len(), 1);
+    wcs[0]
+}
+
+fn wr(a: &Side, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
+    SendWr {
+        wr_id: 1,
+        opcode,
+        flags: SendFlags::SIGNALED,
+        sg_list: vec![a.mr.sge(0, len)],
+        imm_data_or_inv_rkey: 0,
+        remote: RemoteAddr { addr, rkey },
+        compare_add: 0,
+        swap: 0,
+        bind_mw: None,
+    }
+}
+
+fn contents(mr: &MemoryRegion) -> Vec<u8> {
+    let mut v = vec![0; LEN];
+    mr.read(0, &mut v).unwrap();
+    v
+}
+
+#[test]
+fn type1_window_over_udp_and_dereg_is_ebusy_while_bound() {
+    let Some((a, b)) = pair(1) else { return };
+    a.mr.write(0, &[0xab; 64]).unwrap();
+    let mw = b.pd.alloc_mw(MwType::Type1).unwrap();
+    let old = mw.rkey();
+    let rkey = b.qp.bind_mw(&mw, &b.mr, 256..512, WIN, 9).unwrap();
+    assert_eq!((rkey, mw.rkey()), (inc_rkey(old), inc_rkey(old)));
+    let wc = wait(&b);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (9, WcStatus::Success, WcOpcode::BindMw)
+    );
+    // Inside the window.
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 64, b.mr.addr() + 256, rkey)])
+        .unwrap();
+    assert_eq!(wait(&a).status, WcStatus::Success);
+    let mut shadow = vec![0u8; LEN];
+    shadow[256..320].fill(0xab);
+    assert_eq!(contents(&b.mr), shadow);
+    // The region cannot be deregistered while the window is bound.
+    let other = b.pd.reg_mr(LEN, ALL).unwrap();
+    let mw2 = b.pd.alloc_mw(MwType::Type1).unwrap();
+    b.qp.bind_mw(&mw2, &other, 0..8, WIN, 10).unwrap();
+    assert_eq!(wait(&b).status, WcStatus::Success);
+    assert_eq!(other.dereg().unwrap_err().errno(), 16, "EBUSY");
+    // Across the window's end: REM_ACCESS_ERR, and nothing written.
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 64, b.mr.addr() + 480, rkey)])
+        .unwrap();
+    assert_eq!(wait(&a).status, WcStatus::RemAccessErr);
+    assert_eq!(contents(&b.mr), shadow);
+}
+
+#[test]
+fn type2_window_over_udp_dies_with_send_with_invalidate() {
+    let Some((a, b)) = pair(3) else { return };
+    let mw = b.pd.alloc_mw(MwType::Type2).unwrap();
+    let bind = mw
+        .bind_wr(5, inc_rkey(mw.rkey()), &b.mr, 0..1024, WIN)
+        .unwrap();
+    b.qp.post_send(&[bind]).unwrap();
+    let wc = wait(&b);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (5, WcStatus::Success, WcOpcode::BindMw)
+    );
+    let rkey = mw.rkey();
+    b.mr.write(0, &[7; 16]).unwrap();
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaRead, 16, b.mr.addr(), rkey)])
+        .unwrap();
+    assert_eq!(wait(&a).status, WcStatus::Success);
+    let mut got = [0u8; 16];
+    a.mr.read(0, &mut got).unwrap();
+    assert_eq!(got, [7; 16]);
+    // SEND with Invalidate of the window's R_Key.
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 6,
+        sg_list: vec![b.mr.sge(2048, 16)],
+    }])
+    .unwrap();
+    let mut send = wr(&a, SendOpcode::SendWithInv, 16, 0, 0);
+    send.imm_data_or_inv_rkey = rkey;
+    a.qp.post_send(&[send]).unwrap();
+    assert_eq!(wait(&a).status, WcStatus::Success);
+    let rwc = wait(&b);
+    assert_eq!((rwc.wr_id, rwc.status), (6, WcStatus::Success));
+    assert!(rwc.wc_flags.contains(WcFlags::WITH_INV));
+    assert_eq!(rwc.imm_data_or_inv_rkey, rkey);
+    let shadow = contents(&b.mr);
+    a.mr.write(0, &[0xee; 16]).unwrap();
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 16, b.mr.addr(), rkey)])
+        .unwrap();
+    assert_eq!(wait(&a).status, WcStatus::RemAccessErr);
+    assert_eq!(contents(&b.mr), shadow);
+    mw.dealloc().unwrap();
+}
