@@ -170,9 +170,14 @@ impl MemoryRegion {
     /// `ibv_dereg_mr`: the keys die; accesses in progress finish first.
     ///
     /// # Errors
-    /// `EBUSY` while a memory window is bound.
-    pub fn dereg(mut self) -> Result<()> {
-        self.deregister()
+    /// `EBUSY` while a memory window is bound: the region is given back, still registered
+    /// and usable, so that the caller can unbind and try again (`ibv_dereg_mr` leaves the MR
+    /// valid when it fails).
+    pub fn dereg(mut self) -> core::result::Result<(), (MemoryRegion, Error)> {
+        match self.deregister() {
+            Ok(()) => Ok(()),
+            Err(e) => Err((self, e)),
+        }
     }
 
     fn deregister(&mut self) -> Result<()> {

@@ -185,7 +185,7 @@ impl Node {
             .get_mut(id)
             .and_then(Option::take)
             .ok_or_else(|| format!("no memory region {id}"))?;
-        mr.dereg().map_err(text)
+        mr.dereg().map_err(|(_, e)| text(e))
     }
 
     /// Copies `data` into region `id` at `offset`.

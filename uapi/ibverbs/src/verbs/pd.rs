@@ -140,18 +140,24 @@ export! { "IBVERBS_1.8";
 
 export! { "IBVERBS_1.1";
     /// `int ibv_dereg_mr(struct ibv_mr *)`: 0 once the keys are dead (accesses in progress
-    /// finished), or `EINVAL` for a pointer that is not a live MR.
+    /// finished), `EINVAL` for a pointer that is not a live MR, `EBUSY` while a memory window
+    /// is bound to it (the MR then stays valid, as the man page says).
     unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         catch(libc::EIO, || {
             if !MRS.remove(mr) {
                 return libc::EINVAL;
             }
             // SAFETY: `mr` was live, so it came from Box::into_raw of a SoftMr; removing it
-            // from MRS makes this the only release.
-            let soft = unsafe { Box::from_raw(mr.cast::<SoftMr>()) };
+            // from MRS makes this the only owner.
+            let mut soft = unsafe { Box::from_raw(mr.cast::<SoftMr>()) };
             match soft.mr.dereg() {
                 Ok(()) => 0,
-                Err(e) => e.errno(),
+                Err((back, e)) => {
+                    // Still registered: the same ibv_mr stays live for the program.
+                    soft.mr = back;
+                    MRS.insert(Box::into_raw(soft).cast::<ibv_mr>());
+                    e.errno()
+                }
             }
         })
     }
