@@ -32,6 +32,7 @@ use softrnic_provider::rc::QpAttr;
 use softrnic_provider::transport::{FabricConfig, RecvMeta, RecvPacket};
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::SendOpcode;
+use softrnic_wire::aeth::{NakCode, Syndrome};
 use softrnic_wire::opcode::ExtHeader;
 use softrnic_wire::roce::RoceRepr;
 use softrnic_wire::Opcode;
@@ -676,5 +677,42 @@ fn random_bytes_through_accept_and_the_nic() {
         buf[PAGE + WIN..],
         expect[PAGE + WIN..],
         "the guard after it"
+    );
+}
+
+/// IBTA 9.7.2.1 (the responder's side, as rxe's `check_length`): a FIRST or MIDDLE packet
+/// must carry exactly one PMTU, a LAST one 1 to PMTU bytes. A SEND FIRST of 4 bytes is an
+/// invalid request: NAK, the receive WQE it took completes with REM_INV_REQ_ERR, the QP
+/// enters ERR, and nothing is written to the receive buffer.
+#[test]
+fn a_first_packet_shorter_than_the_pmtu_is_an_invalid_request() {
+    let c = Connect::default();
+    let mut p = Pair::new(FabricConfig::default(), 1, c);
+    let mem_b = Mem::new(&mut p.b);
+    let before = p.b.read(&mem_b.backing, 0, 5 * PAGE);
+    p.b.qp
+        .post_recv(&recv_wr(7, vec![sge_of(&mem_b.win, 0, 4096)]))
+        .unwrap();
+    let now = p.now();
+    let from = SocketAddr::new(A_ADDR, 0xc011);
+    // RC SEND FIRST (0x00) with 256 bytes of payload and an ICRC; the path MTU is 1024.
+    let mut first = request(0x00, 0, 0x22, c.a_psn)[..12].to_vec();
+    first.extend_from_slice(&[0x5a; 256 + 4]);
+    assert!(inject(&mut p.b, now, from, B_ADDR, &first));
+    p.run_to_quiescence(100);
+    let naks: Vec<_> =
+        p.a.seen
+            .iter()
+            .filter_map(|s| s.syndrome)
+            .filter(|s| matches!(s, Syndrome::Nak(NakCode::InvalidRequest)))
+            .collect();
+    assert_eq!(naks.len(), 1, "one NAK invalid request");
+    assert_eq!(p.b.qp.state(), QpState::Err);
+    let wcs: Vec<_> = p.b.recv_wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(wcs, [(7, WcStatus::RemInvReqErr)]);
+    assert_eq!(
+        p.b.read(&mem_b.backing, 0, 5 * PAGE),
+        before,
+        "nothing written"
     );
 }

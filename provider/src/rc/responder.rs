@@ -33,7 +33,7 @@ use softrnic_wire::roce::RocePacket;
 use softrnic_wire::{Opcode, Psn};
 
 use super::context::{CqSide, Events, QpContext};
-use super::segment::{packets_for, MessageKind, Segments};
+use super::segment::{packets_for, payload_fits, MessageKind, Segments};
 use super::sequence::{classify, PsnClass};
 use super::transmit::{Chunk, Chunks, Payload, Transmit};
 use crate::mr::{Access, AccessError, MrTable, PinFor};
@@ -204,6 +204,9 @@ impl Responder {
                     };
                     self.msg = Some(InMessage::Send { wqe, offset: 0 });
                 }
+                if !payload_fits(info.position, pkt.payload.len(), ctx.pmtu) {
+                    return Err(INVALID); // the WQE just taken completes in error
+                }
                 let Some(InMessage::Send { wqe, offset }) = &mut self.msg else {
                     unreachable!("set above")
                 };
@@ -238,7 +241,9 @@ impl Responder {
                 }
             }
             Operation::RdmaWrite => {
-                if !ctx.access.contains(Access::REMOTE_WRITE) {
+                if !ctx.access.contains(Access::REMOTE_WRITE)
+                    || !payload_fits(info.position, pkt.payload.len(), ctx.pmtu)
+                {
                     return Err(INVALID);
                 }
                 // WRITE with immediate takes a receive WQE at its last packet. Without one,

@@ -11,7 +11,7 @@
 //! RDMA WRITE) and the responder (RDMA READ responses); an RDMA READ request or an atomic is one
 //! packet, but a READ request consumes one PSN per response packet (IBTA 9.7.2.2).
 
-use softrnic_wire::opcode::Transport;
+use softrnic_wire::opcode::{Position, Transport};
 use softrnic_wire::Opcode;
 
 use crate::wr::SendOpcode;
@@ -184,11 +184,59 @@ pub fn packets_for(total: u32, pmtu: u32) -> u32 {
     total.div_ceil(pmtu).max(1)
 }
 
+/// Whether a payload of `len` bytes is right for a packet at `position` of a SEND or RDMA
+/// WRITE message (the responder's side of segmentation, as rxe's `check_length`): a first or
+/// middle packet carries exactly one PMTU, a last one 1 to PMTU bytes (a message that ends
+/// on a PMTU boundary has no empty last packet), an only packet at most one PMTU.
+pub fn payload_fits(position: Position, len: usize, pmtu: u32) -> bool {
+    let pmtu = pmtu as usize;
+    match position {
+        Position::First | Position::Middle => len == pmtu,
+        Position::Last => (1..=pmtu).contains(&len),
+        Position::Only => len <= pmtu,
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
     use proptest::prelude::*;
-    use softrnic_wire::opcode::{Position, PATH_MTUS};
+    use softrnic_wire::opcode::PATH_MTUS;
+
+    #[test]
+    fn payload_lengths_by_position() {
+        for (pos, len, ok) in [
+            (Position::First, 256, true),
+            (Position::First, 255, false),
+            (Position::Middle, 257, false),
+            (Position::Last, 0, false),
+            (Position::Last, 1, true),
+            (Position::Last, 256, true),
+            (Position::Last, 257, false),
+            (Position::Only, 0, true),
+            (Position::Only, 256, true),
+            (Position::Only, 257, false),
+        ] {
+            assert_eq!(payload_fits(pos, len, 256), ok, "{pos:?} {len}");
+        }
+    }
+
+    proptest! {
+        /// Every packet the requester's segmentation makes passes the responder's check.
+        #[test]
+        fn segments_fit_their_positions(total in 0u32..20_000, k in 0usize..5, write in any::<bool>()) {
+            let pmtu = PATH_MTUS[k] as u32;
+            let kind = if write {
+                MessageKind::Write { imm: false }
+            } else {
+                MessageKind::Send { imm: false, inv: false }
+            };
+            for s in collect(kind, total, pmtu) {
+                let pos = s.opcode.info().unwrap().position;
+                prop_assert!(payload_fits(pos, s.len as usize, pmtu), "{:?}", s);
+            }
+        }
+    }
 
     fn collect(kind: MessageKind, total: u32, pmtu: u32) -> Vec<Segment> {
         Segments::new(Transport::Rc, kind, total, pmtu, 0).collect()
