@@ -716,3 +716,71 @@ fn a_first_packet_shorter_than_the_pmtu_is_an_invalid_request() {
         "nothing written"
     );
 }
+
+/// A flood of duplicate READ requests (IBTA 9.7.5.1.2: each is answered from the saved
+/// resource) cannot grow the responder's queue: a duplicate of a READ already being answered
+/// adds nothing. (The cap on waiting answers is checked with atomics below.)
+#[test]
+fn a_flood_of_duplicate_reads_is_answered_a_bounded_number_of_times() {
+    let c = Connect::default();
+    let mut p = Pair::new(FabricConfig::default(), 1, c);
+    let mem_b = Mem::new(&mut p.b);
+    // RC RDMA READ REQUEST (0x0c): RETH = the window's address, its R_Key, 64 bytes.
+    let mut read = request(0x0c, 0, 0x22, c.a_psn)[..12].to_vec();
+    read.extend_from_slice(&mem_b.win.addr().to_be_bytes());
+    read.extend_from_slice(&mem_b.win.keys.rkey.to_be_bytes());
+    read.extend_from_slice(&64u32.to_be_bytes());
+    read.extend_from_slice(&[0; 4]); // ICRC
+    let now = p.now();
+    let from = SocketAddr::new(A_ADDR, 0xc011);
+    for _ in 0..1000 {
+        assert!(inject(&mut p.b, now, from, B_ADDR, &read));
+    }
+    p.run_to_quiescence(100);
+    let answers =
+        p.a.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_RDMA_READ_RESPONSE_ONLY)
+            .count();
+    assert!(answers >= 1, "the READ is answered");
+    assert!(
+        answers <= 1,
+        "{answers} answers to one READ and 999 duplicates of it"
+    );
+    assert_eq!(p.b.qp.state(), QpState::Rts);
+}
+
+/// The same for a duplicated FETCH_AND_ADD: executed once, its saved result sent again at
+/// most until `max_dest_rd_atomic` answers wait (16 here), not once per duplicate.
+#[test]
+fn a_flood_of_duplicate_atomics_is_executed_once_and_answered_a_bounded_number_of_times() {
+    let c = Connect::default();
+    let mut p = Pair::new(FabricConfig::default(), 1, c);
+    let mem_b = Mem::new(&mut p.b);
+    let before = p.b.read(&mem_b.win, 0, 8);
+    // RC FETCH_AND_ADD (0x14): AtomicETH = the window's address, its R_Key, add 1.
+    let mut fadd = request(0x14, 0, 0x22, c.a_psn)[..12].to_vec();
+    fadd.extend_from_slice(&mem_b.win.addr().to_be_bytes());
+    fadd.extend_from_slice(&mem_b.win.keys.rkey.to_be_bytes());
+    fadd.extend_from_slice(&1u64.to_be_bytes());
+    fadd.extend_from_slice(&0u64.to_be_bytes());
+    fadd.extend_from_slice(&[0; 4]); // ICRC
+    let now = p.now();
+    let from = SocketAddr::new(A_ADDR, 0xc011);
+    for _ in 0..1000 {
+        assert!(inject(&mut p.b, now, from, B_ADDR, &fadd));
+    }
+    p.run_to_quiescence(100);
+    let answers =
+        p.a.seen
+            .iter()
+            .filter(|s| s.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE)
+            .count();
+    assert!(
+        (1..=16).contains(&answers),
+        "{answers} answers to 1000 copies"
+    );
+    let after = p.b.read(&mem_b.win, 0, 8);
+    let add = |v: &[u8]| u64::from_ne_bytes(v.try_into().unwrap());
+    assert_eq!(add(&after), add(&before).wrapping_add(1), "executed once");
+}

@@ -401,6 +401,13 @@ impl Responder {
                 if !found || check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len).is_err() {
                     return; // nothing saved for it (or no longer readable): drop, as rxe
                 }
+                let queued = self
+                    .out
+                    .iter()
+                    .any(|r| matches!(*r, Response::Read { first_psn, .. } if first_psn == psn));
+                if queued || self.answers_queued() >= answer_limit(ctx) {
+                    return; // already being answered, or a flood: the requester retries
+                }
                 let msn = self.msn;
                 self.out.push_back(Response::Read {
                     rkey: reth.rkey,
@@ -417,12 +424,23 @@ impl Responder {
                     _ => None,
                 });
                 if let Some(orig) = saved {
+                    if self.answers_queued() >= answer_limit(ctx) {
+                        return; // a flood of duplicates: the requester retries
+                    }
                     let msn = self.msn;
                     self.out.push_back(Response::AtomicAck { psn, orig, msn });
                 }
             }
             _ => {}
         }
+    }
+
+    /// READ responses and atomic ACKs waiting to be sent.
+    fn answers_queued(&self) -> usize {
+        self.out
+            .iter()
+            .filter(|r| matches!(r, Response::Read { .. } | Response::AtomicAck { .. }))
+            .count()
     }
 
     /// Whether a receive WQE is there to take (from the SRQ when the QP has one).
@@ -557,6 +575,12 @@ impl Responder {
     pub fn next_is_plain_ack(&self) -> bool {
         matches!(self.out.front(), Some(Response::Ack { .. }))
     }
+}
+
+/// The most READ responses and atomic ACKs queued for duplicates: the responder resources
+/// (`max_dest_rd_atomic`), so that a flood of duplicate requests cannot grow the queue.
+fn answer_limit(ctx: &QpContext) -> usize {
+    usize::from(ctx.max_dest_rd_atomic).max(1)
 }
 
 fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {
