@@ -53,6 +53,19 @@ pub struct RxStats {
     pub bad_icrc: u64,
     /// Packets dropped as malformed.
     pub malformed: u64,
+    /// Packets dropped because their BTH P_Key does not match the port's (IBTA 10.9.3;
+    /// `ibv_port_attr.bad_pkey_cntr`).
+    pub bad_pkey: u64,
+}
+
+/// The port's one P_Key: the default partition, full member (kernel rxe's and RoCE's).
+pub const DEFAULT_PKEY: u16 = 0xffff;
+
+/// IBTA 10.9.3 P_Key matching: the low 15 bits (the partition) are equal, and at least one of
+/// the two keys is a full member (bit 15); a partition of 0 matches nothing.
+pub fn pkey_matches(a: u16, b: u16) -> bool {
+    let part = |k: u16| k & 0x7fff;
+    part(a) == part(b) && part(a) != 0 && (a | b) & 0x8000 != 0
 }
 
 struct QpEntry {
@@ -340,6 +353,11 @@ impl Nic {
             self.rx.no_qp += 1;
             return;
         };
+        if !pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY) {
+            // Silently dropped and counted, as IBTA 9.6.1.1 and rxe's check_keys do.
+            self.rx.bad_pkey += 1;
+            return;
+        }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
         e.qp.handle_packet(now, pkt, &self.mrs, &mut self.srqs);
@@ -382,5 +400,19 @@ impl Nic {
     /// Whether some QP may have packets to send.
     pub fn wants_transmit(&self) -> bool {
         self.qps.values().any(|e| e.qp.wants_transmit())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pkey_matches;
+
+    #[test]
+    fn pkey_matching_follows_ibta_10_9_3() {
+        assert!(pkey_matches(0xffff, 0xffff), "full and full");
+        assert!(pkey_matches(0x7fff, 0xffff), "limited and full");
+        assert!(!pkey_matches(0x7fff, 0x7fff), "two limited members");
+        assert!(!pkey_matches(0x1234, 0xffff), "another partition");
+        assert!(!pkey_matches(0x8000, 0x8000), "the invalid partition 0");
     }
 }
