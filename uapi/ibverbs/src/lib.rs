@@ -14,7 +14,11 @@
 //! * `devices`: which devices a process sees (one per interface, `softrnic_<ifname>`;
 //!   `SOFTRNIC_ADDR` picks one address) and the `ibv_device` objects.
 //! * `context`: `ibv_open_device`'s `verbs_context` + `ibv_context`.
-//! * `verbs`: the exported entry points; `verbs::unfinished` lists what is not done yet.
+//! * `verbs`: the exported entry points; `verbs::unfinished` lists what is not done yet,
+//!   `verbs::rdmacm` what the real `librdmacm.so.1` imports (perftest links it).
+//!
+//! perftest also links `libmlx5.so.1` and `libefa.so.1`: `standins/` builds minimal
+//! stand-ins for them (see `standins/README.md`).
 
 #![deny(missing_docs)]
 

@@ -1,7 +1,9 @@
 //! The library's dynamic symbols against what rdma-core's programs import: SONAME
 //! `libibverbs.so.1`, every version node of rdma-core 44, and every `IBVERBS_*` symbol that
 //! a binary of ibverbs-utils or perftest imports exported with that version (Debian links them
-//! with BIND_NOW: one missing symbol and the program does not start).
+//! with BIND_NOW: one missing symbol and the program does not start); and that perftest's
+//! binaries, which also load `libmlx5.so.1`, `libefa.so.1` and `librdmacm.so.1`, resolve every
+//! import with softrnic's directory first (the vendor stand-ins, `standins/README.md`).
 
 mod common;
 
@@ -82,4 +84,42 @@ fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
         return;
     }
     assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn perftest_binaries_resolve_every_import_with_the_standins() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir("/usr/bin").expect("/usr/bin").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("ib_") {
+            continue;
+        }
+        // `ldd -r`: the loader's own resolution of every symbol, as BIND_NOW does it.
+        let Ok(out) = Command::new("ldd")
+            .arg("-r")
+            .arg(entry.path())
+            .env("LD_LIBRARY_PATH", common::lib_dir())
+            .output()
+        else {
+            eprintln!("SKIP perftest_binaries_...: no ldd");
+            return;
+        };
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains("undefined symbol"), "{name}:\n{text}");
+        let dir = common::lib_dir().display().to_string();
+        for lib in ["libibverbs.so.1", "libmlx5.so.1", "libefa.so.1"] {
+            let line = text.lines().find(|l| l.contains(&format!("{lib} =>")));
+            if let Some(line) = line {
+                assert!(line.contains(&dir), "{name}: {lib} not ours: {line}");
+            }
+        }
+        checked += 1;
+    }
+    if checked == 0 {
+        eprintln!("SKIP perftest_binaries_...: perftest not installed (apt-get install perftest)");
+    }
 }

@@ -9,5 +9,6 @@ pub(crate) mod pd;
 pub(crate) mod post;
 pub(crate) mod qp;
 pub(crate) mod query;
+pub(crate) mod rdmacm;
 pub(crate) mod strings;
 pub(crate) mod unfinished;

@@ -1,5 +1,6 @@
 //! Shared by the tests that run unmodified rdma-core programs on softrnic: a directory holding
-//! the freshly built library as `libibverbs.so.1`, and running a program with it.
+//! the freshly built library as `libibverbs.so.1` (and the vendor stand-ins perftest loads as
+//! `libmlx5.so.1` and `libefa.so.1`, see `standins/README.md`), and running a program with it.
 
 #![allow(dead_code)]
 
@@ -23,8 +24,15 @@ pub fn built_library() -> PathBuf {
     profile_dir().join("deps").join("libsoftrnic_ibverbs.so")
 }
 
-/// A directory (one per test process) where `libibverbs.so.1` links to the built library: what
-/// `LD_LIBRARY_PATH` must name.
+/// The stand-ins for rdma-core's vendor libraries: (built file in `deps/`, name to load as).
+/// The crate's dev-dependencies on them make `cargo test` build them.
+const STANDINS: &[(&str, &str)] = &[
+    ("libsoftrnic_mlx5.so", "libmlx5.so.1"),
+    ("libsoftrnic_efa.so", "libefa.so.1"),
+];
+
+/// A directory (one per test process) where `libibverbs.so.1` links to the built library, and
+/// `libmlx5.so.1`, `libefa.so.1` to the stand-ins: what `LD_LIBRARY_PATH` must name.
 pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -35,6 +43,13 @@ pub fn lib_dir() -> &'static Path {
         let link = dir.join("libibverbs.so.1");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&lib, &link).expect("linking libibverbs.so.1");
+        for (built, name) in STANDINS {
+            let standin = profile_dir().join("deps").join(built);
+            assert!(standin.exists(), "{} not built", standin.display());
+            let link = dir.join(name);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&standin, &link).expect("linking a stand-in");
+        }
         dir
     })
 }

@@ -1,0 +1,153 @@
+//! perftest's unmodified tools between two processes on softrnic's library (and the vendor
+//! stand-ins, `standins/README.md`), one device each, RoCE v2 with the IPv4-mapped GID 1
+//! (`-x 1`), over a free TCP port: server and client must exit 0 and print the result table.
+//! Each tool has its own pair of `lo` addresses in 127.0.16.x (no other test binds these), and
+//! the runs take turns: on a 2-core machine two spinning perftest pairs would starve each
+//! other's progress threads. Skips a tool that is not installed (`apt-get install perftest`).
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One run at a time (see the module doc).
+static TURN: Mutex<()> = Mutex::new(());
+
+/// A TCP port free right now on `addr`.
+fn free_port(addr: &str) -> u16 {
+    let l = TcpListener::bind((addr, 0)).expect("binding a free port");
+    l.local_addr().expect("local address").port()
+}
+
+fn spawn(prog: &Path, args: &[String], addr: &str) -> Child {
+    Command::new(prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", common::lib_dir())
+        .env("SOFTRNIC_ADDR", addr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting a perftest tool")
+}
+
+/// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
+fn finish(mut child: Child, deadline: Instant) -> Output {
+    while child.try_wait().expect("waiting").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collecting output")
+}
+
+/// Runs `tool` as server on 127.0.16.`host` and client on 127.0.16.`host + 1` with `extra`
+/// arguments; the client retries while the server is not listening yet. Both must exit 0 and
+/// the client (the server too if `server_reports`) print the table whose header contains
+/// `header`; returns the client's result line.
+fn perftest(
+    tool: &str,
+    host: u8,
+    extra: &[&str],
+    header: &str,
+    server_reports: bool,
+) -> Option<String> {
+    let prog = common::program(tool, tool)?;
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let (server_addr, client_addr) = (format!("127.0.16.{host}"), format!("127.0.16.{}", host + 1));
+    let port = free_port(&server_addr).to_string();
+    let mut args: Vec<String> = ["-x", "1", "-p", &port]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let server = spawn(&prog, &args, &server_addr);
+    let mut client_args = args.clone();
+    client_args.push(server_addr.clone());
+    let client = loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let out = finish(spawn(&prog, &client_args, &client_addr), deadline);
+        let (_, stderr) = common::texts(&out);
+        if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
+        {
+            break out;
+        }
+    };
+    let server = finish(server, deadline);
+    let mut result = String::new();
+    for (who, out) in [("server", &server), ("client", &client)] {
+        let (stdout, stderr) = common::texts(out);
+        assert!(
+            out.status.success(),
+            "{who} of {tool} {extra:?} failed ({}):\n{stdout}{stderr}",
+            out.status
+        );
+        if who == "server" && !server_reports {
+            continue;
+        }
+        let mut lines = stdout.lines().skip_while(|l| !l.contains(header));
+        assert!(
+            lines.next().is_some(),
+            "{who} of {tool}: no result table:\n{stdout}{stderr}"
+        );
+        let row = lines.next().unwrap_or("").trim().to_string();
+        assert!(
+            row.split_whitespace().count() >= 4
+                && row.split_whitespace().all(|f| f.parse::<f64>().is_ok()),
+            "{who} of {tool}: no result row:\n{stdout}{stderr}"
+        );
+        eprintln!("{tool} {who}: {header}... | {row}");
+        result = row;
+    }
+    Some(result)
+}
+
+const BW: &str = "BW average[MB/sec]";
+const LAT: &str = "t_typical[usec]";
+
+#[test]
+fn ib_write_bw() {
+    perftest("ib_write_bw", 1, &["-n", "200"], BW, true);
+}
+
+#[test]
+fn ib_send_lat() {
+    perftest("ib_send_lat", 3, &["-n", "200"], LAT, true);
+}
+
+#[test]
+fn ib_read_bw() {
+    perftest("ib_read_bw", 5, &["-n", "200"], BW, true);
+}
+
+#[test]
+fn ib_send_bw() {
+    perftest("ib_send_bw", 7, &["-n", "200"], BW, true);
+}
+
+#[test]
+fn ib_atomic_bw() {
+    perftest("ib_atomic_bw", 9, &["-n", "200"], BW, true);
+}
+
+/// RDMA WRITEs must land while the application spins on memory: the progress thread's job.
+#[test]
+fn ib_write_lat() {
+    perftest("ib_write_lat", 11, &["-n", "200"], LAT, true);
+}
+
+/// The server of READ (and ATOMIC) latency only answers: perftest prints no table there.
+#[test]
+fn ib_read_lat() {
+    perftest("ib_read_lat", 13, &["-n", "200"], LAT, false);
+}
+
+#[test]
+fn ib_atomic_lat() {
+    perftest("ib_atomic_lat", 15, &["-n", "200"], LAT, false);
+}
