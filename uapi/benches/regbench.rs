@@ -57,7 +57,7 @@ fn main() {
                 // SAFETY: `buf` outlives the region (deregistered in the same cycle).
                 let mr = unsafe { pd.reg_mr_raw(buf, size, ACCESS) }.expect("reg_mr");
                 black_box(mr.rkey());
-                mr.dereg().expect("dereg_mr");
+                mr.dereg().map_err(|(_, e)| e).expect("dereg_mr");
             })
         };
         let relaxed = {
@@ -67,7 +67,9 @@ fn main() {
                 let mr =
                     unsafe { pd.reg_mr_relaxed_raw(buf, size, ACCESS) }.expect("reg_mr_relaxed");
                 black_box(mr.rkey());
-                mr.dereg_relaxed().expect("dereg_mr_relaxed");
+                mr.dereg_relaxed()
+                    .map_err(|(_, e)| e)
+                    .expect("dereg_mr_relaxed");
                 if n % FLUSH_EVERY == FLUSH_EVERY - 1 {
                     pd.flush_relaxed_mr();
                 }

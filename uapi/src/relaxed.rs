@@ -217,13 +217,17 @@ impl MemoryRegion {
     /// keep working until the PD's next flush (see the module doc).
     ///
     /// # Errors
-    /// `EINVAL` if the region is not relaxed (it is then deregistered normally when dropped);
-    /// `EBUSY` while a memory window is bound.
-    pub fn dereg_relaxed(mut self) -> Result<()> {
+    /// The region is given back, still registered, with `EINVAL` if it is not relaxed (use
+    /// [`dereg`](Self::dereg)) or `EBUSY` while a memory window is bound (as
+    /// [`dereg`](Self::dereg) does).
+    pub fn dereg_relaxed(mut self) -> core::result::Result<(), (MemoryRegion, Error)> {
         if !self.relaxed {
-            return Err(Error::InvalidArgument("not a relaxed memory region"));
+            return Err((self, Error::InvalidArgument("not a relaxed memory region")));
         }
-        self.deregister()
+        match self.deregister() {
+            Ok(()) => Ok(()),
+            Err(e) => Err((self, e)),
+        }
     }
 
     /// Whether it was registered by `reg_mr_relaxed`.

@@ -131,12 +131,14 @@ fn error_paths() {
     einval(b.pd.reg_mr_relaxed(64, Access::REMOTE_ATOMIC | Access::REMOTE_READ));
     einval(b.pd.reg_mr_relaxed(0, RW));
     einval(b.pd.reg_mr_relaxed(64, RW | Access::ZERO_BASED));
-    // A normal region is not deregistered relaxed (it is deregistered on drop instead).
+    // A normal region is not deregistered relaxed: it comes back, still registered.
     let normal = b.pd.reg_mr(64, RW).unwrap();
-    assert!(matches!(
-        normal.dereg_relaxed(),
-        Err(Error::InvalidArgument(_))
-    ));
+    let Err((normal, e)) = normal.dereg_relaxed() else {
+        panic!("a normal region deregistered relaxed");
+    };
+    assert!(matches!(e, Error::InvalidArgument(_)));
+    normal.write(0, &[1; 64]).unwrap();
+    normal.dereg().map_err(|(_, e)| e).unwrap();
 
     b.pd.init_relaxed_pool(2, 3).unwrap();
     assert!(matches!(b.pd.init_relaxed_pool(2, 3), Err(Error::Busy(_))));
@@ -147,7 +149,7 @@ fn error_paths() {
         b.pd.reg_mr_relaxed(64, RW),
         Err(Error::NoMemory(_))
     ));
-    m1.dereg_relaxed().unwrap();
+    m1.dereg_relaxed().map_err(|(_, e)| e).unwrap();
     drop(m2); // dropping deregisters relaxed too
     let e = b.pd.reg_mr_relaxed(64, RW).err().unwrap();
     assert!(matches!(e, Error::TryAgain(_)) && e.errno() == 11, "{e:?}");
@@ -162,7 +164,7 @@ fn write_before_dereg_after_dereg_and_after_flush() {
     let mr = relaxed(&b, 0, RELAXED_PAGE);
     let (addr, rkey) = (mr.addr(), mr.rkey());
     assert_eq!(write(&a, &mut shadow, &b, 8, addr, rkey), WcStatus::Success);
-    mr.dereg_relaxed().unwrap();
+    mr.dereg_relaxed().map_err(|(_, e)| e).unwrap();
     // The window of vulnerability: the rkey still works until the flush.
     assert_eq!(
         write(&a, &mut shadow, &b, 8, addr + 8, rkey),
@@ -220,7 +222,7 @@ fn access_is_extended_to_the_page_boundaries() {
         WcStatus::RemAccessErr
     );
     untouched(&b, &shadow);
-    mr.dereg_relaxed().unwrap();
+    mr.dereg_relaxed().map_err(|(_, e)| e).unwrap();
     b.pd.flush_relaxed_mr();
 }
 
@@ -259,7 +261,7 @@ fn nothing_lands_after_flush_while_writes_stream() {
             });
             thread::sleep(Duration::from_millis(5));
             for m in mrs {
-                m.dereg_relaxed().unwrap();
+                m.dereg_relaxed().map_err(|(_, e)| e).unwrap();
             }
             assert_eq!(b.pd.flush_relaxed_mr(), PAGES);
             b.mem.write(0, &[0xee; PAGES * RELAXED_PAGE]).unwrap();
