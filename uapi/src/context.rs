@@ -151,9 +151,11 @@ impl Context {
 
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Pd {
+        let handle = PdHandle(self.inner.next_pd.fetch_add(1, Ordering::Relaxed));
         Pd {
             ctx: self.clone(),
-            handle: PdHandle(self.inner.next_pd.fetch_add(1, Ordering::Relaxed)),
+            handle,
+            relaxed: Arc::new(crate::relaxed::Relaxed::new(self.clone(), handle)),
         }
     }
 
@@ -190,6 +192,8 @@ impl Context {
 pub struct Pd {
     pub(crate) ctx: Context,
     pub(crate) handle: PdHandle,
+    /// The relaxed-region pool, made on first use (`relaxed.rs`).
+    pub(crate) relaxed: Arc<crate::relaxed::Relaxed>,
 }
 
 impl Pd {

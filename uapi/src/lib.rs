@@ -20,12 +20,17 @@
 //!
 //! Dropping a [`MemoryRegion`] deregisters it (waiting for accesses in progress), so its keys
 //! are dead before its memory is freed.
+//!
+//! Relaxed regions ([`Pd::reg_mr_relaxed`], Solaris OFED's) are the exception by design: their
+//! keys live on after [`MemoryRegion::dereg_relaxed`] until [`Pd::flush_relaxed_mr`], so a
+//! relaxed region that owns its buffer frees it only after that flush.
 
 mod context;
 mod descriptor;
 mod mr;
 mod mw;
 mod qp;
+mod relaxed;
 mod srq;
 
 pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
@@ -33,6 +38,7 @@ pub use descriptor::{DescriptorError, RemoteMr, Usage, DESCRIPTOR_LEN};
 pub use mr::MemoryRegion;
 pub use mw::{inc_rkey, local_inv_wr, Mw};
 pub use qp::{QpInitAttr, QueuePair};
+pub use relaxed::{RELAXED_PAGE, RELAXED_POOL_DEFAULT};
 pub use srq::Srq;
 
 pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};

@@ -13,14 +13,16 @@ pub const PAGE: usize = 4096;
 
 /// A registered memory region (`ibv_mr`).
 pub struct MemoryRegion {
-    pd: Pd,
-    keys: MrKeys,
-    addr: *mut u8,
-    len: usize,
-    access: Access,
+    pub(crate) pd: Pd,
+    pub(crate) keys: MrKeys,
+    pub(crate) addr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) access: Access,
     /// The layout, when the region owns its buffer.
-    owned: Option<Layout>,
-    registered: bool,
+    pub(crate) owned: Option<Layout>,
+    pub(crate) registered: bool,
+    /// Registered by `reg_mr_relaxed` (`relaxed.rs`).
+    pub(crate) relaxed: bool,
 }
 
 // SAFETY: the region's bytes are only reached through the key table (which synchronizes), and
@@ -86,6 +88,7 @@ impl Pd {
             access,
             owned: None,
             registered: true,
+            relaxed: false,
         })
     }
 }
@@ -167,7 +170,8 @@ impl MemoryRegion {
         }
     }
 
-    /// `ibv_dereg_mr`: the keys die; accesses in progress finish first.
+    /// `ibv_dereg_mr`: the keys die; accesses in progress finish first. (For a relaxed region,
+    /// as [`dereg_relaxed`](Self::dereg_relaxed): the keys die at the next flush.)
     ///
     /// # Errors
     /// `EBUSY` while a memory window is bound: the region is given back, still registered
@@ -180,8 +184,11 @@ impl MemoryRegion {
         }
     }
 
-    fn deregister(&mut self) -> Result<()> {
-        if self.registered {
+    pub(crate) fn deregister(&mut self) -> Result<()> {
+        if self.registered && self.relaxed {
+            self.pd.relaxed.deregister(self.keys.lkey)?;
+            self.registered = false;
+        } else if self.registered {
             self.pd.ctx.inner.device.mrs().deregister(self.keys.lkey)?;
             self.registered = false;
         }
@@ -197,6 +204,11 @@ impl Drop for MemoryRegion {
             return;
         }
         if let Some(layout) = self.owned {
+            if self.relaxed {
+                // Reachable until the next flush: freed by it.
+                self.pd.relaxed.free_after_flush(self.addr, layout);
+                return;
+            }
             // SAFETY: allocated by `reg_mr` with this layout; deregistered, so unreachable.
             unsafe { dealloc(self.addr, layout) };
         }

@@ -104,9 +104,8 @@ pub(super) enum State {
     Valid = 1,
     /// Deregistration has begun: keys are dead, accessors already inside may finish.
     Invalidating = 2,
-    /// Reserved for relaxed MRs (next issue): deregistered by the application but not yet
+    /// A relaxed region (`relaxed.rs`) deregistered by the application but not yet
     /// invalidated; keys still work until the deferred invalidation is flushed.
-    #[cfg_attr(not(test), allow(dead_code))]
     Deferred = 3,
     /// A memory window, allocated and not bound: its R_Key reaches nothing.
     Unbound = 4,

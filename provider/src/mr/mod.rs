@@ -45,6 +45,10 @@
 //! of the region reaches the memory. The closures must therefore not call back into the
 //! table (a nested access to the same region would deadlock): copy through a buffer.
 //!
+//! Relaxed regions (`relaxed.rs`, Solaris OFED's `ibv_reg_mr_relaxed`) take their keys from a
+//! per-PD pool and defer this invalidation to a flush: their keys stay usable between
+//! [`MrTable::deregister_relaxed`] and [`MrTable::flush_relaxed`].
+//!
 //! # Zero length
 //!
 //! Registering zero bytes is refused (`EINVAL`), as the kernel's `ib_umem_get` refuses a
@@ -55,6 +59,9 @@
 mod access;
 mod check;
 mod pin;
+mod relaxed;
+#[cfg(test)]
+mod relaxed_tests;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -71,6 +78,7 @@ use check::{
     check_entry, check_index, check_tag, tag, tag_key, tag_state, Entry, MemPtr, Op, State,
 };
 pub use pin::{PinError, PinFor, ReadPin};
+pub use relaxed::{RelaxedPool, RELAXED_PAGE};
 use window::check_window;
 pub use window::{MwBind, MwType};
 
@@ -113,6 +121,9 @@ struct Slot {
     tag: AtomicU64,
     /// Memory windows bound to this region; deregistration is refused while non-zero.
     bound_windows: AtomicU32,
+    /// The relaxed pool (`relaxed.rs`) that owns this index, 0 if none: such an index never
+    /// goes back to the free list and [`MrTable::deregister`] refuses its keys.
+    pool: AtomicU32,
     /// The registration; held while a closure touches the memory.
     entry: RwLock<Entry>,
 }
@@ -162,6 +173,7 @@ impl MrTable {
                 Slot {
                     tag: AtomicU64::new(tag(key, State::Free)),
                     bound_windows: AtomicU32::new(0),
+                    pool: AtomicU32::new(0),
                     entry: RwLock::new(Entry::EMPTY),
                 }
             })
@@ -256,7 +268,8 @@ impl MrTable {
     /// # Errors
     ///
     /// - `EINVAL`: `key` is not the key of a registered region (unknown, stale, or already
-    ///   being deregistered), as `ibv_dereg_mr(3)` says for an invalid MR.
+    ///   being deregistered), as `ibv_dereg_mr(3)` says for an invalid MR; or it is a relaxed
+    ///   region's (use [`deregister_relaxed`](Self::deregister_relaxed)).
     /// - `EBUSY`: a memory window is bound to the region. (`ibv_dereg_mr(3)` says EBUSY; the
     ///   kernel's rxe answers EINVAL instead. softrnic follows the man page.)
     pub fn deregister(&self, key: u32) -> Result<()> {
@@ -265,7 +278,7 @@ impl MrTable {
         let index = check_index(key, self.slots.len()).map_err(|_| INVALID)?;
         let slot = &self.slots[index - 1];
         let valid = tag(key, State::Valid);
-        if slot.tag.load(Ordering::Acquire) != valid {
+        if slot.tag.load(Ordering::Acquire) != valid || slot.pool.load(Ordering::Acquire) != 0 {
             return Err(INVALID);
         }
         if slot.bound_windows.load(Ordering::SeqCst) != 0 {
