@@ -11,6 +11,35 @@ use crate::context::Pd;
 /// The page size regions are aligned to.
 pub const PAGE: usize = 4096;
 
+/// Allocates `len` zeroed bytes in whole pages, registers them with `register`, and makes
+/// the region the buffer's owner; frees the buffer if registration fails.
+pub(crate) fn with_owned_buffer(
+    len: usize,
+    register: impl FnOnce(*mut u8) -> Result<MemoryRegion>,
+) -> Result<MemoryRegion> {
+    if len == 0 {
+        return Err(Error::InvalidArgument("zero-length memory region"));
+    }
+    let layout = Layout::from_size_align(len.next_multiple_of(PAGE), PAGE)
+        .map_err(|_| Error::InvalidArgument("region too large"))?;
+    // SAFETY: non-zero size.
+    let addr = unsafe { alloc_zeroed(layout) };
+    if addr.is_null() {
+        return Err(Error::NoMemory("cannot allocate the region"));
+    }
+    match register(addr) {
+        Ok(mut mr) => {
+            mr.owned = Some(layout);
+            Ok(mr)
+        }
+        Err(e) => {
+            // SAFETY: allocated above with this layout, never registered.
+            unsafe { dealloc(addr, layout) };
+            Err(e)
+        }
+    }
+}
+
 /// A registered memory region (`ibv_mr`).
 pub struct MemoryRegion {
     pub(crate) pd: Pd,
@@ -38,28 +67,8 @@ impl Pd {
     /// As `ibv_reg_mr`: `EINVAL` for bad access flags (REMOTE_WRITE or REMOTE_ATOMIC without
     /// LOCAL_WRITE) or `len` 0; `ENOMEM` if the buffer or a key cannot be had.
     pub fn reg_mr(&self, len: usize, access: Access) -> Result<MemoryRegion> {
-        if len == 0 {
-            return Err(Error::InvalidArgument("zero-length memory region"));
-        }
-        let layout = Layout::from_size_align(len.next_multiple_of(PAGE), PAGE)
-            .map_err(|_| Error::InvalidArgument("region too large"))?;
-        // SAFETY: non-zero size.
-        let addr = unsafe { alloc_zeroed(layout) };
-        if addr.is_null() {
-            return Err(Error::NoMemory("cannot allocate the region"));
-        }
         // SAFETY: the buffer is ours, valid until `Drop` frees it after deregistration.
-        match unsafe { self.reg_mr_raw(addr, len, access) } {
-            Ok(mut mr) => {
-                mr.owned = Some(layout);
-                Ok(mr)
-            }
-            Err(e) => {
-                // SAFETY: allocated above with this layout, never registered.
-                unsafe { dealloc(addr, layout) };
-                Err(e)
-            }
-        }
+        with_owned_buffer(len, |addr| unsafe { self.reg_mr_raw(addr, len, access) })
     }
 
     /// `ibv_reg_mr` of memory the caller owns; peers address it by its virtual address.

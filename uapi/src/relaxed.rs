@@ -13,7 +13,7 @@
 //! makes on its own under pool pressure) returns; after that none can. A region that owns its
 //! buffer ([`Pd::reg_mr_relaxed`]) frees it only after a flush of the PD has covered it.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::alloc::{dealloc, Layout};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 pub use softrnic_provider::mr::RELAXED_PAGE;
@@ -21,7 +21,10 @@ use softrnic_provider::mr::{Access, PdHandle, RelaxedPool};
 use softrnic_provider::{Error, Result};
 
 use crate::context::{Context, Pd};
-use crate::mr::MemoryRegion;
+use crate::mr::{with_owned_buffer, MemoryRegion, PAGE};
+
+// Owned relaxed buffers are whole pages of `with_owned_buffer`, the pages relaxed access extends to.
+const _: () = assert!(PAGE == RELAXED_PAGE);
 
 /// Keys in a PD's relaxed pool unless [`Pd::init_relaxed_pool`] says otherwise; the provider
 /// flushes on its own when the pool is empty and half of them await invalidation.
@@ -141,29 +144,14 @@ impl Pd {
             return Err(Error::InvalidArgument("zero-length memory region"));
         }
         access.check_for_mr()?;
-        let layout = Layout::from_size_align(len.next_multiple_of(RELAXED_PAGE), RELAXED_PAGE)
-            .map_err(|_| Error::InvalidArgument("region too large"))?;
         // Keep parked buffers bounded when only the provider's own batches flush.
         if self.relaxed.pending_len() >= RELAXED_POOL_DEFAULT {
             self.relaxed.flush();
         }
-        // SAFETY: non-zero size.
-        let addr = unsafe { alloc_zeroed(layout) };
-        if addr.is_null() {
-            return Err(Error::NoMemory("cannot allocate the region"));
-        }
         // SAFETY: whole pages of ours, valid until a flush after deregistration frees them.
-        match unsafe { self.reg_mr_relaxed_raw(addr, len, access) } {
-            Ok(mut mr) => {
-                mr.owned = Some(layout);
-                Ok(mr)
-            }
-            Err(e) => {
-                // SAFETY: allocated above with this layout, never registered.
-                unsafe { dealloc(addr, layout) };
-                Err(e)
-            }
-        }
+        with_owned_buffer(len, |addr| unsafe {
+            self.reg_mr_relaxed_raw(addr, len, access)
+        })
     }
 
     /// `ibv_reg_mr_relaxed` of memory the caller owns.
