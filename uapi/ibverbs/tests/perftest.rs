@@ -7,43 +7,11 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// One run at a time (see the module doc).
 static TURN: Mutex<()> = Mutex::new(());
-
-/// A TCP port free right now on `addr`.
-fn free_port(addr: &str) -> u16 {
-    let l = TcpListener::bind((addr, 0)).expect("binding a free port");
-    l.local_addr().expect("local address").port()
-}
-
-fn spawn(prog: &Path, args: &[String], addr: &str) -> Child {
-    Command::new(prog)
-        .args(args)
-        .env("LD_LIBRARY_PATH", common::lib_dir())
-        .env("SOFTRNIC_ADDR", addr)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting a perftest tool")
-}
-
-/// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
-fn finish(mut child: Child, deadline: Instant) -> Output {
-    while child.try_wait().expect("waiting").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("collecting output")
-}
 
 /// Runs `tool` as server on 127.0.16.`host` and client on 127.0.16.`host + 1` with `extra`
 /// arguments; the client retries while the server is not listening yet. Both must exit 0 and
@@ -59,26 +27,26 @@ fn perftest(
     let prog = common::program(tool, tool)?;
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let (server_addr, client_addr) = (format!("127.0.16.{host}"), format!("127.0.16.{}", host + 1));
-    let port = free_port(&server_addr).to_string();
+    let port = common::free_port(&server_addr).to_string();
     let mut args: Vec<String> = ["-x", "1", "-p", &port]
         .iter()
         .map(|s| s.to_string())
         .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let deadline = Instant::now() + Duration::from_secs(90);
-    let server = spawn(&prog, &args, &server_addr);
+    let server = common::spawn(&prog, &args, &server_addr);
     let mut client_args = args.clone();
     client_args.push(server_addr.clone());
     let client = loop {
         std::thread::sleep(Duration::from_millis(200));
-        let out = finish(spawn(&prog, &client_args, &client_addr), deadline);
+        let out = common::finish(common::spawn(&prog, &client_args, &client_addr), deadline);
         let (_, stderr) = common::texts(&out);
         if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
         {
             break out;
         }
     };
-    let server = finish(server, deadline);
+    let server = common::finish(server, deadline);
     let mut result = String::new();
     for (who, out) in [("server", &server), ("client", &client)] {
         let (stdout, stderr) = common::texts(out);

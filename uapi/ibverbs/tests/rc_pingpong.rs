@@ -5,65 +5,34 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SERVER: &str = "127.0.13.1";
 const CLIENT: &str = "127.0.13.2";
 
-/// A TCP port free right now on the server's address.
-fn free_port() -> u16 {
-    let l = TcpListener::bind((SERVER, 0)).expect("binding a free port");
-    l.local_addr().expect("local address").port()
-}
-
-fn spawn(prog: &std::path::Path, args: &[String], addr: &str) -> Child {
-    Command::new(prog)
-        .args(args)
-        .env("LD_LIBRARY_PATH", common::lib_dir())
-        .env("SOFTRNIC_ADDR", addr)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting ibv_rc_pingpong")
-}
-
-/// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
-fn finish(mut child: Child, deadline: Instant) -> Output {
-    while child.try_wait().expect("waiting").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("collecting output")
-}
-
 /// Runs server and client with `extra` arguments; the client retries while the server is not
 /// listening yet.
 fn pingpong(prog: &std::path::Path, extra: &[&str]) {
-    let port = free_port().to_string();
+    let port = common::free_port(SERVER).to_string();
     let mut args: Vec<String> = ["-g", "1", "-p", &port]
         .iter()
         .map(|s| s.to_string())
         .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let server = spawn(prog, &args, SERVER);
+    let server = common::spawn(prog, &args, SERVER);
     let mut client_args = args.clone();
     client_args.push(SERVER.into());
     let client = loop {
         std::thread::sleep(Duration::from_millis(100));
-        let out = finish(spawn(prog, &client_args, CLIENT), deadline);
+        let out = common::finish(common::spawn(prog, &client_args, CLIENT), deadline);
         let (_, stderr) = common::texts(&out);
         if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
         {
             break out;
         }
     };
-    let server = finish(server, deadline);
+    let server = common::finish(server, deadline);
     for (who, out) in [("server", &server), ("client", &client)] {
         let (stdout, stderr) = common::texts(out);
         assert!(

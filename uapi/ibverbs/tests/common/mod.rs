@@ -4,9 +4,11 @@
 
 #![allow(dead_code)]
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// `target/<profile>`, from the test executable's path (`target/<profile>/deps/<test>`).
 fn profile_dir() -> PathBuf {
@@ -119,4 +121,34 @@ pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(exe)
+}
+
+/// A TCP port free right now on `addr` (for a server/client pair's setup exchange).
+pub fn free_port(addr: &str) -> u16 {
+    let l = TcpListener::bind((addr, 0)).expect("binding a free port");
+    l.local_addr().expect("local address").port()
+}
+
+/// Starts `prog` on softrnic (our library, device of `addr`), its output captured.
+pub fn spawn(prog: &Path, args: &[String], addr: &str) -> Child {
+    Command::new(prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("SOFTRNIC_ADDR", addr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", prog.display()))
+}
+
+/// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
+pub fn finish(mut child: Child, deadline: Instant) -> Output {
+    while child.try_wait().expect("waiting").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collecting output")
 }
