@@ -7,3 +7,4 @@ pub mod peer;
 pub mod perf;
 pub mod pingpong;
 pub mod rig;
+pub mod run;

@@ -83,6 +83,21 @@ enum Command {
         #[arg(long)]
         bind: std::net::IpAddr,
     },
+    /// Run an unmodified verbs program (ibv_rc_pingpong, perftest, ...) on softrnic: its
+    /// libibverbs.so.1 is softrnic's drop-in library, and with --addr its device is the one
+    /// owning that address. Exits with the program's status.
+    Run {
+        /// The local address whose device the program uses (sets SOFTRNIC_ADDR).
+        #[arg(long)]
+        addr: Option<std::net::IpAddr>,
+        /// The folder holding the built libsoftrnic_ibverbs.so (default: beside this
+        /// executable, or in its deps/ folder).
+        #[arg(long)]
+        lib: Option<PathBuf>,
+        /// The program and its arguments (after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        program: Vec<std::ffi::OsString>,
+    },
     /// Measure throughput and latency: for now the raw kernel UDP baseline over loopback
     /// (127.0.0.1 to 127.0.0.2), which the RC figures are to be compared with.
     Perf {
@@ -101,6 +116,24 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run { addr, lib, program } => {
+            let o = softrnic_tools::run::Options { addr, lib, program };
+            return match softrnic_tools::run::run(&o) {
+                // The program's own status (a signal's death as 128 + signal, as shells do).
+                Ok(status) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let code = status
+                        .code()
+                        .or(status.signal().map(|s| 128 + s))
+                        .unwrap_or(1);
+                    ExitCode::from(u8::try_from(code).unwrap_or(1))
+                }
+                Err(e) => {
+                    eprintln!("softrnic run: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
         Command::Demo { a, b, polling } => run_demo(a, b, polling),
