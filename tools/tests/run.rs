@@ -28,7 +28,10 @@ fn ibv_devinfo_runs_on_softrnic_and_sees_the_address_device() {
     }
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("hca_id:\tsoftrnic_lo"), "{stdout}");
-    assert!(stdout.contains("::ffff:127.0.21.1"), "the --addr GID: {stdout}");
+    assert!(
+        stdout.contains("::ffff:127.0.21.1"),
+        "the --addr GID: {stdout}"
+    );
     assert!(stdout.contains("PORT_ACTIVE"), "{stdout}");
 }
 
@@ -53,5 +56,8 @@ fn without_a_library_it_says_how_to_build_one() {
         .expect("runs");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("cargo build --release -p softrnic-ibverbs"), "{stderr}");
+    assert!(
+        stderr.contains("cargo build --release -p softrnic-ibverbs"),
+        "{stderr}"
+    );
 }

@@ -30,6 +30,7 @@ mod descriptor;
 mod mr;
 mod mw;
 mod qp;
+mod rdma_verbs;
 mod relaxed;
 mod srq;
 
