@@ -37,18 +37,21 @@
 //! [`MAX_IOVS`] pieces per syscall; larger batches take several); the receive buffers are the
 //! caller's. The only allocations are the sockets and their map entry, once per source port.
 //! The test `no_allocation_per_packet` checks this with a counting global allocator (see
-//! `udp_tests.rs`).
+//! `udp/tests.rs`).
 
 use std::collections::HashMap;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats};
+
+mod sock;
+use sock::{open_socket, per_packet_error, read_sockaddr, setsockopt, write_sockaddr};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` call.
 pub const MAX_MSGS: usize = 64;
@@ -473,139 +476,5 @@ impl Transport for UdpTransport {
     }
 }
 
-/// Errors that concern one datagram: it is dropped and sending goes on.
-fn per_packet_error(errno: i32) -> bool {
-    matches!(
-        errno,
-        libc::EMSGSIZE
-            | libc::EHOSTUNREACH
-            | libc::ENETUNREACH
-            | libc::EHOSTDOWN
-            | libc::ENETDOWN
-            | libc::ECONNREFUSED
-            | libc::EPERM
-            | libc::EACCES
-            | libc::EADDRNOTAVAIL
-            | libc::ENOBUFS
-            | libc::EINVAL
-    )
-}
-
-/// A nonblocking UDP socket bound to `(ip, port)` that never fragments.
-fn open_socket(ip: IpAddr, port: u16) -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(SocketAddr::new(ip, port)).map_err(|e| match e.kind() {
-        io::ErrorKind::AddrInUse if port == ROCE_V2_UDP_PORT => io::Error::new(
-            e.kind(),
-            format!(
-                "UDP port 4791 on {ip} is in use: another softrnic device on this address, or \
-                 the kernel's rdma_rxe (which binds 4791 on every address): {e}"
-            ),
-        ),
-        io::ErrorKind::AddrInUse => io::Error::new(
-            e.kind(),
-            format!("UDP source port {port} on {ip} is in use by another socket: {e}"),
-        ),
-        io::ErrorKind::AddrNotAvailable => io::Error::new(
-            e.kind(),
-            format!("{ip} is not an address of this host: {e}"),
-        ),
-        _ => e,
-    })?;
-    s.set_nonblocking(true)?;
-    match ip {
-        IpAddr::V4(_) => setsockopt(
-            &s,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DO,
-        )?,
-        IpAddr::V6(_) => setsockopt(
-            &s,
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_DO,
-        )?,
-    }
-    Ok(s)
-}
-
-fn setsockopt(
-    s: &UdpSocket,
-    level: libc::c_int,
-    name: libc::c_int,
-    v: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: v outlives the call and its size is passed.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Writes `addr` as a `sockaddr_in` / `sockaddr_in6` into `out`; returns its length.
-fn write_sockaddr(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
-    match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_storage is larger and more aligned than sockaddr_in.
-            let sin =
-                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = a.port().to_be();
-            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-            size_of::<libc::sockaddr_in>() as libc::socklen_t
-        }
-        SocketAddr::V6(a) => {
-            // SAFETY: as above, for sockaddr_in6.
-            let sin6 =
-                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = a.port().to_be();
-            sin6.sin6_flowinfo = a.flowinfo();
-            sin6.sin6_addr.s6_addr = a.ip().octets();
-            sin6.sin6_scope_id = a.scope_id();
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t
-        }
-    }
-}
-
-/// Reads a `sockaddr_in` / `sockaddr_in6` that the kernel wrote.
-fn read_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match libc::c_int::from(ss.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: the family says the storage holds a sockaddr_in.
-            let sin =
-                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                ip,
-                u16::from_be(sin.sin_port),
-            )))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says the storage holds a sockaddr_in6.
-            let sin6 =
-                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
-#[path = "udp_tests.rs"]
 mod tests;
