@@ -5,6 +5,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod misc;
 pub(crate) mod modify;
+pub(crate) mod mw;
 pub(crate) mod pd;
 pub(crate) mod post;
 pub(crate) mod qp;
