@@ -2,6 +2,7 @@
 
 pub(crate) mod channel;
 pub(crate) mod cq;
+pub(crate) mod descriptor;
 pub(crate) mod device;
 pub(crate) mod misc;
 pub(crate) mod modify;
@@ -11,5 +12,6 @@ pub(crate) mod post;
 pub(crate) mod qp;
 pub(crate) mod query;
 pub(crate) mod rdmacm;
+pub(crate) mod relaxed;
 pub(crate) mod strings;
 pub(crate) mod unfinished;
