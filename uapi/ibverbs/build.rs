@@ -1,5 +1,5 @@
 //! Links `libsoftrnic_ibverbs.so` as `libibverbs.so.1`: the SONAME, and a version script that
-//! defines rdma-core 44's symbol version nodes.
+//! defines rdma-core 44's symbol version nodes and softrnic's own, `SOFTRNIC_1.0`.
 //!
 //! The script only defines the nodes. The names are bound to them in the object files by
 //! `.symver helper, name@@NODE` directives (see `src/export.rs`): rust-lld leaves the names
@@ -32,6 +32,10 @@ const PUBLIC_NODES: &[&str] = &[
 /// The node of the symbols rdma-core shares with its own providers and tools (`driver.h`).
 const PRIVATE_NODE: &str = "IBVERBS_PRIVATE_34";
 
+/// softrnic's own extensions (`include/softrnic/ext.h`): the relaxed MRs of Solaris OFED and
+/// the MR descriptors.
+const SOFTRNIC_NODE: &str = "SOFTRNIC_1.0";
+
 fn main() {
     let mut map = String::new();
     let mut parent: Option<&str> = None;
@@ -44,6 +48,7 @@ fn main() {
         parent = Some(node);
     }
     writeln!(map, "{PRIVATE_NODE} {{ }};").expect("writing to a String");
+    writeln!(map, "{SOFTRNIC_NODE} {{ }};").expect("writing to a String");
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let path = out.join("libibverbs.map");

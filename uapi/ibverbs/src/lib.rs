@@ -14,7 +14,9 @@
 //! * `devices`: which devices a process sees (one per interface, `softrnic_<ifname>`;
 //!   `SOFTRNIC_ADDR` picks one address) and the `ibv_device` objects.
 //! * `context`: `ibv_open_device`'s `verbs_context` + `ibv_context`.
-//! * `verbs`: the exported entry points; `verbs::unfinished` lists what is not done yet,
+//! * `verbs`: the exported entry points (softrnic's extensions, `verbs::relaxed` and
+//!   `verbs::descriptor`, with version `SOFTRNIC_1.0`, declared in `include/softrnic/ext.h`);
+//!   `verbs::unfinished` lists what is not done yet,
 //!   `verbs::rdmacm` what the real `librdmacm.so.1` imports (perftest links it).
 //!
 //! perftest also links `libmlx5.so.1` and `libefa.so.1`: `standins/` builds minimal

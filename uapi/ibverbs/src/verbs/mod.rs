@@ -2,13 +2,16 @@
 
 pub(crate) mod channel;
 pub(crate) mod cq;
+pub(crate) mod descriptor;
 pub(crate) mod device;
 pub(crate) mod misc;
 pub(crate) mod modify;
+pub(crate) mod mw;
 pub(crate) mod pd;
 pub(crate) mod post;
 pub(crate) mod qp;
 pub(crate) mod query;
 pub(crate) mod rdmacm;
+pub(crate) mod relaxed;
 pub(crate) mod strings;
 pub(crate) mod unfinished;

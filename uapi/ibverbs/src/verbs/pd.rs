@@ -20,15 +20,15 @@ use crate::live::Live;
 /// A protection domain.
 #[repr(C)]
 pub(crate) struct SoftPd {
-    ibv: ibv_pd,
+    pub ibv: ibv_pd,
     pub pd: Pd,
 }
 
 /// A memory region.
 #[repr(C)]
-struct SoftMr {
-    ibv: ibv_mr,
-    mr: MemoryRegion,
+pub(crate) struct SoftMr {
+    pub ibv: ibv_mr,
+    pub mr: MemoryRegion,
 }
 
 static PDS: Live = Live::new();
@@ -38,6 +38,51 @@ static MRS: Live = Live::new();
 pub(crate) fn pd_of<'a>(pd: *const ibv_pd) -> Option<&'a SoftPd> {
     // SAFETY: a live PD pointer is the `ibv` field, at offset 0, of a boxed SoftPd.
     PDS.contains(pd).then(|| unsafe { &*pd.cast::<SoftPd>() })
+}
+
+/// The MR at `mr`, if alive. Valid until it is deregistered.
+pub(crate) fn mr_of<'a>(mr: *const ibv_mr) -> Option<&'a SoftMr> {
+    // SAFETY: a live MR pointer is the `ibv` field, at offset 0, of a boxed SoftMr.
+    MRS.contains(mr).then(|| unsafe { &*mr.cast::<SoftMr>() })
+}
+
+/// Makes `mr`, registered on the PD `pd` (live, `soft`), a live `ibv_mr` for C.
+pub(crate) fn publish_mr(pd: *mut ibv_pd, soft: &SoftPd, mr: MemoryRegion) -> *mut ibv_mr {
+    let ibv = ibv_mr {
+        context: soft.ibv.context,
+        pd,
+        addr: mr.addr() as *mut c_void,
+        length: mr.len(),
+        handle: mr.lkey(),
+        lkey: mr.lkey(),
+        rkey: mr.rkey(),
+    };
+    let p = Box::into_raw(Box::new(SoftMr { ibv, mr })).cast::<ibv_mr>();
+    MRS.insert(p);
+    p
+}
+
+/// Deregisters the live MR `mr` with `dereg` (a `MemoryRegion` method): 0, `EINVAL` for a
+/// pointer that is not a live MR, or `dereg`'s errno, the MR then staying live for C.
+pub(crate) fn dereg_with(
+    mr: *mut ibv_mr,
+    dereg: impl FnOnce(MemoryRegion) -> Result<(), (MemoryRegion, softrnic_uapi::Error)>,
+) -> c_int {
+    if !MRS.remove(mr) {
+        return libc::EINVAL;
+    }
+    // SAFETY: `mr` was live, so it came from Box::into_raw of a SoftMr; removing it from MRS
+    // makes this the only owner.
+    let mut soft = unsafe { Box::from_raw(mr.cast::<SoftMr>()) };
+    match dereg(soft.mr) {
+        Ok(()) => 0,
+        Err((back, e)) => {
+            // Still registered: the same ibv_mr (same address) stays live for the program.
+            soft.mr = back;
+            MRS.insert(Box::into_raw(soft).cast::<ibv_mr>());
+            e.errno()
+        }
+    }
 }
 
 /// NULL with `errno = e`.
@@ -122,18 +167,7 @@ export! { "IBVERBS_1.8";
                 Ok(mr) => mr,
                 Err(e) => return fail(e.errno()),
             };
-            let ibv = ibv_mr {
-                context: soft.ibv.context,
-                pd,
-                addr,
-                length,
-                handle: mr.lkey(),
-                lkey: mr.lkey(),
-                rkey: mr.rkey(),
-            };
-            let p = Box::into_raw(Box::new(SoftMr { ibv, mr })).cast::<ibv_mr>();
-            MRS.insert(p);
-            p
+            publish_mr(pd, soft, mr)
         })
     }
 }
@@ -143,22 +177,6 @@ export! { "IBVERBS_1.1";
     /// finished), `EINVAL` for a pointer that is not a live MR, `EBUSY` while a memory window
     /// is bound to it (the MR then stays valid, as the man page says).
     unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-        catch(libc::EIO, || {
-            if !MRS.remove(mr) {
-                return libc::EINVAL;
-            }
-            // SAFETY: `mr` was live, so it came from Box::into_raw of a SoftMr; removing it
-            // from MRS makes this the only owner.
-            let mut soft = unsafe { Box::from_raw(mr.cast::<SoftMr>()) };
-            match soft.mr.dereg() {
-                Ok(()) => 0,
-                Err((back, e)) => {
-                    // Still registered: the same ibv_mr stays live for the program.
-                    soft.mr = back;
-                    MRS.insert(Box::into_raw(soft).cast::<ibv_mr>());
-                    e.errno()
-                }
-            }
-        })
+        catch(libc::EIO, || dereg_with(mr, MemoryRegion::dereg))
     }
 }

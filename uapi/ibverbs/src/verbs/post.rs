@@ -43,13 +43,18 @@ unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int) -> Result<Vec<Sge>, c_in
 }
 
 /// softrnic's form of one send WR: `imm_data` as on the wire (verbs gives it in network
-/// order), `invalidate_rkey` as is; `wr.rdma` for WRITE/READ, `wr.atomic` for atomics.
+/// order), `invalidate_rkey` as is; `wr.rdma` for WRITE/READ, `wr.atomic` for atomics,
+/// `bind_mw` for BIND_MW (type 2 windows, `verbs::mw`).
 ///
 /// # Safety
 /// `w`'s `sg_list` must point to `num_sge` readable SGEs.
 pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
     use SendOpcode::*;
     let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
+    let flags = SendFlags(w.send_flags & SEND_FLAGS);
+    if opcode == BindMw {
+        return crate::verbs::mw::bind_wr(w, flags);
+    }
     // SAFETY: forwarded from the caller.
     let sg_list = unsafe { sges(w.sg_list, w.num_sge)? };
     let imm = match opcode {
@@ -87,14 +92,13 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
     Ok(SendWr {
         wr_id: w.wr_id,
         opcode,
-        flags: SendFlags(w.send_flags & SEND_FLAGS),
+        flags,
         sg_list,
         imm_data_or_inv_rkey: imm,
         remote,
         compare_add,
         swap,
-        // Memory windows through the C ABI are not done yet (issue 5): a BIND_MW WR is
-        // refused with EINVAL by the provider for want of its bind.
+        // Only BIND_MW carries one (`verbs::mw::bind_wr`).
         bind_mw: None,
     })
 }

@@ -10,16 +10,15 @@
 //!   `ibv_destroy_srq`, the op `post_srq_recv`;
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
 //!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
-//! * async events: `ibv_get_async_event`, `ibv_ack_async_event` (and a real `async_fd`);
-//! * memory windows: the ops `alloc_mw`, `bind_mw`, `dealloc_mw`.
+//! * async events: `ibv_get_async_event`, `ibv_ack_async_event` (and a real `async_fd`).
 
 use std::ptr::null_mut;
 
 use libc::{c_int, c_void};
 
 use crate::abi::context::ibv_context;
-use crate::abi::objects::{ibv_cq, ibv_mw, ibv_pd, ibv_qp, ibv_srq};
-use crate::abi::wr::{ibv_mw_bind, ibv_recv_wr, ibv_wc};
+use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp, ibv_srq};
+use crate::abi::wr::{ibv_recv_wr, ibv_wc};
 use crate::export::export;
 use crate::ffi::set_errno;
 
@@ -109,24 +108,5 @@ pub(crate) unsafe extern "C" fn op_post_srq_recv(
         // SAFETY: the caller passes NULL or a writable pointer slot.
         unsafe { *bad_wr = wr };
     }
-    enosys()
-}
-
-/// `ibv_context_ops.alloc_mw`, unfinished: NULL with `errno = ENOSYS`.
-pub(crate) unsafe extern "C" fn op_alloc_mw(_: *mut ibv_pd, _: u32) -> *mut ibv_mw {
-    null()
-}
-
-/// `ibv_context_ops.bind_mw`, unfinished: `ENOSYS`.
-pub(crate) unsafe extern "C" fn op_bind_mw(
-    _: *mut ibv_qp,
-    _: *mut ibv_mw,
-    _: *mut ibv_mw_bind,
-) -> c_int {
-    enosys()
-}
-
-/// `ibv_context_ops.dealloc_mw`, unfinished: `ENOSYS`.
-pub(crate) unsafe extern "C" fn op_dealloc_mw(_: *mut ibv_mw) -> c_int {
     enosys()
 }
