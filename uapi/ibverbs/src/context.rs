@@ -19,7 +19,7 @@ use crate::abi::context::{
     ibv_context, ibv_context_ops, ibv_device, verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 use crate::devices::SoftDevice;
-use crate::verbs::{cq, post, query, unfinished};
+use crate::verbs::{cq, post, query, srq, unfinished};
 
 /// An open device.
 #[repr(C)]
@@ -64,8 +64,8 @@ fn open_list() -> std::sync::MutexGuard<'static, Vec<usize>> {
     OPEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The ops of `ibv_context_ops` that inline code calls without a NULL check: the CQ and QP
-/// ones, and stubs (SRQs, memory windows) that fail cleanly until their objects exist.
+/// The ops of `ibv_context_ops` that inline code calls without a NULL check: the CQ, QP
+/// and SRQ ones, and stubs (memory windows) that fail cleanly until their objects exist.
 fn context_ops() -> ibv_context_ops {
     ibv_context_ops {
         alloc_mw: Some(unfinished::op_alloc_mw),
@@ -73,7 +73,7 @@ fn context_ops() -> ibv_context_ops {
         dealloc_mw: Some(unfinished::op_dealloc_mw),
         poll_cq: Some(cq::op_poll_cq),
         req_notify_cq: Some(cq::op_req_notify_cq),
-        post_srq_recv: Some(unfinished::op_post_srq_recv),
+        post_srq_recv: Some(srq::op_post_srq_recv),
         post_send: Some(post::op_post_send),
         post_recv: Some(post::op_post_recv),
         ..Default::default()

@@ -10,5 +10,6 @@ pub(crate) mod post;
 pub(crate) mod qp;
 pub(crate) mod query;
 pub(crate) mod rdmacm;
+pub(crate) mod srq;
 pub(crate) mod strings;
 pub(crate) mod unfinished;

@@ -10,7 +10,7 @@ use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use libc::c_int;
-use softrnic_uapi::{QpCaps, QpInitAttr, QpType, QueuePair};
+use softrnic_uapi::{QpCaps, QpInitAttr, QpType, QueuePair, Srq};
 
 use crate::abi::objects::{ibv_pd, ibv_qp};
 use crate::abi::qp_attr::{ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr};
@@ -19,6 +19,7 @@ use crate::ffi::{catch, set_errno};
 use crate::live::Live;
 use crate::verbs::cq::cq_of;
 use crate::verbs::pd::pd_of;
+use crate::verbs::srq::with_srq;
 
 /// A queue pair.
 #[repr(C)]
@@ -58,8 +59,8 @@ fn caps(c: &ibv_qp_cap) -> QpCaps {
 
 export! { "IBVERBS_1.1";
     /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC QP
-    /// in RESET. NULL with `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ (none can
-    /// exist yet) or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
+    /// in RESET, with `init_attr->srq` one that takes its receives from that SRQ. NULL with
+    /// `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
     /// `ENOMEM` beyond `max_qp`.
     unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
         catch(null_mut(), || {
@@ -73,23 +74,28 @@ export! { "IBVERBS_1.1";
                 Ok(t) => t,
                 Err(e) => return fail(e.errno()),
             };
-            if !init.srq.is_null() {
-                return fail(libc::EINVAL);
-            }
             let send = cq_of(init.send_cq).and_then(|c| c.cq.as_ref());
             let recv = cq_of(init.recv_cq).and_then(|c| c.cq.as_ref());
             let (Some(send_cq), Some(recv_cq)) = (send, recv) else { return fail(libc::EINVAL) };
-            let attr = QpInitAttr {
-                send_cq,
-                recv_cq,
-                cap: caps(&init.cap),
-                qp_type,
-                sq_sig_all: init.sq_sig_all != 0,
-                srq: None,
+            let create = |srq: Option<&Srq>| {
+                let attr = QpInitAttr {
+                    send_cq,
+                    recv_cq,
+                    cap: caps(&init.cap),
+                    qp_type,
+                    sq_sig_all: init.sq_sig_all != 0,
+                    srq,
+                };
+                soft_pd.pd.create_qp(&attr).map_err(|e| e.errno())
             };
-            let qp = match soft_pd.pd.create_qp(&attr) {
+            let created = if init.srq.is_null() {
+                create(None)
+            } else {
+                with_srq(init.srq, |s| create(Some(s))).and_then(|r| r)
+            };
+            let qp = match created {
                 Ok(qp) => qp,
-                Err(e) => return fail(e.errno()),
+                Err(e) => return fail(e),
             };
             let ibv = ibv_qp {
                 // SAFETY: `pd` is live, so readable.
@@ -98,7 +104,7 @@ export! { "IBVERBS_1.1";
                 pd,
                 send_cq: init.send_cq,
                 recv_cq: init.recv_cq,
-                srq: null_mut(),
+                srq: init.srq,
                 handle: qp.qp_num(),
                 qp_num: qp.qp_num(),
                 state: softrnic_uapi::QpState::Reset.ibv(),
