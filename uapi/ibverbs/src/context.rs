@@ -19,6 +19,8 @@ use crate::abi::context::{
     ibv_context, ibv_context_ops, ibv_device, verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 use crate::devices::SoftDevice;
+use crate::ffi::set_errno;
+use crate::verbs::async_event::AsyncEvents;
 use crate::verbs::{cq, post, query, srq, unfinished};
 
 /// An open device.
@@ -31,6 +33,8 @@ pub(crate) struct SoftContext {
     /// The running device (UDP socket, progress thread), started by the first verb that
     /// needs it (`ibv_alloc_pd`), or the errno of starting it.
     runtime: OnceLock<Result<Context, libc::c_int>>,
+    /// `async_fd` and the events behind it; the device's start starts its watcher.
+    pub events: AsyncEvents,
 }
 
 impl SoftContext {
@@ -46,8 +50,10 @@ impl SoftContext {
                     key_seed: u64::from(std::process::id()) << 32 ^ self as *const _ as u64,
                     ..OpenOptions::default()
                 };
-                Context::open(self.dev.addr, opts)
-                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+                let rt = Context::open(self.dev.addr, opts)
+                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+                self.events.watch(&rt, &self.vctx.context);
+                Ok(rt)
             })
             .as_ref()
             .map_err(|e| *e)
@@ -80,8 +86,16 @@ fn context_ops() -> ibv_context_ops {
     }
 }
 
-/// Opens `dev`: a new context, registered as open.
+/// Opens `dev`: a new context, registered as open; NULL with `errno` if its `async_fd`
+/// cannot be created.
 pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
+    let events = match AsyncEvents::new() {
+        Ok(e) => e,
+        Err(e) => {
+            set_errno(e);
+            return std::ptr::null_mut();
+        }
+    };
     let soft = Box::new(SoftContext {
         vctx: verbs_context {
             query_port: Some(query::op_query_port),
@@ -128,7 +142,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
                 device: (&dev.ibv as *const ibv_device).cast_mut(),
                 ops: context_ops(),
                 cmd_fd: -1,
-                async_fd: -1,
+                async_fd: events.fd(),
                 num_comp_vectors: 1,
                 // SAFETY (zeroed): an all-zero pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
                 // on glibc.
@@ -138,6 +152,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
         },
         dev,
         runtime: OnceLock::new(),
+        events,
     });
     let raw = Box::into_raw(soft);
     // SAFETY: CONTEXT_OFFSET is the offset of a field of the SoftContext `raw` points to.

@@ -4,12 +4,17 @@
 //! is full (`ENOMEM`, `bad_wr` the WR refused), a QP created with the SRQ refuses
 //! `ibv_post_recv`, receives a SEND from itself into an SRQ WQE (the armed limit then reads
 //! 0: it fired), `ibv_destroy_srq` is `EBUSY` while the QP exists, and bad or stale pointers
-//! get `EINVAL`.
+//! get `EINVAL`. Async events: the limit's `IBV_EVENT_SRQ_LIMIT_REACHED` (with the SRQ) and,
+//! once the QP is in ERR, `IBV_EVENT_QP_LAST_WQE_REACHED` (with the QP) make the non-blocking
+//! `async_fd` readable for poll(2); `ibv_get_async_event` takes them (`EAGAIN` when none
+//! waits) and `ibv_ack_async_event` counts them in `events_completed`.
 
 mod common;
 
 const PROGRAM: &str = r#"
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,14 @@ int main(void)
     CHECK(list && n == 1, 10);
     struct ibv_context *ctx = ibv_open_device(list[0]);
     CHECK(ctx, 11);
+    CHECK(ctx->async_fd >= 0, 60);
+    int flags = fcntl(ctx->async_fd, F_GETFL);
+    CHECK(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0, 61);
+    struct ibv_async_event ev;
+    errno = 0;
+    CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, 62);
+    errno = 0;
+    CHECK(ibv_get_async_event(NULL, &ev) == -1 && errno == EINVAL, 63);
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     CHECK(pd, 12);
     char *buf = aligned_alloc(4096, 8192);
@@ -140,6 +153,26 @@ int main(void)
     for (int k = 0; k < 2; k++)
         CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, 40);
     CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.srq_limit == 0, 41);
+
+    /* The limit event, through poll(2) on async_fd. */
+    struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+    CHECK(poll(&pfd, 1, 10000) == 1 && (pfd.revents & POLLIN), 64);
+    CHECK(ibv_get_async_event(ctx, &ev) == 0, 65);
+    CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq, 66);
+    ibv_ack_async_event(&ev);
+    CHECK(srq->events_completed == 1, 67);
+    errno = 0;
+    CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, 68);
+
+    /* A QP with an SRQ that enters ERR takes no more WQEs from it: LAST_WQE_REACHED. */
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_ERR;
+    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0, 69);
+    CHECK(poll(&pfd, 1, 10000) == 1 && (pfd.revents & POLLIN), 70);
+    CHECK(ibv_get_async_event(ctx, &ev) == 0, 71);
+    CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == qp, 72);
+    ibv_ack_async_event(&ev);
+    CHECK(qp->events_completed == 1, 73);
 
     CHECK(ibv_destroy_qp(qp) == 0, 42);
     CHECK(ibv_destroy_srq(srq) == 0, 43);

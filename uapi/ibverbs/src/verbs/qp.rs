@@ -12,11 +12,13 @@ use std::sync::Mutex;
 use libc::c_int;
 use softrnic_uapi::{QpCaps, QpInitAttr, QpType, QueuePair, Srq};
 
+use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_pd, ibv_qp};
 use crate::abi::qp_attr::{ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr};
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
+use crate::verbs::async_event::count_ack;
 use crate::verbs::cq::cq_of;
 use crate::verbs::pd::pd_of;
 use crate::verbs::srq::with_srq;
@@ -39,6 +41,31 @@ static QPS: Live = Live::new();
 pub(crate) fn qp_of<'a>(qp: *const ibv_qp) -> Option<&'a SoftQp> {
     // SAFETY: a live QP pointer is the `ibv` field, at offset 0, of a boxed SoftQp.
     QPS.contains(qp).then(|| unsafe { &*qp.cast::<SoftQp>() })
+}
+
+/// The `ibv_qp` of the live QP of context `ctx` numbered `qpn` (for async events).
+pub(crate) fn qp_by_num(ctx: *const ibv_context, qpn: u32) -> Option<*mut ibv_qp> {
+    let p = QPS.find(|p: *const ibv_qp| {
+        // SAFETY: `find` passes live QP pointers only, under the set's lock, so the QP cannot
+        // be freed meanwhile.
+        unsafe { (*p).qp_num == qpn && (*p).context.cast_const() == ctx }
+    });
+    (!p.is_null()).then_some(p.cast_mut())
+}
+
+/// `ibv_ack_async_event` of an event of `qp`: counted if the QP is alive.
+pub(crate) fn ack_event(qp: *mut ibv_qp) {
+    if qp_of(qp).is_some() {
+        // SAFETY: a live QP: its fields are valid; the application does not race the ack
+        // with `ibv_destroy_qp`.
+        unsafe {
+            count_ack(
+                &raw mut (*qp).mutex,
+                &raw mut (*qp).cond,
+                &raw mut (*qp).events_completed,
+            )
+        };
+    }
 }
 
 /// NULL with `errno = e`.

@@ -13,12 +13,14 @@ use std::sync::{Mutex, MutexGuard};
 use libc::c_int;
 use softrnic_uapi::{RecvWr, Srq, SrqAttr, SrqAttrMask};
 
+use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_pd, ibv_srq};
 use crate::abi::qp_attr::{ibv_srq_attr, ibv_srq_init_attr};
 use crate::abi::wr::ibv_recv_wr;
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
+use crate::verbs::async_event::count_ack;
 use crate::verbs::pd::pd_of;
 use crate::verbs::post::{post_chain, refuse, sges};
 
@@ -52,6 +54,31 @@ pub(crate) fn with_srq<R>(srq: *const ibv_srq, f: impl FnOnce(&Srq) -> R) -> Res
     let soft = srq_of(srq).ok_or(libc::EINVAL)?;
     let guard = soft.lock();
     guard.as_ref().map(f).ok_or(libc::EINVAL)
+}
+
+/// The `ibv_srq` of the live SRQ of context `ctx` whose handle is `handle` (for async events).
+pub(crate) fn srq_by_handle(ctx: *const ibv_context, handle: u32) -> Option<*mut ibv_srq> {
+    let p = SRQS.find(|p: *const ibv_srq| {
+        // SAFETY: `find` passes live SRQ pointers only, under the set's lock, so the SRQ
+        // cannot be freed meanwhile.
+        unsafe { (*p).handle == handle && (*p).context.cast_const() == ctx }
+    });
+    (!p.is_null()).then_some(p.cast_mut())
+}
+
+/// `ibv_ack_async_event` of an event of `srq`: counted if the SRQ is alive.
+pub(crate) fn ack_event(srq: *mut ibv_srq) {
+    if srq_of(srq).is_some() {
+        // SAFETY: a live SRQ: its fields are valid; the application does not race the ack
+        // with `ibv_destroy_srq`.
+        unsafe {
+            count_ack(
+                &raw mut (*srq).mutex,
+                &raw mut (*srq).cond,
+                &raw mut (*srq).events_completed,
+            )
+        };
+    }
 }
 
 /// NULL with `errno = e`.

@@ -1,21 +1,19 @@
 //! Entry points that unmodified programs import but softrnic's C ABI does not implement yet.
 //! Debian links ibverbs-utils and perftest with BIND_NOW, so every symbol they import must
 //! exist for them to load at all; these fail cleanly instead, as rdma-core documents for each
-//! verb: NULL with `errno = ENOSYS`, an `ENOSYS` return value, or -1 with `errno = ENOSYS`.
+//! verb: NULL with `errno = ENOSYS` or an `ENOSYS` return value.
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
 //! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`), `ibv_qp_to_qp_ex`;
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
 //!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
-//! * async events: `ibv_get_async_event`, `ibv_ack_async_event` (and a real `async_fd`);
 //! * memory windows: the ops `alloc_mw`, `bind_mw`, `dealloc_mw`.
 
 use std::ptr::null_mut;
 
 use libc::{c_int, c_void};
 
-use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_cq, ibv_mw, ibv_pd, ibv_qp};
 use crate::abi::wr::{ibv_mw_bind, ibv_wc};
 use crate::export::export;
@@ -31,12 +29,6 @@ fn null<T>() -> *mut T {
 fn enosys() -> c_int {
     set_errno(libc::ENOSYS);
     libc::ENOSYS
-}
-
-/// -1 with `errno = ENOSYS`.
-fn minus_one() -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
 }
 
 /// Stubs returning NULL with `errno = ENOSYS`: `name(args) -> *mut c_void`.
@@ -76,21 +68,6 @@ errno_stubs! {
     "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c_void);
     "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
     "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
-}
-
-export! { "IBVERBS_1.1";
-    /// Unfinished: -1 with `errno = ENOSYS`; softrnic raises no async events yet.
-    unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *mut c_void) -> c_int {
-        let _ = (context, event);
-        minus_one()
-    }
-}
-
-export! { "IBVERBS_1.1";
-    /// Unfinished: nothing to acknowledge.
-    unsafe extern "C" fn ibv_ack_async_event(event: *mut c_void) {
-        let _ = event;
-    }
 }
 
 /// `ibv_context_ops.alloc_mw`, unfinished: NULL with `errno = ENOSYS`.
