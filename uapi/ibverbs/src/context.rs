@@ -19,7 +19,9 @@ use crate::abi::context::{
     ibv_context, ibv_context_ops, ibv_device, verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 use crate::devices::SoftDevice;
-use crate::verbs::{cq, mw, post, query, unfinished};
+use crate::ffi::set_errno;
+use crate::verbs::async_event::AsyncEvents;
+use crate::verbs::{cq, mw, post, query, srq};
 
 /// An open device.
 #[repr(C)]
@@ -31,6 +33,8 @@ pub(crate) struct SoftContext {
     /// The running device (UDP socket, progress thread), started by the first verb that
     /// needs it (`ibv_alloc_pd`), or the errno of starting it.
     runtime: OnceLock<Result<Context, libc::c_int>>,
+    /// `async_fd` and the events behind it; the device's start starts its watcher.
+    pub events: AsyncEvents,
 }
 
 impl SoftContext {
@@ -46,8 +50,10 @@ impl SoftContext {
                     key_seed: u64::from(std::process::id()) << 32 ^ self as *const _ as u64,
                     ..OpenOptions::default()
                 };
-                Context::open(self.dev.addr, opts)
-                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+                let rt = Context::open(self.dev.addr, opts)
+                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+                self.events.watch(&rt, &self.vctx.context);
+                Ok(rt)
             })
             .as_ref()
             .map_err(|e| *e)
@@ -64,8 +70,8 @@ fn open_list() -> std::sync::MutexGuard<'static, Vec<usize>> {
     OPEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The ops of `ibv_context_ops` that inline code calls without a NULL check: the CQ, QP and
-/// memory-window ones, and stubs (SRQs) that fail cleanly until their objects exist.
+/// The ops of `ibv_context_ops` that inline code calls without a NULL check: the CQ, QP,
+/// SRQ and memory-window ones.
 fn context_ops() -> ibv_context_ops {
     ibv_context_ops {
         alloc_mw: Some(mw::op_alloc_mw),
@@ -73,15 +79,23 @@ fn context_ops() -> ibv_context_ops {
         dealloc_mw: Some(mw::op_dealloc_mw),
         poll_cq: Some(cq::op_poll_cq),
         req_notify_cq: Some(cq::op_req_notify_cq),
-        post_srq_recv: Some(unfinished::op_post_srq_recv),
+        post_srq_recv: Some(srq::op_post_srq_recv),
         post_send: Some(post::op_post_send),
         post_recv: Some(post::op_post_recv),
         ..Default::default()
     }
 }
 
-/// Opens `dev`: a new context, registered as open.
+/// Opens `dev`: a new context, registered as open; NULL with `errno` if its `async_fd`
+/// cannot be created.
 pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
+    let events = match AsyncEvents::new() {
+        Ok(e) => e,
+        Err(e) => {
+            set_errno(e);
+            return std::ptr::null_mut();
+        }
+    };
     let soft = Box::new(SoftContext {
         vctx: verbs_context {
             query_port: Some(query::op_query_port),
@@ -128,7 +142,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
                 device: (&dev.ibv as *const ibv_device).cast_mut(),
                 ops: context_ops(),
                 cmd_fd: -1,
-                async_fd: -1,
+                async_fd: events.fd(),
                 num_comp_vectors: 1,
                 // SAFETY (zeroed): an all-zero pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
                 // on glibc.
@@ -138,6 +152,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
         },
         dev,
         runtime: OnceLock::new(),
+        events,
     });
     let raw = Box::into_raw(soft);
     // SAFETY: CONTEXT_OFFSET is the offset of a field of the SoftContext `raw` points to.

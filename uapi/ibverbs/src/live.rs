@@ -37,4 +37,14 @@ impl Live {
             None => false,
         }
     }
+
+    /// The first live object for which `pred` holds, or NULL; `pred` runs under the set's
+    /// lock, so no object of the set can be removed (and freed) meanwhile.
+    pub fn find<T>(&self, pred: impl Fn(*const T) -> bool) -> *const T {
+        self.lock()
+            .iter()
+            .map(|a| *a as *const T)
+            .find(|p| pred(*p))
+            .unwrap_or(std::ptr::null())
+    }
 }

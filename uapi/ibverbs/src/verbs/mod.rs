@@ -1,5 +1,6 @@
 //! The exported C entry points, by theme, each with rdma-core 44's symbol version.
 
+pub(crate) mod async_event;
 pub(crate) mod channel;
 pub(crate) mod cq;
 pub(crate) mod descriptor;
@@ -13,5 +14,6 @@ pub(crate) mod qp;
 pub(crate) mod query;
 pub(crate) mod rdmacm;
 pub(crate) mod relaxed;
+pub(crate) mod srq;
 pub(crate) mod strings;
 pub(crate) mod unfinished;

@@ -23,7 +23,7 @@ const SEND_FLAGS: u32 = 0xf;
 ///
 /// # Safety
 /// `sg_list` must point to `num_sge` readable SGEs when `num_sge > 0`.
-unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int) -> Result<Vec<Sge>, c_int> {
+pub(crate) unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int) -> Result<Vec<Sge>, c_int> {
     if num_sge < 0 || (num_sge > 0 && sg_list.is_null()) {
         return Err(libc::EINVAL);
     }
@@ -108,7 +108,7 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
 ///
 /// # Safety
 /// `first` must be NULL or a valid chain; `bad_wr` NULL or writable.
-unsafe fn post_chain<W, C>(
+pub(crate) unsafe fn post_chain<W, C>(
     first: *mut W,
     bad_wr: *mut *mut W,
     next: impl Fn(&W) -> *mut W,
@@ -211,7 +211,7 @@ pub(crate) unsafe extern "C" fn op_post_recv(
 ///
 /// # Safety
 /// `bad_wr` must be NULL or writable.
-unsafe fn refuse<W>(wr: *mut W, bad_wr: *mut *mut W) -> c_int {
+pub(crate) unsafe fn refuse<W>(wr: *mut W, bad_wr: *mut *mut W) -> c_int {
     if !bad_wr.is_null() {
         // SAFETY: forwarded from the caller.
         unsafe { *bad_wr = wr };

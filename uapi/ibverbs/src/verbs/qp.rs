@@ -10,15 +10,18 @@ use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use libc::c_int;
-use softrnic_uapi::{QpCaps, QpInitAttr, QpType, QueuePair};
+use softrnic_uapi::{QpCaps, QpInitAttr, QpType, QueuePair, Srq};
 
+use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_pd, ibv_qp};
 use crate::abi::qp_attr::{ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr};
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
+use crate::verbs::async_event::count_ack;
 use crate::verbs::cq::cq_of;
 use crate::verbs::pd::pd_of;
+use crate::verbs::srq::with_srq;
 
 /// A queue pair.
 #[repr(C)]
@@ -40,6 +43,31 @@ pub(crate) fn qp_of<'a>(qp: *const ibv_qp) -> Option<&'a SoftQp> {
     QPS.contains(qp).then(|| unsafe { &*qp.cast::<SoftQp>() })
 }
 
+/// The `ibv_qp` of the live QP of context `ctx` numbered `qpn` (for async events).
+pub(crate) fn qp_by_num(ctx: *const ibv_context, qpn: u32) -> Option<*mut ibv_qp> {
+    let p = QPS.find(|p: *const ibv_qp| {
+        // SAFETY: `find` passes live QP pointers only, under the set's lock, so the QP cannot
+        // be freed meanwhile.
+        unsafe { (*p).qp_num == qpn && (*p).context.cast_const() == ctx }
+    });
+    (!p.is_null()).then_some(p.cast_mut())
+}
+
+/// `ibv_ack_async_event` of an event of `qp`: counted if the QP is alive.
+pub(crate) fn ack_event(qp: *mut ibv_qp) {
+    if qp_of(qp).is_some() {
+        // SAFETY: a live QP: its fields are valid; the application does not race the ack
+        // with `ibv_destroy_qp`.
+        unsafe {
+            count_ack(
+                &raw mut (*qp).mutex,
+                &raw mut (*qp).cond,
+                &raw mut (*qp).events_completed,
+            )
+        };
+    }
+}
+
 /// NULL with `errno = e`.
 fn fail<T>(e: c_int) -> *mut T {
     set_errno(e);
@@ -58,8 +86,8 @@ fn caps(c: &ibv_qp_cap) -> QpCaps {
 
 export! { "IBVERBS_1.1";
     /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC QP
-    /// in RESET. NULL with `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ (none can
-    /// exist yet) or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
+    /// in RESET, with `init_attr->srq` one that takes its receives from that SRQ. NULL with
+    /// `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
     /// `ENOMEM` beyond `max_qp`.
     unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
         catch(null_mut(), || {
@@ -73,23 +101,28 @@ export! { "IBVERBS_1.1";
                 Ok(t) => t,
                 Err(e) => return fail(e.errno()),
             };
-            if !init.srq.is_null() {
-                return fail(libc::EINVAL);
-            }
             let send = cq_of(init.send_cq).and_then(|c| c.cq.as_ref());
             let recv = cq_of(init.recv_cq).and_then(|c| c.cq.as_ref());
             let (Some(send_cq), Some(recv_cq)) = (send, recv) else { return fail(libc::EINVAL) };
-            let attr = QpInitAttr {
-                send_cq,
-                recv_cq,
-                cap: caps(&init.cap),
-                qp_type,
-                sq_sig_all: init.sq_sig_all != 0,
-                srq: None,
+            let create = |srq: Option<&Srq>| {
+                let attr = QpInitAttr {
+                    send_cq,
+                    recv_cq,
+                    cap: caps(&init.cap),
+                    qp_type,
+                    sq_sig_all: init.sq_sig_all != 0,
+                    srq,
+                };
+                soft_pd.pd.create_qp(&attr).map_err(|e| e.errno())
             };
-            let qp = match soft_pd.pd.create_qp(&attr) {
+            let created = if init.srq.is_null() {
+                create(None)
+            } else {
+                with_srq(init.srq, |s| create(Some(s))).and_then(|r| r)
+            };
+            let qp = match created {
                 Ok(qp) => qp,
-                Err(e) => return fail(e.errno()),
+                Err(e) => return fail(e),
             };
             let ibv = ibv_qp {
                 // SAFETY: `pd` is live, so readable.
@@ -98,7 +131,7 @@ export! { "IBVERBS_1.1";
                 pd,
                 send_cq: init.send_cq,
                 recv_cq: init.recv_cq,
-                srq: null_mut(),
+                srq: init.srq,
                 handle: qp.qp_num(),
                 qp_num: qp.qp_num(),
                 state: softrnic_uapi::QpState::Reset.ibv(),

@@ -1,24 +1,20 @@
 //! Entry points that unmodified programs import but softrnic's C ABI does not implement yet.
 //! Debian links ibverbs-utils and perftest with BIND_NOW, so every symbol they import must
 //! exist for them to load at all; these fail cleanly instead, as rdma-core documents for each
-//! verb: NULL with `errno = ENOSYS`, an `ENOSYS` return value, or -1 with `errno = ENOSYS`.
+//! verb: NULL with `errno = ENOSYS` or an `ENOSYS` return value.
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
 //! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`), `ibv_qp_to_qp_ex`;
-//! * shared receive queues: `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
-//!   `ibv_destroy_srq`, the op `post_srq_recv`;
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
 //!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
-//! * async events: `ibv_get_async_event`, `ibv_ack_async_event` (and a real `async_fd`).
 
 use std::ptr::null_mut;
 
 use libc::{c_int, c_void};
 
-use crate::abi::context::ibv_context;
-use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp, ibv_srq};
-use crate::abi::wr::{ibv_recv_wr, ibv_wc};
+use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp};
+use crate::abi::wr::ibv_wc;
 use crate::export::export;
 use crate::ffi::set_errno;
 
@@ -32,12 +28,6 @@ fn null<T>() -> *mut T {
 fn enosys() -> c_int {
     set_errno(libc::ENOSYS);
     libc::ENOSYS
-}
-
-/// -1 with `errno = ENOSYS`.
-fn minus_one() -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
 }
 
 /// Stubs returning NULL with `errno = ENOSYS`: `name(args) -> *mut c_void`.
@@ -68,45 +58,13 @@ macro_rules! errno_stubs {
 
 null_stubs! {
     "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
-    "IBVERBS_1.1" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8);
 }
 
 errno_stubs! {
     "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
-    "IBVERBS_1.1" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut c_void, attr_mask: c_int);
-    "IBVERBS_1.1" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut c_void);
-    "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut ibv_srq);
     "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c_void);
     "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
     "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
-}
-
-export! { "IBVERBS_1.1";
-    /// Unfinished: -1 with `errno = ENOSYS`; softrnic raises no async events yet.
-    unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *mut c_void) -> c_int {
-        let _ = (context, event);
-        minus_one()
-    }
-}
-
-export! { "IBVERBS_1.1";
-    /// Unfinished: nothing to acknowledge.
-    unsafe extern "C" fn ibv_ack_async_event(event: *mut c_void) {
-        let _ = event;
-    }
-}
-
-/// `ibv_context_ops.post_srq_recv`, unfinished: `ENOSYS`, `*bad_wr` the first WR.
-pub(crate) unsafe extern "C" fn op_post_srq_recv(
-    _: *mut ibv_srq,
-    wr: *mut ibv_recv_wr,
-    bad_wr: *mut *mut ibv_recv_wr,
-) -> c_int {
-    if !bad_wr.is_null() {
-        // SAFETY: the caller passes NULL or a writable pointer slot.
-        unsafe { *bad_wr = wr };
-    }
-    enosys()
 }

@@ -1,6 +1,7 @@
 //! Shared by the tests that run unmodified rdma-core programs on softrnic: a directory holding
 //! the freshly built library as `libibverbs.so.1` (and the vendor stand-ins perftest loads as
-//! `libmlx5.so.1` and `libefa.so.1`, see `standins/README.md`), and running a program with it.
+//! `libmlx5.so.1` and `libefa.so.1`, see `standins/README.md`), running a program with it, and
+//! an rdma-core pingpong between two processes.
 
 #![allow(dead_code)]
 
@@ -151,4 +152,51 @@ pub fn finish(mut child: Child, deadline: Instant) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().expect("collecting output")
+}
+
+/// Runs an rdma-core pingpong (`ibv_rc_pingpong`, `ibv_srq_pingpong`, ...) as server on the
+/// device of `server` and client on that of `client`, `-g 1` over a free TCP port, with
+/// `extra` arguments (the client retries while the server is not listening yet): both must
+/// exit 0 within a minute and print their throughput and iteration lines.
+pub fn pingpong(prog: &Path, server: &str, client: &str, extra: &[&str]) {
+    let name = prog
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let port = free_port(server).to_string();
+    let mut args: Vec<String> = ["-g", "1", "-p", &port]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let server_child = spawn(prog, &args, server);
+    let mut client_args = args.clone();
+    client_args.push(server.into());
+    let client_out = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let out = finish(spawn(prog, &client_args, client), deadline);
+        let (_, stderr) = texts(&out);
+        if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
+        {
+            break out;
+        }
+    };
+    let server_out = finish(server_child, deadline);
+    for (who, out) in [("server", &server_out), ("client", &client_out)] {
+        let (stdout, stderr) = texts(out);
+        assert!(
+            out.status.success(),
+            "{who} of {name} {extra:?} failed ({}):\n{stdout}{stderr}",
+            out.status
+        );
+        assert!(
+            stdout.contains(" bytes in ") && stdout.contains("Mbit/sec"),
+            "{who}: no throughput line:\n{stdout}{stderr}"
+        );
+        assert!(
+            stdout.contains(" iters in "),
+            "{who}: no iteration line:\n{stdout}"
+        );
+        eprintln!("{who} {extra:?}: {}", stdout.lines().last().unwrap_or(""));
+    }
 }
