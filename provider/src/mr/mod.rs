@@ -59,6 +59,8 @@
 mod access;
 mod check;
 mod persist;
+#[cfg(test)]
+mod persist_tests;
 mod pin;
 mod relaxed;
 #[cfg(test)]
