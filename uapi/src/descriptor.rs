@@ -57,7 +57,7 @@ impl Usage {
     }
 
     /// What a region registered with `access` may be used for. Local reads (WRITE_SRC,
-    /// SEND) are always allowed; the flush usages wait for FLUSH support (not claimed yet).
+    /// SEND) are always allowed; the flush usages follow `FLUSH_GLOBAL` / `FLUSH_PERSISTENT`.
     pub fn of_access(access: Access) -> Usage {
         let mut u = Usage::WRITE_SRC | Usage::SEND;
         if access.contains(Access::LOCAL_WRITE) {
@@ -68,6 +68,12 @@ impl Usage {
         }
         if access.contains(Access::REMOTE_WRITE) {
             u = u | Usage::WRITE_DST;
+        }
+        if access.contains(Access::FLUSH_GLOBAL) {
+            u = u | Usage::FLUSH_TYPE_VISIBILITY;
+        }
+        if access.contains(Access::FLUSH_PERSISTENT) {
+            u = u | Usage::FLUSH_TYPE_PERSISTENT;
         }
         u
     }
@@ -289,5 +295,7 @@ mod tests {
             assert!(u.contains(bit));
         }
         assert!(!u.contains(Usage::FLUSH_TYPE_PERSISTENT));
+        let u = Usage::of_access(all | Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT);
+        assert!(u.contains(Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT));
     }
 }

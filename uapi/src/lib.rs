@@ -28,6 +28,7 @@
 mod context;
 mod descriptor;
 mod mr;
+mod mr_file;
 mod mw;
 mod qp;
 mod rdma_verbs;
@@ -37,9 +38,11 @@ mod srq;
 pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
 pub use descriptor::{DescriptorError, RemoteMr, Usage, DESCRIPTOR_LEN};
 pub use mr::MemoryRegion;
+pub use mr_file::{atomic_write_wr, flush_wr, Placement};
 pub use mw::{inc_rkey, local_inv_wr, Mw};
 pub use qp::{QpInitAttr, QueuePair};
 pub use relaxed::{RELAXED_PAGE, RELAXED_POOL_DEFAULT};
+pub use softrnic_wire::feth::Selectivity;
 pub use srq::Srq;
 
 pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};

@@ -52,6 +52,8 @@ pub struct MemoryRegion {
     pub(crate) registered: bool,
     /// Registered by `reg_mr_relaxed` (`relaxed.rs`).
     pub(crate) relaxed: bool,
+    /// The file mapping the region covers (`mr_file.rs`), unmapped after deregistration.
+    pub(crate) mapping: Option<memmap2::MmapMut>,
 }
 
 // SAFETY: the region's bytes are only reached through the key table (which synchronizes), and
@@ -98,6 +100,7 @@ impl Pd {
             owned: None,
             registered: true,
             relaxed: false,
+            mapping: None,
         })
     }
 }
@@ -208,8 +211,9 @@ impl MemoryRegion {
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         if self.deregister().is_err() {
-            // Still registered (a bound window): leak the buffer rather than free memory the
-            // NIC can reach.
+            // Still registered (a bound window): leak the buffer (or mapping) rather than free
+            // memory the NIC can reach.
+            std::mem::forget(self.mapping.take());
             return;
         }
         if let Some(layout) = self.owned {

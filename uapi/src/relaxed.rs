@@ -189,6 +189,7 @@ impl Pd {
             owned: None,
             registered: true,
             relaxed: true,
+            mapping: None,
         })
     }
 

@@ -31,8 +31,9 @@ impl Access {
     pub const HUGETLB: Access = Access(1 << 7);
     /// `IBV_ACCESS_FLUSH_GLOBAL`: the MR may be the target of a global-visibility FLUSH.
     pub const FLUSH_GLOBAL: Access = Access(1 << 8);
-    /// `IBV_ACCESS_FLUSH_PERSISTENT`: persistence FLUSH. Refused (`EOPNOTSUPP`): softrnic
-    /// has no persistent memory.
+    /// `IBV_ACCESS_FLUSH_PERSISTENT`: persistence FLUSH. Only for a region that maps a file
+    /// ([`MrTable::register_file`](super::MrTable::register_file): a persistence FLUSH
+    /// `msync`s it); refused (`EOPNOTSUPP`) for anonymous memory, which has nowhere to persist.
     pub const FLUSH_PERSISTENT: Access = Access(1 << 9);
     /// `IBV_ACCESS_RELAXED_ORDERING` (= `IBV_ACCESS_OPTIONAL_FIRST`): optional, ignored.
     pub const RELAXED_ORDERING: Access = Access(1 << 20);
@@ -73,6 +74,22 @@ impl Access {
     ///   a bit outside the known set and outside `OPTIONAL_RANGE`.
     /// - `EOPNOTSUPP` ([`Error::NotSupported`]): `FLUSH_PERSISTENT`.
     pub fn check_for_mr(self) -> Result<Access> {
+        let required = self.check_for_file_mr()?;
+        if required.contains(Access::FLUSH_PERSISTENT) {
+            return Err(Error::NotSupported(
+                "no persistent memory for FLUSH_PERSISTENT",
+            ));
+        }
+        Ok(required)
+    }
+
+    /// [`check_for_mr`](Self::check_for_mr) for a region that maps a file: the same checks,
+    /// but `FLUSH_PERSISTENT` is allowed.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` as [`check_for_mr`](Self::check_for_mr).
+    pub fn check_for_file_mr(self) -> Result<Access> {
         if self.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
             && !self.contains(Access::LOCAL_WRITE)
         {
@@ -83,11 +100,6 @@ impl Access {
         let required = Access(self.0 & !Access::OPTIONAL_RANGE.0);
         if required.0 & !Access::KNOWN.0 != 0 {
             return Err(Error::InvalidArgument("unknown access flag"));
-        }
-        if required.contains(Access::FLUSH_PERSISTENT) {
-            return Err(Error::NotSupported(
-                "no persistent memory for FLUSH_PERSISTENT",
-            ));
         }
         Ok(required)
     }

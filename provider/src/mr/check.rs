@@ -75,6 +75,12 @@ pub(super) enum Op {
     RemoteWrite,
     /// A peer's compare-and-swap or fetch-and-add: `REMOTE_ATOMIC`, 8-byte aligned.
     RemoteAtomic,
+    /// A peer's ATOMIC WRITE (IBTA 1.5): `REMOTE_WRITE` (as rxe's `check_rkey`), 8-byte
+    /// aligned.
+    RemoteAtomicWrite,
+    /// A peer's FLUSH (IBTA 1.5): `FLUSH_GLOBAL` and/or `FLUSH_PERSISTENT`, as its placement
+    /// type asks (the `Access` carried).
+    RemoteFlush(Access),
     /// The region behind a bound memory window, for an access the window's own check allowed:
     /// no right of the region's is needed (the bind checked the window's rights against the
     /// region's, IBTA C10-74), only its key, state, PD and bounds.
@@ -89,6 +95,8 @@ impl Op {
             Op::RemoteRead => Access::REMOTE_READ,
             Op::RemoteWrite => Access::REMOTE_WRITE,
             Op::RemoteAtomic => Access::REMOTE_ATOMIC,
+            Op::RemoteAtomicWrite => Access::REMOTE_WRITE,
+            Op::RemoteFlush(needed) => needed,
             Op::BehindWindow => Access::empty(),
         }
     }
@@ -158,6 +166,8 @@ pub(super) struct Entry {
     pub iova: u64,
     /// `Some` for a memory window: what a region has no use for.
     pub window: Option<WindowEntry>,
+    /// The region maps a file (`persist.rs`): a persistence FLUSH `msync`s it.
+    pub file_backed: bool,
 }
 
 /// The part of a slot's entry only a memory window has.
@@ -179,6 +189,7 @@ impl Entry {
         len: 0,
         iova: 0,
         window: None,
+        file_backed: false,
     };
 }
 
@@ -248,7 +259,7 @@ pub(super) fn check_range(entry: &Entry, op: Op, va: u64, len: usize) -> Result<
     if va < entry.iova || end > entry.iova + entry.len as u64 {
         return Err(AccessError::OutOfBounds);
     }
-    if op == Op::RemoteAtomic && va % 8 != 0 {
+    if matches!(op, Op::RemoteAtomic | Op::RemoteAtomicWrite) && va % 8 != 0 {
         return Err(AccessError::Misaligned);
     }
     Ok(())
@@ -271,6 +282,7 @@ mod tests {
             len: LEN,
             iova: IOVA,
             window: None,
+            file_backed: false,
         }
     }
 

@@ -58,6 +58,9 @@
 
 mod access;
 mod check;
+mod persist;
+#[cfg(test)]
+mod persist_tests;
 mod pin;
 mod relaxed;
 #[cfg(test)]
@@ -77,6 +80,7 @@ pub use check::AccessError;
 use check::{
     check_entry, check_index, check_tag, tag, tag_key, tag_state, Entry, MemPtr, Op, State,
 };
+pub use persist::{flush_rights, FlushError};
 pub use pin::{PinError, PinFor, ReadPin};
 pub use relaxed::{RelaxedPool, RELAXED_PAGE};
 use window::check_window;
@@ -220,6 +224,25 @@ impl MrTable {
         access: Access,
     ) -> Result<MrKeys> {
         let access = access.check_for_mr()?;
+        // SAFETY: the caller's contract is `register_checked`'s.
+        unsafe { self.register_checked(pd, addr, len, iova, access, false) }
+    }
+
+    /// [`register`](Self::register) after the access check; `file_backed` marks a mapped
+    /// file (`persist.rs`).
+    ///
+    /// # Safety
+    ///
+    /// As [`register`](Self::register).
+    unsafe fn register_checked(
+        &self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: Access,
+        file_backed: bool,
+    ) -> Result<MrKeys> {
         if len == 0 {
             return Err(Error::InvalidArgument("zero-length memory region"));
         }
@@ -252,6 +275,7 @@ impl MrTable {
             len,
             iova,
             window: None,
+            file_backed,
         };
         slot.bound_windows.store(0, Ordering::Relaxed);
         slot.tag.store(tag(key, State::Valid), Ordering::Release);
@@ -391,6 +415,19 @@ impl MrTable {
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
+        self.shared_entry(key, who, op, va, len, |_, bytes| f(bytes))
+    }
+
+    /// [`shared`](Self::shared), with the entry of the region reached (for `persist.rs`).
+    fn shared_entry<R>(
+        &self,
+        key: u32,
+        who: Who,
+        op: Op,
+        va: u64,
+        len: usize,
+        f: impl FnOnce(&Entry, &[u8]) -> R,
+    ) -> core::result::Result<R, AccessError> {
         let (slot, key, window) = self.resolve(key, who, op, va, len)?;
         let op = if window.is_some() {
             Op::BehindWindow
@@ -412,7 +449,7 @@ impl MrTable {
         // keeps it registered (deregistration needs the write lock) and keeps writers of
         // this table out, so no `&mut` to these bytes exists meanwhile.
         let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), len) };
-        let r = f(bytes);
+        let r = f(&entry, bytes);
         drop(entry);
         drop(window);
         Ok(r)

@@ -212,6 +212,7 @@ impl MrTable {
             len: rounded,
             iova: start as u64,
             window: None,
+            file_backed: false,
         };
         slot.bound_windows.store(0, Ordering::Relaxed);
         slot.tag.store(tag(key, State::Valid), Ordering::Release);

@@ -202,6 +202,7 @@ impl MrTable {
                 mr_key: bind.mr_lkey,
                 qpn: if w.mw_type == MwType::Type2 { qpn } else { 0 },
             }),
+            file_backed: false,
         };
         slot.tag
             .store(tag(new_key, State::Bound), Ordering::Release);

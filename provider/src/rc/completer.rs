@@ -8,6 +8,7 @@
 //! * **READ responses** arrive in PSN order and implicitly acknowledge all earlier requests;
 //!   each is written to the READ's local SGEs at its offset. A gap means lost responses:
 //!   go-back-N, resuming the READ at the first missing response.
+//! * A FLUSH or ATOMIC WRITE completes with its zero-length RDMA READ RESPONSE ONLY.
 //! * **ATOMIC ACKNOWLEDGE** carries the original remote value, written to the local buffer.
 //! * **NAKs**: PSN sequence error (resend from the NAK's PSN, counting against `retry_cnt`),
 //!   RNR (wait the RNR timer, then resend; counting against `rnr_retry`, 7 = infinite), and the
@@ -105,7 +106,22 @@ impl Requester {
             }
             Operation::RdmaReadResponse => {
                 self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
-                if !self.expected_response(ctx, psn, |op| op == SendOpcode::RdmaRead, ev) {
+                let answers = |op| {
+                    matches!(
+                        op,
+                        SendOpcode::RdmaRead | SendOpcode::Flush | SendOpcode::AtomicWrite
+                    )
+                };
+                if !self.expected_response(ctx, psn, answers, ev) {
+                    return;
+                }
+                if self
+                    .sq
+                    .front()
+                    .is_some_and(|w| w.opcode != SendOpcode::RdmaRead)
+                {
+                    // A FLUSH's or ATOMIC WRITE's zero-length answer.
+                    self.reply_response(ctx, now, pkt, info.position, timers, ev);
                     return;
                 }
                 self.read_response(ctx, now, pkt, info.position, timers, mrs, ev);
@@ -287,7 +303,7 @@ impl Requester {
     }
 
     /// Pops the front WQE, completing it successfully (if signaled).
-    fn complete_front(&mut self, ctx: &QpContext, ev: &mut Events) {
+    pub(super) fn complete_front(&mut self, ctx: &QpContext, ev: &mut Events) {
         let Some(w) = self.sq.pop_front() else { return };
         if w.signaled {
             ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::Success));
@@ -304,7 +320,7 @@ impl Requester {
 
     /// The peer made progress (`una` moved): fresh retry budgets, the timer restarted, and
     /// transmission moved past anything now acknowledged.
-    fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
+    pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
         match ctx.ack_timeout {
             Some(d) if self.outstanding() => timers.set(Timer::Retransmit, now + d),

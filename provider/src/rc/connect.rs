@@ -53,7 +53,9 @@ impl Default for ConnectAttr {
             qp_access_flags: Access::LOCAL_WRITE
                 | Access::REMOTE_WRITE
                 | Access::REMOTE_READ
-                | Access::REMOTE_ATOMIC,
+                | Access::REMOTE_ATOMIC
+                | Access::FLUSH_GLOBAL
+                | Access::FLUSH_PERSISTENT,
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,

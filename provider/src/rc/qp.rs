@@ -265,7 +265,9 @@ impl RcQp {
             let known = Access::LOCAL_WRITE
                 | Access::REMOTE_WRITE
                 | Access::REMOTE_READ
-                | Access::REMOTE_ATOMIC;
+                | Access::REMOTE_ATOMIC
+                | Access::FLUSH_GLOBAL
+                | Access::FLUSH_PERSISTENT;
             if !known.contains(attr.qp_access_flags) {
                 return Err(Error::InvalidArgument("unknown QP access flags"));
             }

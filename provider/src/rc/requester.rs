@@ -9,6 +9,7 @@
 //! message at that packet, and an RDMA READ at the response it still waits for (IBTA 9.7.6.2.2:
 //! the re-issued READ asks only for the rest). PSNs of a WQE are fixed when it is first sent;
 //! retransmissions reuse them. The completer (`completer.rs`) moves `una` and pops the front.
+//! FLUSH and ATOMIC WRITE (IBTA 1.5): `requester/flush_atomic_write.rs`.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -29,6 +30,8 @@ use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+
+mod flush_atomic_write;
 
 /// The most PSNs the requester has outstanding (sent, not acknowledged): a send window that
 /// keeps a burst within what a receiver's socket buffer holds.
@@ -184,11 +187,7 @@ impl Requester {
             Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
             | AtomicCmpAndSwp | AtomicFetchAndAdd => {}
             LocalInv | BindMw => return self.post_local(ctx, wr),
-            Flush | AtomicWrite => {
-                return Err(Error::NotSupported(
-                    "FLUSH and ATOMIC WRITE are not supported yet",
-                ))
-            }
+            Flush | AtomicWrite => return self.post_flush_or_atomic_write(ctx, wr, mrs),
         }
         if wr.sg_list.len() > MAX_SGE {
             return Err(Error::InvalidArgument("more SGEs than max_send_sge"));
@@ -248,7 +247,10 @@ impl Requester {
         let w = &self.sq[i];
         self.cur = i;
         self.cur_offset = match w.opcode {
-            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => 0,
+            SendOpcode::AtomicCmpAndSwp
+            | SendOpcode::AtomicFetchAndAdd
+            | SendOpcode::Flush
+            | SendOpcode::AtomicWrite => 0,
             _ => psn.distance_from(w.first_psn) * ctx.pmtu,
         };
         self.next_psn = psn;
@@ -340,7 +342,10 @@ impl Requester {
                 return None;
             }
             let npkts = match w.opcode {
-                SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => 1,
+                SendOpcode::AtomicCmpAndSwp
+                | SendOpcode::AtomicFetchAndAdd
+                | SendOpcode::Flush
+                | SendOpcode::AtomicWrite => 1,
                 _ => packets_for(w.total, ctx.pmtu),
             };
             let w = &mut self.sq[self.cur];
@@ -419,6 +424,14 @@ impl Requester {
             }
             self.next_psn = psn.add(1);
             roce
+        } else if matches!(w.opcode, SendOpcode::Flush | SendOpcode::AtomicWrite) {
+            let (roce, p) = flush_atomic_write::request(ctx, w, psn);
+            payload = p;
+            self.next_psn = psn.add(1);
+            self.cur += 1;
+            self.cur_offset = 0;
+            self.since_ack_req = 0;
+            roce
         } else if w.opcode == SendOpcode::RdmaRead {
             let mut roce = ctx.header(Opcode::RC_RDMA_READ_REQUEST, psn, true);
             roce.reth = Some(RethRepr {
@@ -479,13 +492,14 @@ fn gather_inline(ctx: &QpContext, sges: &[Sge], total: u32, mrs: &MrTable) -> Re
 }
 
 /// Checks the local buffers of a WQE about to start (no byte is touched): sources of SEND /
-/// WRITE need any registered region of the PD; sinks of READ / atomics need `LOCAL_WRITE`.
+/// WRITE need any registered region of the PD; sinks of READ / atomics need `LOCAL_WRITE`
+/// (FLUSH has no buffers; ATOMIC WRITE's 8 bytes were copied at post time).
 fn check_local_buffers(
     ctx: &QpContext,
     w: &SendWqe,
     mrs: &MrTable,
 ) -> core::result::Result<(), WcStatus> {
-    let sink = w.is_rd_atomic();
+    let sink = w.opcode == SendOpcode::RdmaRead || w.opcode.is_atomic();
     for s in &w.sges {
         if s.length == 0 {
             continue;

@@ -21,6 +21,7 @@
 //!   completed messages (9.7.5.1.4).
 //! * **SEND with Invalidate** (9.4.1.1) invalidates the R_Key of its IETH at its last packet,
 //!   and the receive completion says so (`IBV_WC_WITH_INV`, `invalidated_rkey`).
+//! * **FLUSH** and **ATOMIC WRITE** (IBTA 1.5): `responder/flush_atomic_write.rs`.
 //! * A fatal error (Invalid Request, Remote Access, Remote Operational NAK) completes the
 //!   receive WQE in use with an error and moves the QP to ERR; the NAK still goes out.
 
@@ -41,6 +42,8 @@ use crate::srq::Srq;
 use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::RecvWqe;
 
+mod flush_atomic_write;
+
 /// The message being received.
 #[derive(Debug)]
 enum InMessage {
@@ -59,8 +62,18 @@ enum InMessage {
 /// A saved READ or atomic (a responder resource, IBTA 9.7.5.1.2).
 #[derive(Debug, Clone, Copy)]
 enum Resource {
-    Read { first_psn: Psn, npkts: u32 },
-    Atomic { psn: Psn, orig: u64 },
+    Read {
+        first_psn: Psn,
+        npkts: u32,
+    },
+    Atomic {
+        psn: Psn,
+        orig: u64,
+    },
+    /// A FLUSH or ATOMIC WRITE, answered by a zero-length READ response.
+    Reply {
+        psn: Psn,
+    },
 }
 
 /// A response waiting to be sent.
@@ -369,6 +382,8 @@ impl Responder {
                 self.epsn = psn.add(1);
                 return Ok(());
             }
+            Operation::Flush => return self.flush_request(ctx, pkt, mrs),
+            Operation::AtomicWrite => return self.atomic_write_request(ctx, pkt, mrs),
             _ => return Err(INVALID),
         }
         self.epsn = psn.add(1);
@@ -396,7 +411,7 @@ impl Responder {
                             && packets_for(reth.dma_len, ctx.pmtu)
                                 <= npkts - psn.distance_from(first_psn)
                     }
-                    Resource::Atomic { .. } => false,
+                    Resource::Atomic { .. } | Resource::Reply { .. } => false,
                 });
                 if !found || check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len).is_err() {
                     return; // nothing saved for it (or no longer readable): drop, as rxe
@@ -431,6 +446,7 @@ impl Responder {
                     self.out.push_back(Response::AtomicAck { psn, orig, msn });
                 }
             }
+            Operation::Flush | Operation::AtomicWrite => self.duplicate_reply(ctx, psn),
             _ => {}
         }
     }
