@@ -2,6 +2,7 @@
 //! avoided.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::sync::Arc;
 
 use softrnic_provider::mr::{Access, MrKeys};
 use softrnic_provider::{Error, Result};
@@ -194,6 +195,87 @@ impl MemoryRegion {
             Ok(()) => Ok(()),
             Err(e) => Err((self, e)),
         }
+    }
+
+    /// `ibv_rereg_mr` with `IBV_REREG_MR_CHANGE_PD` and/or `IBV_REREG_MR_CHANGE_ACCESS`
+    /// (`None` keeps it): the region gets new keys, and the old ones die as at
+    /// deregistration (see the key table's `rereg.rs`). Changing the translation is
+    /// [`MemoryRegion::rereg_translation`].
+    ///
+    /// # Errors
+    /// `EINVAL` for bad access flags, a PD of another device, or a relaxed region; `EBUSY`
+    /// while a memory window is bound; on any error the region is unchanged.
+    pub fn rereg(&mut self, pd: Option<&Pd>, access: Option<Access>) -> Result<()> {
+        // SAFETY: no new translation.
+        unsafe { self.rereg_with(pd, access, None) }
+    }
+
+    /// `ibv_rereg_mr` with `IBV_REREG_MR_CHANGE_TRANSLATION` (and optionally PD and access):
+    /// the region now covers `len` bytes at `addr`, addressed by peers from `addr`.
+    ///
+    /// # Safety
+    /// As [`Pd::reg_mr_raw`] for the new memory. The region must not own its buffer (one
+    /// from [`Pd::reg_mr`]): that buffer would be lost (refused with `EINVAL`).
+    ///
+    /// # Errors
+    /// As [`MemoryRegion::rereg`], and `EINVAL` for a bad range.
+    pub unsafe fn rereg_translation(
+        &mut self,
+        addr: *mut u8,
+        len: usize,
+        pd: Option<&Pd>,
+        access: Option<Access>,
+    ) -> Result<()> {
+        if self.owned.is_some() {
+            return Err(Error::InvalidArgument(
+                "the region owns its buffer; register the new memory instead",
+            ));
+        }
+        let t = softrnic_provider::mr::Translation {
+            addr,
+            len,
+            iova: addr as u64,
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.rereg_with(pd, access, Some(t)) }
+    }
+
+    /// # Safety
+    /// As [`MemoryRegion::rereg_translation`] when `translation` is given.
+    unsafe fn rereg_with(
+        &mut self,
+        pd: Option<&Pd>,
+        access: Option<Access>,
+        translation: Option<softrnic_provider::mr::Translation>,
+    ) -> Result<()> {
+        if self.relaxed || !self.registered {
+            return Err(Error::InvalidArgument(
+                "not a registered normal memory region",
+            ));
+        }
+        if pd.is_some_and(|p| !Arc::ptr_eq(&p.ctx.inner, &self.pd.ctx.inner)) {
+            return Err(Error::InvalidArgument("the PD belongs to another device"));
+        }
+        let change = softrnic_provider::mr::Rereg {
+            translation,
+            pd: pd.map(|p| p.handle),
+            access,
+        };
+        let mrs = self.pd.ctx.inner.device.mrs().clone();
+        // SAFETY: forwarded from the caller.
+        let keys = unsafe { mrs.reregister(self.keys.lkey, change)? };
+        self.keys = keys;
+        if let Some(p) = pd {
+            self.pd = p.clone();
+        }
+        if let Some(a) = access {
+            self.access = a;
+        }
+        if let Some(t) = translation {
+            self.addr = t.addr;
+            self.len = t.len;
+        }
+        Ok(())
     }
 
     pub(crate) fn deregister(&mut self) -> Result<()> {

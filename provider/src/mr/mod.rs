@@ -65,6 +65,9 @@ mod pin;
 mod relaxed;
 #[cfg(test)]
 mod relaxed_tests;
+mod rereg;
+#[cfg(test)]
+mod rereg_tests;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -83,6 +86,7 @@ use check::{
 pub use persist::{flush_rights, FlushError};
 pub use pin::{PinError, PinFor, ReadPin};
 pub use relaxed::{RelaxedPool, RELAXED_PAGE};
+pub use rereg::{Rereg, Translation};
 use window::check_window;
 pub use window::{MwBind, MwType};
 

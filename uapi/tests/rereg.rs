@@ -1,0 +1,145 @@
+//! `ibv_rereg_mr` through the Rust API, seen by a peer: after a change of rights the old
+//! R_Key is dead and the new one carries exactly the new rights; after a change of
+//! translation the peer reaches the new memory and never the old.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use softrnic_provider::transport::{Fabric, FabricConfig};
+use softrnic_uapi::{
+    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpCaps, QpInitAttr,
+    QueuePair, SendFlags, WcStatus,
+};
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 4, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 4, 2));
+const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+
+struct Side {
+    _ctx: Context,
+    pd: Pd,
+    cq: Cq,
+    qp: QueuePair,
+}
+
+fn side(fabric: &Fabric, addr: IpAddr) -> Side {
+    let opts = OpenOptions {
+        progress: Progress::Thread,
+        key_seed: 6,
+    };
+    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(16).unwrap();
+    let cap = QpCaps {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
+    Side {
+        _ctx: ctx,
+        pd,
+        cq,
+        qp,
+    }
+}
+
+fn pair() -> (Side, Side) {
+    let fabric = Fabric::new(FabricConfig::default(), 12);
+    let (a, b) = (side(&fabric, A), side(&fabric, B));
+    for (s, dest, peer) in [(&a, B, &b), (&b, A, &a)] {
+        s.qp.connect(&ConnectAttr {
+            dest,
+            dest_qp_num: peer.qp.qp_num(),
+            ..ConnectAttr::default()
+        })
+        .unwrap();
+    }
+    (a, b)
+}
+
+/// A's 8-byte WRITE from `src` to `addr` with `rkey`: its completion status.
+fn write(a: &Side, src: &MemoryRegion, addr: u64, rkey: u32) -> WcStatus {
+    a.qp.rdma_post_write(1, src, 0, 8, SendFlags::SIGNALED, addr, rkey)
+        .unwrap();
+    a.cq.wait(1, Duration::from_secs(10)).unwrap()[0].status
+}
+
+#[test]
+fn new_rights_new_keys_and_the_old_key_is_dead() {
+    let (a, b) = pair();
+    let src = a.pd.rdma_reg_msgs(64).unwrap();
+    src.write(0, &[0xAB; 8]).unwrap();
+    let mut mr = b.pd.reg_mr(4096, RW).unwrap();
+    let old = mr.rkey();
+    assert_eq!(write(&a, &src, mr.addr(), old), WcStatus::Success);
+
+    mr.rereg(None, Some(Access::LOCAL_WRITE | Access::REMOTE_READ))
+        .unwrap();
+    assert_ne!(mr.rkey(), old);
+    assert_eq!(write(&a, &src, mr.addr() + 8, old), WcStatus::RemAccessErr);
+    let mut got = [0u8; 16];
+    mr.read(0, &mut got).unwrap();
+    assert_eq!(got[..8], [0xAB; 8], "the first WRITE landed");
+    assert_eq!(got[8..], [0; 8], "the one with the dead key did not");
+}
+
+#[test]
+fn rights_come_back_under_a_new_key() {
+    let (a, b) = pair();
+    let src = a.pd.rdma_reg_msgs(64).unwrap();
+    src.write(0, &[0x11; 8]).unwrap();
+    let mut mr = b.pd.reg_mr(4096, Access::LOCAL_WRITE).unwrap();
+    mr.rereg(None, Some(RW)).unwrap();
+    assert_eq!(
+        write(&a, &src, mr.addr() + 16, mr.rkey()),
+        WcStatus::Success
+    );
+    let mut got = [0u8; 8];
+    mr.read(16, &mut got).unwrap();
+    assert_eq!(got, [0x11; 8]);
+    // A PD of the same device is accepted; the QP's PD then no longer matches.
+    let other = b.pd.context().alloc_pd();
+    mr.rereg(Some(&other), None).unwrap();
+    assert_eq!(
+        write(&a, &src, mr.addr(), mr.rkey()),
+        WcStatus::RemAccessErr
+    );
+}
+
+#[test]
+fn an_owned_buffer_keeps_its_translation() {
+    let (_a, b) = pair();
+    let mut mr = b.pd.reg_mr(4096, RW).unwrap();
+    let mut other = vec![0u8; 64];
+    // SAFETY: refused before anything is registered.
+    let r = unsafe { mr.rereg_translation(other.as_mut_ptr(), other.len(), None, None) };
+    assert!(r.is_err());
+    assert_eq!(mr.len(), 4096);
+}
+
+#[test]
+fn a_new_translation_is_reached_and_the_old_memory_never() {
+    let (a, b) = pair();
+    let src = a.pd.rdma_reg_msgs(64).unwrap();
+    src.write(0, &[0x77; 8]).unwrap();
+    let mut old_mem = vec![0u8; 4096];
+    let mut new_mem = vec![0u8; 4096];
+    // SAFETY: both buffers outlive the region (dropped at the end of the test, after it).
+    let mut mr = unsafe { b.pd.reg_mr_raw(old_mem.as_mut_ptr(), old_mem.len(), RW) }.unwrap();
+    let old_key = mr.rkey();
+    // SAFETY: as above, for the new memory.
+    unsafe { mr.rereg_translation(new_mem.as_mut_ptr(), new_mem.len(), None, None) }.unwrap();
+    let (new_addr, new_key) = (mr.addr(), mr.rkey());
+    assert_eq!(new_addr, new_mem.as_ptr() as u64);
+    assert_eq!(write(&a, &src, new_addr + 100, new_key), WcStatus::Success);
+    drop(mr); // deregistered: the buffers are ours again
+    assert_eq!(new_mem[100..108], [0x77; 8]);
+    assert!(
+        old_mem.iter().all(|&x| x == 0),
+        "the old memory is untouched"
+    );
+    assert_ne!(old_key, new_key);
+}
