@@ -1,5 +1,5 @@
 //! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`,
-//! `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_dereg_mr`.
+//! `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_rereg_mr`, `ibv_dereg_mr`.
 //!
 //! Each C object is the first field of a boxed Rust one holding the `softrnic_uapi` object
 //! (a [`Pd`] clone keeps the device running; a [`MemoryRegion`] deregisters when dropped).
@@ -178,5 +178,81 @@ export! { "IBVERBS_1.1";
     /// is bound to it (the MR then stays valid, as the man page says).
     unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         catch(libc::EIO, || dereg_with(mr, MemoryRegion::dereg))
+    }
+}
+
+/// `enum ibv_rereg_mr_flags`.
+const REREG_CHANGE_TRANSLATION: c_int = 1 << 0;
+const REREG_CHANGE_PD: c_int = 1 << 1;
+const REREG_CHANGE_ACCESS: c_int = 1 << 2;
+const REREG_FLAGS_SUPPORTED: c_int = (REREG_CHANGE_ACCESS << 1) - 1;
+/// `enum ibv_rereg_mr_err_code`: bad input (the MR is unchanged) and a failed command (here
+/// too the MR is unchanged and usable; rdma-core only promises less).
+const REREG_ERR_INPUT: c_int = -1;
+const REREG_ERR_CMD: c_int = -4;
+
+export! { "IBVERBS_1.1";
+    /// `int ibv_rereg_mr(struct ibv_mr *, int flags, struct ibv_pd *, void *addr,
+    /// size_t length, int access)`: 0 with the MR's keys (and `pd`, `addr`, `length` as
+    /// changed) updated; `IBV_REREG_MR_ERR_INPUT` with `errno = EINVAL` for bad flags, a
+    /// translation given without `IBV_REREG_MR_CHANGE_TRANSLATION` (or missing with it), a
+    /// dead MR or PD; `IBV_REREG_MR_ERR_CMD` with the errno of the refusal (`EBUSY` while a
+    /// window is bound, `EINVAL` for bad access flags). On error the MR is unchanged.
+    unsafe extern "C" fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: size_t, access: c_int) -> c_int {
+        catch(REREG_ERR_CMD, || {
+            let input = |e| {
+                set_errno(e);
+                REREG_ERR_INPUT
+            };
+            let translation = flags & REREG_CHANGE_TRANSLATION != 0;
+            if flags & !REREG_FLAGS_SUPPORTED != 0
+                || translation != (!addr.is_null() && length != 0)
+                || (!translation && (!addr.is_null() || length != 0))
+            {
+                return input(libc::EINVAL);
+            }
+            let new_pd = if flags & REREG_CHANGE_PD != 0 {
+                match pd_of(pd) {
+                    Some(p) => Some(p),
+                    None => return input(libc::EINVAL),
+                }
+            } else {
+                None
+            };
+            let access = (flags & REREG_CHANGE_ACCESS != 0)
+                .then(|| Access(access as u32 & !Access::OPTIONAL_RANGE.bits()));
+            if !MRS.remove(mr) {
+                return input(libc::EINVAL);
+            }
+            // SAFETY: `mr` was live, so it came from Box::into_raw of a SoftMr; removing it
+            // from MRS makes this the only owner until it is inserted again below.
+            let mut soft = unsafe { Box::from_raw(mr.cast::<SoftMr>()) };
+            let r = if translation {
+                // SAFETY: the C caller promises for the new range what ibv_reg_mr requires.
+                unsafe {
+                    soft.mr.rereg_translation(addr.cast(), length, new_pd.map(|p| &p.pd), access)
+                }
+            } else {
+                soft.mr.rereg(new_pd.map(|p| &p.pd), access)
+            };
+            let code = match r {
+                Ok(()) => {
+                    soft.ibv.lkey = soft.mr.lkey();
+                    soft.ibv.rkey = soft.mr.rkey();
+                    soft.ibv.addr = soft.mr.addr() as *mut c_void;
+                    soft.ibv.length = soft.mr.len();
+                    if new_pd.is_some() {
+                        soft.ibv.pd = pd;
+                    }
+                    0
+                }
+                Err(e) => {
+                    set_errno(e.errno());
+                    REREG_ERR_CMD
+                }
+            };
+            MRS.insert(Box::into_raw(soft).cast::<ibv_mr>());
+            code
+        })
     }
 }
