@@ -18,9 +18,10 @@ fn rc_pingpong_between_two_processes() {
     let Some(prog) = common::program("ibv_rc_pingpong", "rc_pingpong_between_two_processes") else {
         return;
     };
-    pingpong(&prog, &["-n", "100"]);
+    // The two runs: the defaults (4096 bytes, 1000 round trips) and 64 KiB x 1000.
+    pingpong(&prog, &[]);
+    pingpong(&prog, &["-s", "65536", "-n", "1000", "-c"]);
     pingpong(&prog, &["-n", "100", "-c"]);
-    pingpong(&prog, &["-s", "65536", "-n", "100", "-c"]);
     // -e: completion channels (ibv_req_notify_cq, poll on the channel, ibv_get_cq_event).
     pingpong(&prog, &["-e", "-n", "100", "-c"]);
     pingpong(&prog, &["-e", "-s", "65536", "-n", "100"]);
