@@ -141,6 +141,12 @@ pub type QueryDeviceExFn = unsafe extern "C" fn(
     size_t,
 ) -> c_int;
 
+/// `struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *, struct ibv_cq_init_attr_ex *)`.
+pub type CreateCqExFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut super::ex::ibv_cq_init_attr_ex,
+) -> *mut super::ex::ibv_cq_ex;
+
 /// `struct verbs_context` of rdma-core 44 (648 bytes): the extended ops, growing towards lower
 /// addresses, then `sz` and the `ibv_context` itself as the last field.
 #[repr(C)]
@@ -170,7 +176,7 @@ pub struct verbs_context {
     pub modify_wq: OpaqueFn,
     pub create_wq: OpaqueFn,
     pub query_rt_values: OpaqueFn,
-    pub create_cq_ex: OpaqueFn,
+    pub create_cq_ex: Option<CreateCqExFn>,
     /// `struct verbs_ex_private *`: rdma-core's own; NULL here.
     pub priv_: *mut c_void,
     pub query_device_ex: Option<QueryDeviceExFn>,

@@ -3,6 +3,7 @@
 pub(crate) mod async_event;
 pub(crate) mod channel;
 pub(crate) mod cq;
+pub(crate) mod cq_ex;
 pub(crate) mod descriptor;
 pub(crate) mod device;
 pub(crate) mod misc;

@@ -1,0 +1,185 @@
+//! The extended verbs from a C program compiled against the installed verbs.h: a CQ made by
+//! the inline `ibv_create_cq_ex` (unsupported `wc_flags` refused with `EOPNOTSUPP`, the same
+//! object polled as an `ibv_cq` through `ibv_cq_ex_to_cq`), completions walked with
+//! `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and the `ibv_wc_read_*` accessors
+//! (opcodes, statuses, byte_len, imm data, QP numbers), on an RC QP connected to itself.
+
+mod common;
+
+const PROGRAM: &str = r#"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
+
+struct seen { uint64_t wr_id; int status; int opcode; uint32_t byte_len, imm, qp_num, src_qp, flags; };
+
+/* Polls `want` completions with the extended API into `out`. */
+static int poll_ex(struct ibv_cq_ex *cq, int want, struct seen *out)
+{
+    int got = 0;
+    for (long i = 0; i < 100000000 && got < want; i++) {
+        struct ibv_poll_cq_attr pa = { 0 };
+        int rc = ibv_start_poll(cq, &pa);
+        if (rc == ENOENT)
+            continue;
+        if (rc != 0)
+            return -rc;
+        do {
+            struct seen *s = &out[got++];
+            s->wr_id = cq->wr_id;
+            s->status = cq->status;
+            s->opcode = ibv_wc_read_opcode(cq);
+            s->byte_len = ibv_wc_read_byte_len(cq);
+            s->imm = ibv_wc_read_imm_data(cq);
+            s->qp_num = ibv_wc_read_qp_num(cq);
+            s->src_qp = ibv_wc_read_src_qp(cq);
+            s->flags = ibv_wc_read_wc_flags(cq);
+            rc = got < want ? ibv_next_poll(cq) : ENOENT;
+        } while (rc == 0);
+        ibv_end_poll(cq);
+        if (rc != ENOENT)
+            return -rc;
+    }
+    return got;
+}
+
+static struct seen *find(struct seen *s, int n, uint64_t wr_id)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i].wr_id == wr_id)
+            return &s[i];
+    return NULL;
+}
+
+int main(void)
+{
+    int n = -1;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    CHECK(list && n == 1, 10);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    CHECK(ctx, 11);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    CHECK(pd, 12);
+    char *buf = aligned_alloc(4096, 16384);
+    memset(buf, 0, 16384);
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    CHECK(mr, 13);
+
+    struct ibv_cq_init_attr_ex cattr = {
+        .cqe = 16, .cq_context = (void *)0x1234,
+        .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+    };
+    errno = 0;
+    CHECK(!ibv_create_cq_ex(ctx, &cattr) && errno == EOPNOTSUPP, 14);
+    cattr.wc_flags &= ~(uint64_t)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &cattr);
+    CHECK(cqx && cqx->context == ctx && cqx->cq_context == (void *)0x1234, 15);
+    CHECK(cqx->read_byte_len && !cqx->read_completion_ts && !cqx->read_sl, 16);
+    struct ibv_cq *cq = ibv_cq_ex_to_cq(cqx);
+    struct ibv_wc wc;
+    CHECK(ibv_poll_cq(cq, 1, &wc) == 0, 17);
+    struct ibv_poll_cq_attr pa = { 0 };
+    CHECK(ibv_start_poll(cqx, &pa) == ENOENT, 18);
+
+    struct ibv_qp_init_attr init = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 1,
+                 .max_inline_data = 64 },
+    };
+    struct ibv_qp *qp = ibv_create_qp(pd, &init);
+    CHECK(qp, 19);
+    CHECK(ibv_destroy_cq(cq) == EBUSY, 20);
+
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+        .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
+    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                        IBV_QP_ACCESS_FLAGS) == 0, 21);
+    union ibv_gid gid;
+    CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0, 22);
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_RTR;
+    attr.path_mtu = IBV_MTU_1024;
+    attr.dest_qp_num = qp->qp_num;
+    attr.rq_psn = 1;
+    attr.max_dest_rd_atomic = 4;
+    attr.min_rnr_timer = 12;
+    attr.ah_attr.is_global = 1;
+    attr.ah_attr.grh.dgid = gid;
+    attr.ah_attr.grh.sgid_index = 1;
+    attr.ah_attr.grh.hop_limit = 1;
+    attr.ah_attr.port_num = 1;
+    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, 23);
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_RTS;
+    attr.timeout = 14;
+    attr.retry_cnt = 7;
+    attr.rnr_retry = 7;
+    attr.sq_psn = 1;
+    attr.max_rd_atomic = 4;
+    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0, 24);
+
+    /* SEND_WITH_IMM and RDMA WRITE through ibv_post_send, completions through the CQ ex. */
+    struct ibv_sge rsge = { .addr = (uintptr_t)buf + 4096, .length = 1024, .lkey = mr->lkey };
+    struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &rsge, .num_sge = 1 }, *bad_rwr = NULL;
+    CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0, 25);
+    strcpy(buf, "hello cq ex");
+    struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = 12, .lkey = mr->lkey };
+    struct ibv_send_wr w2 = { .wr_id = 3, .sg_list = &ssge, .num_sge = 1,
+                              .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                              .wr.rdma = { .remote_addr = (uintptr_t)buf + 8192, .rkey = mr->rkey } };
+    struct ibv_send_wr w1 = { .wr_id = 2, .next = &w2, .sg_list = &ssge, .num_sge = 1,
+                              .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+                              .imm_data = htonl(0xa1b2c3d4) }, *bad_swr = NULL;
+    CHECK(ibv_post_send(qp, &w1, &bad_swr) == 0, 26);
+    struct seen s[16];
+    CHECK(poll_ex(cqx, 3, s) == 3, 27);
+    struct seen *r = find(s, 3, 1), *a = find(s, 3, 2), *b = find(s, 3, 3);
+    CHECK(r && a && b, 28);
+    CHECK(r->status == IBV_WC_SUCCESS && r->opcode == IBV_WC_RECV && r->byte_len == 12, 29);
+    CHECK((r->flags & IBV_WC_WITH_IMM) && r->imm == htonl(0xa1b2c3d4), 30);
+    CHECK(r->qp_num == qp->qp_num && r->src_qp == qp->qp_num, 31);
+    CHECK(a->status == IBV_WC_SUCCESS && a->opcode == IBV_WC_SEND && a->qp_num == qp->qp_num, 32);
+    CHECK(b->status == IBV_WC_SUCCESS && b->opcode == IBV_WC_RDMA_WRITE, 33);
+    CHECK(strcmp(buf + 4096, "hello cq ex") == 0 && strcmp(buf + 8192, "hello cq ex") == 0, 34);
+    CHECK(ibv_start_poll(cqx, &pa) == ENOENT, 35);
+
+    /* The same object as an ibv_cq: the classic poll sees the next completion. */
+    CHECK(ibv_post_send(qp, &w2, &bad_swr) == 0, 36);
+    for (long i = 0; i < 100000000 && (n = ibv_poll_cq(cq, 1, &wc)) == 0; i++)
+        ;
+    CHECK(n == 1 && wc.wr_id == 3 && wc.opcode == IBV_WC_RDMA_WRITE && wc.status == 0, 37);
+
+    CHECK(ibv_destroy_qp(qp) == 0, 90);
+    CHECK(ibv_destroy_cq(cq) == 0, 91);
+    CHECK(ibv_destroy_cq(cq) == EINVAL, 92);
+    CHECK(ibv_dereg_mr(mr) == 0, 93);
+    CHECK(ibv_dealloc_pd(pd) == 0, 94);
+    CHECK(ibv_close_device(ctx) == 0, 95);
+    ibv_free_device_list(list);
+    free(buf);
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn extended_verbs_from_c() {
+    let Some(exe) = common::compile_c("verbs_ex", PROGRAM, "extended_verbs_from_c") else {
+        return;
+    };
+    // An address of its own: the first PD binds the device's UDP port 4791 there.
+    let out = common::run(&exe, &[], Some("127.0.27.1"));
+    let (stdout, stderr) = common::texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout.trim(), "ok");
+}
