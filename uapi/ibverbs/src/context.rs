@@ -21,7 +21,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
-use crate::verbs::{cq, cq_ex, mw, post, query, srq};
+use crate::verbs::{cq, cq_ex, mw, post, qp_ex, query, srq};
 
 /// An open device.
 #[repr(C)]
@@ -131,7 +131,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             ibv_create_flow: None,
             ABI_placeholder1: None,
             open_qp: None,
-            create_qp_ex: None,
+            create_qp_ex: Some(qp_ex::op_create_qp_ex),
             get_srq_num: None,
             create_srq_ex: None,
             open_xrcd: None,

@@ -2,7 +2,11 @@
 //! the inline `ibv_create_cq_ex` (unsupported `wc_flags` refused with `EOPNOTSUPP`, the same
 //! object polled as an `ibv_cq` through `ibv_cq_ex_to_cq`), completions walked with
 //! `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and the `ibv_wc_read_*` accessors
-//! (opcodes, statuses, byte_len, imm data, QP numbers), on an RC QP connected to itself.
+//! (opcodes, statuses, byte_len, imm data, QP numbers), on an RC QP connected to itself that
+//! the inline `ibv_create_qp_ex` made with send ops; `ibv_qp_to_qp_ex` and the `ibv_wr_*`
+//! builder post SEND_WITH_IMM (inline), RDMA WRITE, RDMA READ, FETCH_ADD, CMP_SWP and ATOMIC
+//! WRITE in one batch (memory checked); a failed builder call makes `ibv_wr_complete` return
+//! its errno and post nothing, `ibv_wr_abort` drops a batch.
 
 mod common;
 
@@ -94,8 +98,28 @@ int main(void)
         .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 1,
                  .max_inline_data = 64 },
     };
-    struct ibv_qp *qp = ibv_create_qp(pd, &init);
-    CHECK(qp, 19);
+    struct ibv_qp *plain = ibv_create_qp(pd, &init);
+    CHECK(plain, 19);
+    errno = 0;
+    CHECK(!ibv_qp_to_qp_ex(plain) && errno == EOPNOTSUPP, 60);
+    CHECK(ibv_destroy_qp(plain) == 0, 61);
+    errno = 0;
+    CHECK(!ibv_qp_to_qp_ex(plain) && errno == EINVAL, 62);
+    struct ibv_qp_init_attr_ex xinit = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = init.cap,
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+        .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO,
+    };
+    errno = 0;
+    CHECK(!ibv_create_qp_ex(ctx, &xinit) && errno == EOPNOTSUPP, 63);
+    xinit.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+        IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+        IBV_QP_EX_WITH_ATOMIC_WRITE;
+    struct ibv_qp *qp = ibv_create_qp_ex(ctx, &xinit);
+    CHECK(qp && qp->pd == pd && qp->send_cq == cq, 64);
+    struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+    CHECK(qpx && &qpx->qp_base == qp, 65);
     CHECK(ibv_destroy_cq(cq) == EBUSY, 20);
 
     struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
@@ -158,6 +182,89 @@ int main(void)
     for (long i = 0; i < 100000000 && (n = ibv_poll_cq(cq, 1, &wc)) == 0; i++)
         ;
     CHECK(n == 1 && wc.wr_id == 3 && wc.opcode == IBV_WC_RDMA_WRITE && wc.status == 0, 37);
+
+    /* The builder: one batch of six operations. */
+    memset(buf, 0, 16384);
+    strcpy(buf + 100, "inline data");
+    strcpy(buf + 200, "written by wr_*");
+    strcpy(buf + 300, "READSRC");
+    *(uint64_t *)(buf + 512) = 10;
+    *(uint64_t *)(buf + 528) = 7;
+    *(uint64_t *)(buf + 552) = 0x1122334455667788ull;
+    rwr.wr_id = 10;
+    CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0, 40);
+    uint64_t base = (uintptr_t)buf;
+    ibv_wr_start(qpx);
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    qpx->wr_id = 11;
+    ibv_wr_send_imm(qpx, htonl(0x55667788));
+    ibv_wr_set_inline_data(qpx, buf + 100, 12);
+    qpx->wr_id = 12;
+    ibv_wr_rdma_write(qpx, mr->rkey, base + 12288);
+    ibv_wr_set_sge(qpx, mr->lkey, base + 200, 16);
+    qpx->wr_id = 13;
+    ibv_wr_rdma_read(qpx, mr->rkey, base + 300);
+    struct ibv_sge rd[2] = { { base + 400, 4, mr->lkey }, { base + 450, 4, mr->lkey } };
+    ibv_wr_set_sge_list(qpx, 2, rd);
+    qpx->wr_id = 14;
+    ibv_wr_atomic_fetch_add(qpx, mr->rkey, base + 512, 5);
+    ibv_wr_set_sge(qpx, mr->lkey, base + 520, 8);
+    qpx->wr_id = 15;
+    ibv_wr_atomic_cmp_swp(qpx, mr->rkey, base + 528, 7, 99);
+    ibv_wr_set_sge(qpx, mr->lkey, base + 536, 8);
+    qpx->wr_id = 16;
+    ibv_wr_atomic_write(qpx, mr->rkey, base + 544, buf + 552);
+    CHECK(ibv_wr_complete(qpx) == 0, 41);
+    CHECK(poll_ex(cqx, 7, s) == 7, 42);
+    for (int i = 0; i < 7; i++)
+        CHECK(s[i].status == IBV_WC_SUCCESS && s[i].qp_num == qp->qp_num, 43);
+    r = find(s, 7, 10);
+    CHECK(r && r->opcode == IBV_WC_RECV && r->byte_len == 12 && r->imm == htonl(0x55667788), 44);
+    CHECK(strcmp(buf + 4096, "inline data") == 0, 45);
+    CHECK(find(s, 7, 11) && find(s, 7, 11)->opcode == IBV_WC_SEND, 46);
+    CHECK(find(s, 7, 12) && find(s, 7, 12)->opcode == IBV_WC_RDMA_WRITE, 47);
+    CHECK(strcmp(buf + 12288, "written by wr_*") == 0, 48);
+    CHECK(find(s, 7, 13) && find(s, 7, 13)->opcode == IBV_WC_RDMA_READ &&
+          find(s, 7, 13)->byte_len == 8, 49);
+    CHECK(memcmp(buf + 400, "READ", 4) == 0 && memcmp(buf + 450, "SRC", 4) == 0, 50);
+    CHECK(find(s, 7, 14) && find(s, 7, 14)->opcode == IBV_WC_FETCH_ADD, 51);
+    CHECK(*(uint64_t *)(buf + 512) == 15 && *(uint64_t *)(buf + 520) == 10, 52);
+    CHECK(find(s, 7, 15) && find(s, 7, 15)->opcode == IBV_WC_COMP_SWAP, 53);
+    CHECK(*(uint64_t *)(buf + 528) == 99 && *(uint64_t *)(buf + 536) == 7, 54);
+    CHECK(find(s, 7, 16) && find(s, 7, 16)->opcode == IBV_WC_ATOMIC_WRITE, 55);
+    CHECK(*(uint64_t *)(buf + 544) == 0x1122334455667788ull, 56);
+
+    /* Failed batches post nothing; an aborted one neither. */
+    ibv_wr_start(qpx);
+    ibv_wr_set_sge(qpx, mr->lkey, base, 4);
+    CHECK(ibv_wr_complete(qpx) == EINVAL, 70);
+    uint64_t on_stack = 1;
+    ibv_wr_start(qpx);
+    ibv_wr_send(qpx);
+    ibv_wr_set_inline_data(qpx, &on_stack, 8);
+    CHECK(ibv_wr_complete(qpx) == EINVAL, 71);
+    ibv_wr_start(qpx);
+    ibv_wr_send(qpx);
+    ibv_wr_send_tso(qpx, NULL, 0, 0);
+    CHECK(ibv_wr_complete(qpx) == EOPNOTSUPP, 72);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 17;
+    ibv_wr_rdma_write(qpx, mr->rkey, base + 12288);
+    ibv_wr_set_sge(qpx, mr->lkey, base + 300, 8);
+    ibv_wr_abort(qpx);
+    CHECK(ibv_wr_complete(qpx) == EINVAL, 73);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 18;
+    ibv_wr_rdma_write_imm(qpx, mr->rkey, base + 12288, htonl(42));
+    ibv_wr_set_sge(qpx, mr->lkey, base + 300, 8);
+    rwr.wr_id = 19;
+    CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0, 74);
+    CHECK(ibv_wr_complete(qpx) == 0, 75);
+    CHECK(poll_ex(cqx, 2, s) == 2, 76);
+    CHECK(find(s, 2, 18) && find(s, 2, 18)->opcode == IBV_WC_RDMA_WRITE, 77);
+    r = find(s, 2, 19);
+    CHECK(r && r->opcode == IBV_WC_RECV_RDMA_WITH_IMM && r->imm == htonl(42), 78);
+    CHECK(strcmp(buf + 12288, "READSRC") == 0, 79);
 
     CHECK(ibv_destroy_qp(qp) == 0, 90);
     CHECK(ibv_destroy_cq(cq) == 0, 91);

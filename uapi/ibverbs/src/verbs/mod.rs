@@ -12,6 +12,7 @@ pub(crate) mod mw;
 pub(crate) mod pd;
 pub(crate) mod post;
 pub(crate) mod qp;
+pub(crate) mod qp_ex;
 pub(crate) mod query;
 pub(crate) mod rdmacm;
 pub(crate) mod relaxed;
