@@ -10,6 +10,7 @@
 //! read through the `read_*` ops the creation's `wc_flags` asked for (the others are NULL, as
 //! in rdma-core).
 
+use std::cell::UnsafeCell;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
@@ -32,8 +33,9 @@ const SUPPORTED_WC_FLAGS: u64 = IBV_WC_STANDARD_FLAGS;
 #[repr(C)]
 #[derive(Default)]
 pub(crate) struct CqEx {
-    /// The C fields of `ibv_cq_ex` after the `ibv_cq` head.
-    pub c: ibv_cq_ex_tail,
+    /// The C fields of `ibv_cq_ex` after the `ibv_cq` head; `status` and `wr_id` change
+    /// under the application's eyes, hence the cell.
+    pub c: UnsafeCell<ibv_cq_ex_tail>,
     /// The completion `start_poll`/`next_poll` took last.
     current: Mutex<ibv_wc>,
 }
@@ -60,11 +62,16 @@ impl CqEx {
             ..Default::default()
         };
         CqEx {
-            c,
+            c: UnsafeCell::new(c),
             current: Mutex::new(ibv_wc::default()),
         }
     }
 }
+
+// SAFETY: `c` is written only by `create_cq_ex` before the CQ is published and by
+// `take_one`, which verbs forbids to race with other polling of the same CQ (the only readers
+// of `status`/`wr_id`); `current` is behind its mutex.
+unsafe impl Sync for CqEx {}
 
 /// The CQ whose `ibv_cq_ex` is `cq`, if alive.
 fn soft_of<'a>(cq: *mut ibv_cq_ex) -> Option<&'a SoftCq> {
@@ -95,12 +102,13 @@ unsafe fn take_one(cq: *mut ibv_cq_ex) -> c_int {
         Ok(_) => {
             let wc = to_ibv_wc(&one[0]);
             *soft.ex.current.lock().unwrap_or_else(|p| p.into_inner()) = wc;
-            // SAFETY: `cq` is a live CQ, so a SoftCq whose CqEx tail sits where ibv_cq_ex's
-            // does (`layout_of_the_soft_cq_is_an_ibv_cq_ex`); the application polls a CQ from
-            // one thread at a time, as verbs requires of the extended polling.
+            // SAFETY: the cell of a live CQ, which is the `ex` of its ibv_cq_ex
+            // (`layout_of_the_soft_cq_is_an_ibv_cq_ex`); the application polls a CQ from one
+            // thread at a time, as verbs requires of the extended polling.
             unsafe {
-                (*cq).ex.status = wc.status;
-                (*cq).ex.wr_id = wc.wr_id;
+                let c = &mut *soft.ex.c.get();
+                c.status = wc.status;
+                c.wr_id = wc.wr_id;
             }
             0
         }
@@ -234,8 +242,9 @@ mod test {
 
     #[test]
     fn unrequested_reads_are_null() {
-        let ex = CqEx::new(IBV_WC_EX_WITH_BYTE_LEN);
-        assert!(ex.c.read_byte_len.is_some() && ex.c.start_poll.is_some());
-        assert!(ex.c.read_imm_data.is_none() && ex.c.read_completion_ts.is_none());
+        let mut ex = CqEx::new(IBV_WC_EX_WITH_BYTE_LEN);
+        let c = ex.c.get_mut();
+        assert!(c.read_byte_len.is_some() && c.start_poll.is_some());
+        assert!(c.read_imm_data.is_none() && c.read_completion_ts.is_none());
     }
 }
