@@ -5,7 +5,7 @@
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
-//! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`);
+//! * queue pairs beyond RC: UC and UD (`EOPNOTSUPP`);
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
 //!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
 
