@@ -3,10 +3,13 @@
 //! object polled as an `ibv_cq` through `ibv_cq_ex_to_cq`), completions walked with
 //! `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and the `ibv_wc_read_*` accessors
 //! (opcodes, statuses, byte_len, imm data, QP numbers), on an RC QP connected to itself that
-//! the inline `ibv_create_qp_ex` made with send ops; `ibv_qp_to_qp_ex` and the `ibv_wr_*`
+//! the inline `ibv_create_qp_ex` made with send ops (a CQ ex with a completion channel signals
+//! it; a parent domain or flags beyond SINGLE_THREADED are `EOPNOTSUPP`; a QP made with only
+//! `IBV_QP_INIT_ATTR_PD` has no `ibv_qp_ex`); `ibv_qp_to_qp_ex` and the `ibv_wr_*`
 //! builder post SEND_WITH_IMM (inline), RDMA WRITE, RDMA READ, FETCH_ADD, CMP_SWP and ATOMIC
 //! WRITE in one batch (memory checked); a failed builder call makes `ibv_wr_complete` return
-//! its errno and post nothing, `ibv_wr_abort` drops a batch.
+//! its errno and post nothing, `ibv_wr_abort` drops a batch; inline data from a list of
+//! buffers, and an unsignaled WR that completes without a completion.
 
 mod common;
 
@@ -84,6 +87,19 @@ int main(void)
     errno = 0;
     CHECK(!ibv_create_cq_ex(ctx, &cattr) && errno == EOPNOTSUPP, 14);
     cattr.wc_flags &= ~(uint64_t)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    cattr.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+    cattr.parent_domain = pd;
+    errno = 0;
+    CHECK(!ibv_create_cq_ex(ctx, &cattr) && errno == EOPNOTSUPP, 140);
+    cattr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    cattr.parent_domain = NULL;
+    cattr.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+    errno = 0;
+    CHECK(!ibv_create_cq_ex(ctx, &cattr) && errno == EOPNOTSUPP, 141);
+    cattr.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+    CHECK(ch, 142);
+    cattr.channel = ch;
     struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &cattr);
     CHECK(cqx && cqx->context == ctx && cqx->cq_context == (void *)0x1234, 15);
     CHECK(cqx->read_byte_len && !cqx->read_completion_ts && !cqx->read_sl, 16);
@@ -92,6 +108,7 @@ int main(void)
     CHECK(ibv_poll_cq(cq, 1, &wc) == 0, 17);
     struct ibv_poll_cq_attr pa = { 0 };
     CHECK(ibv_start_poll(cqx, &pa) == ENOENT, 18);
+    CHECK(ibv_req_notify_cq(cq, 0) == 0, 143);
 
     struct ibv_qp_init_attr init = {
         .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
@@ -103,6 +120,12 @@ int main(void)
     errno = 0;
     CHECK(!ibv_qp_to_qp_ex(plain) && errno == EOPNOTSUPP, 60);
     CHECK(ibv_destroy_qp(plain) == 0, 61);
+    struct ibv_qp_init_attr_ex pd_only = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = init.cap,
+        .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = pd,
+    };
+    plain = ibv_create_qp_ex(ctx, &pd_only);
+    CHECK(plain && !ibv_qp_to_qp_ex(plain) && ibv_destroy_qp(plain) == 0, 66);
     errno = 0;
     CHECK(!ibv_qp_to_qp_ex(plain) && errno == EINVAL, 62);
     struct ibv_qp_init_attr_ex xinit = {
@@ -176,6 +199,11 @@ int main(void)
     CHECK(b->status == IBV_WC_SUCCESS && b->opcode == IBV_WC_RDMA_WRITE, 33);
     CHECK(strcmp(buf + 4096, "hello cq ex") == 0 && strcmp(buf + 8192, "hello cq ex") == 0, 34);
     CHECK(ibv_start_poll(cqx, &pa) == ENOENT, 35);
+    struct ibv_cq *ev_cq = NULL;
+    void *ev_ctx = NULL;
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0, 144);
+    CHECK(ev_cq == cq && ev_ctx == (void *)0x1234, 145);
+    ibv_ack_cq_events(cq, 1);
 
     /* The same object as an ibv_cq: the classic poll sees the next completion. */
     CHECK(ibv_post_send(qp, &w2, &bad_swr) == 0, 36);
@@ -266,9 +294,28 @@ int main(void)
     CHECK(r && r->opcode == IBV_WC_RECV_RDMA_WITH_IMM && r->imm == htonl(42), 78);
     CHECK(strcmp(buf + 12288, "READSRC") == 0, 79);
 
+    /* Inline data from a list of buffers; an unsignaled WR completes silently. */
+    struct ibv_data_buf parts[2] = { { buf + 100, 7 }, { buf + 200, 8 } };
+    rwr.wr_id = 20;
+    CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0, 80);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 21;
+    qpx->wr_flags = 0;
+    ibv_wr_rdma_write(qpx, mr->rkey, base + 12288);
+    ibv_wr_set_sge(qpx, mr->lkey, base + 100, 6);
+    qpx->wr_id = 22;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_send(qpx);
+    ibv_wr_set_inline_data_list(qpx, 2, parts);
+    CHECK(ibv_wr_complete(qpx) == 0, 81);
+    CHECK(poll_ex(cqx, 2, s) == 2 && find(s, 2, 20) && find(s, 2, 22) && !find(s, 2, 21), 82);
+    CHECK(find(s, 2, 20)->byte_len == 15 && memcmp(buf + 4096, "inline written ", 15) == 0, 83);
+    CHECK(memcmp(buf + 12288, "inline", 6) == 0, 84);
+
     CHECK(ibv_destroy_qp(qp) == 0, 90);
     CHECK(ibv_destroy_cq(cq) == 0, 91);
     CHECK(ibv_destroy_cq(cq) == EINVAL, 92);
+    CHECK(ibv_destroy_comp_channel(ch) == 0, 96);
     CHECK(ibv_dereg_mr(mr) == 0, 93);
     CHECK(ibv_dealloc_pd(pd) == 0, 94);
     CHECK(ibv_close_device(ctx) == 0, 95);
