@@ -9,7 +9,9 @@
 //! builder post SEND_WITH_IMM (inline), RDMA WRITE, RDMA READ, FETCH_ADD, CMP_SWP and ATOMIC
 //! WRITE in one batch (memory checked); a failed builder call makes `ibv_wr_complete` return
 //! its errno and post nothing, `ibv_wr_abort` drops a batch; inline data from a list of
-//! buffers, and an unsignaled WR that completes without a completion.
+//! buffers, and an unsignaled WR that completes without a completion; inline data and the
+//! ATOMIC WRITE operand are copied when set (stack buffers, changed before `wr_complete`),
+//! and inline data beyond the staging region is `ENOMEM`.
 
 mod common;
 
@@ -218,7 +220,6 @@ int main(void)
     strcpy(buf + 300, "READSRC");
     *(uint64_t *)(buf + 512) = 10;
     *(uint64_t *)(buf + 528) = 7;
-    *(uint64_t *)(buf + 552) = 0x1122334455667788ull;
     rwr.wr_id = 10;
     CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0, 40);
     uint64_t base = (uintptr_t)buf;
@@ -241,7 +242,9 @@ int main(void)
     ibv_wr_atomic_cmp_swp(qpx, mr->rkey, base + 528, 7, 99);
     ibv_wr_set_sge(qpx, mr->lkey, base + 536, 8);
     qpx->wr_id = 16;
-    ibv_wr_atomic_write(qpx, mr->rkey, base + 544, buf + 552);
+    uint64_t value = 0x1122334455667788ull;
+    ibv_wr_atomic_write(qpx, mr->rkey, base + 544, &value);
+    value = 0;
     CHECK(ibv_wr_complete(qpx) == 0, 41);
     CHECK(poll_ex(cqx, 7, s) == 7, 42);
     for (int i = 0; i < 7; i++)
@@ -266,11 +269,10 @@ int main(void)
     ibv_wr_start(qpx);
     ibv_wr_set_sge(qpx, mr->lkey, base, 4);
     CHECK(ibv_wr_complete(qpx) == EINVAL, 70);
-    uint64_t on_stack = 1;
     ibv_wr_start(qpx);
     ibv_wr_send(qpx);
-    ibv_wr_set_inline_data(qpx, &on_stack, 8);
-    CHECK(ibv_wr_complete(qpx) == EINVAL, 71);
+    ibv_wr_set_inline_data(qpx, buf, 2000);
+    CHECK(ibv_wr_complete(qpx) == ENOMEM, 71);
     ibv_wr_start(qpx);
     ibv_wr_send(qpx);
     ibv_wr_send_tso(qpx, NULL, 0, 0);
@@ -311,6 +313,19 @@ int main(void)
     CHECK(poll_ex(cqx, 2, s) == 2 && find(s, 2, 20) && find(s, 2, 22) && !find(s, 2, 21), 82);
     CHECK(find(s, 2, 20)->byte_len == 15 && memcmp(buf + 4096, "inline written ", 15) == 0, 83);
     CHECK(memcmp(buf + 12288, "inline", 6) == 0, 84);
+
+    /* Inline data is copied when it is set: a stack buffer, changed before wr_complete. */
+    uint64_t on_stack = 0x0102030405060708ull;
+    rwr.wr_id = 23;
+    CHECK(ibv_post_recv(qp, &rwr, &bad_rwr) == 0, 85);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 24;
+    ibv_wr_send(qpx);
+    ibv_wr_set_inline_data(qpx, &on_stack, 8);
+    on_stack = 0;
+    CHECK(ibv_wr_complete(qpx) == 0, 86);
+    CHECK(poll_ex(cqx, 2, s) == 2 && find(s, 2, 23) && find(s, 2, 23)->byte_len == 8, 87);
+    CHECK(*(uint64_t *)(buf + 4096) == 0x0102030405060708ull, 88);
 
     CHECK(ibv_destroy_qp(qp) == 0, 90);
     CHECK(ibv_destroy_cq(cq) == 0, 91);

@@ -46,20 +46,6 @@ pub(crate) fn mr_of<'a>(mr: *const ibv_mr) -> Option<&'a SoftMr> {
     MRS.contains(mr).then(|| unsafe { &*mr.cast::<SoftMr>() })
 }
 
-/// The lkey of a live MR of the PD `pd` holding the `len` bytes at `addr`, if any (for the
-/// inline data and atomic-write operands of `verbs::qp_ex`, which come without a key).
-pub(crate) fn mr_covering(pd: *mut ibv_pd, addr: u64, len: u64) -> Option<u32> {
-    let end = addr.checked_add(len)?;
-    let p = MRS.find(|m: *const ibv_mr| {
-        // SAFETY: `find` passes live MR pointers only, under the set's lock.
-        let m = unsafe { &*m };
-        let start = m.addr as u64;
-        m.pd == pd && start <= addr && end <= start.saturating_add(m.length as u64)
-    });
-    // SAFETY: a live MR (its lkey is fixed while it stays registered).
-    (!p.is_null()).then(|| unsafe { (*p).lkey })
-}
-
 /// Makes `mr`, registered on the PD `pd` (live, `soft`), a live `ibv_mr` for C.
 pub(crate) fn publish_mr(pd: *mut ibv_pd, soft: &SoftPd, mr: MemoryRegion) -> *mut ibv_mr {
     let ibv = ibv_mr {

@@ -12,16 +12,20 @@
 //! for, an SGE setter before any opcode, inline data outside every MR of the QP's PD) makes
 //! the batch fail: `wr_complete` then posts nothing and returns the errno.
 //!
-//! Inline data (`wr_set_inline_data`) must lie in a memory region of the QP's PD: softrnic
-//! gathers it at `wr_complete` through the key table, so it must also stay unchanged until
-//! then. The 8-byte operand of `wr_atomic_write` likewise.
+//! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
+//! when the builder call is made, as verbs requires (the application may reuse the buffer at
+//! once), into the QP's staging region: a memory region of the QP's PD that `create_qp_ex`
+//! registers, `max_send_wr` slots of `max(max_inline_data, 8)` bytes rounded up to 8, which
+//! the provider copies from when the batch is posted. (The provider takes inline data
+//! through the key table, so it must lie in a registered region.) A batch whose inline data
+//! outgrows the region fails with `ENOMEM`.
 
 use std::cell::UnsafeCell;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use libc::{c_int, c_void, size_t};
-use softrnic_uapi::{RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_uapi::{Access, MemoryRegion, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
 use crate::abi::context::ibv_context;
 use crate::abi::ex::*;
@@ -30,8 +34,8 @@ use crate::abi::qp_attr::ibv_qp_init_attr;
 use crate::abi::wr::{ibv_mw_bind_info, ibv_sge};
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
-use crate::verbs::pd::{mr_covering, pd_of};
-use crate::verbs::qp::{ibv_create_qp, qp_of, SoftQp};
+use crate::verbs::pd::pd_of;
+use crate::verbs::qp::{ibv_create_qp, ibv_destroy_qp, qp_of, SoftQp};
 
 /// `IBV_QP_EX_WITH_LOCAL_INV`.
 const WITH_LOCAL_INV: u64 = 1 << 7;
@@ -64,6 +68,10 @@ struct Batch {
     /// The first error of a builder call, reported by `wr_complete`.
     err: c_int,
     wrs: Vec<SendWr>,
+    /// The staging region of inline data and atomic-write operands (see the module doc).
+    staging: Option<MemoryRegion>,
+    /// The bytes of `staging` the open batch uses.
+    staged: usize,
 }
 
 /// The extended part of a QP, right after its `ibv_qp`.
@@ -139,6 +147,39 @@ impl Batch {
         if self.err == 0 {
             self.err = e;
         }
+    }
+
+    /// Copies `parts` into the staging region: the SGE of the copy, or `None` after failing
+    /// the batch (`ENOMEM` when the region is full).
+    fn stage(&mut self, parts: &[&[u8]]) -> Option<Sge> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let start = self.staged;
+        let fits = self
+            .staging
+            .as_ref()
+            .is_some_and(|m| start + total <= m.len());
+        let (Some(mr), true, Ok(len)) = (self.staging.as_ref(), fits, u32::try_from(total)) else {
+            self.fail(libc::ENOMEM);
+            return None;
+        };
+        let mut at = start;
+        for p in parts {
+            if mr.write(at, p).is_err() {
+                self.fail(libc::EINVAL);
+                return None;
+            }
+            at += p.len();
+        }
+        self.staged = (start + total).next_multiple_of(8);
+        Some(mr.sge(start, len))
+    }
+
+    /// Empties the batch, open or not.
+    fn reset(&mut self, open: bool) {
+        self.wrs.clear();
+        self.err = 0;
+        self.staged = 0;
+        self.open = open;
     }
 
     /// The WR the SGE setters apply to, or `None` after failing the batch.
@@ -278,7 +319,7 @@ unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, rkey: u32) {
     );
 }
 
-/// An `ATOMIC WRITE` of the 8 bytes at `value`, which must lie in an MR of the QP's PD.
+/// An `ATOMIC WRITE` of the 8 bytes at `value` (copied now).
 unsafe extern "C" fn wr_atomic_write(
     qp: *mut ibv_qp_ex,
     rkey: u32,
@@ -287,21 +328,19 @@ unsafe extern "C" fn wr_atomic_write(
 ) {
     let op = WITH_ATOMIC_WRITE;
     start_wr(qp, op, SendOpcode::AtomicWrite, remote(rkey, addr), 0, 0, 0);
-    with_batch(qp, |soft, b, _, _| {
+    with_batch(qp, |_, b, _, _| {
         if b.err != 0 {
             return;
         }
-        match mr_covering(soft.ibv.pd, value as u64, 8) {
-            Some(lkey) => {
-                if let Some(w) = b.last() {
-                    w.sg_list = vec![Sge {
-                        addr: value as u64,
-                        length: 8,
-                        lkey,
-                    }];
-                }
+        if value.is_null() {
+            return b.fail(libc::EINVAL);
+        }
+        // SAFETY: the caller passes 8 readable bytes at non-NULL `value`.
+        let v = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), 8) };
+        if let Some(sge) = b.stage(&[v]) {
+            if let Some(w) = b.last() {
+                w.sg_list = vec![sge];
             }
-            None => b.fail(libc::EINVAL),
         }
     });
 }
@@ -353,19 +392,31 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num: size_t, list: *con
     });
 }
 
-/// Sets the last WR's data to the buffers `bufs` as inline data (see the module doc).
+/// Sets the last WR's data to a copy of the buffers `bufs`, inline (see the module doc).
 fn set_inline(qp: *mut ibv_qp_ex, bufs: &[ibv_data_buf]) {
-    with_batch(qp, |soft, b, _, _| {
-        let mut sges = Vec::with_capacity(bufs.len());
-        for d in bufs.iter().filter(|d| d.length > 0) {
-            let (addr, len) = (d.addr as u64, d.length as u64);
-            match (mr_covering(soft.ibv.pd, addr, len), u32::try_from(len)) {
-                (Some(lkey), Ok(length)) => sges.push(Sge { addr, length, lkey }),
-                _ => return b.fail(libc::EINVAL),
-            }
+    with_batch(qp, |_, b, _, _| {
+        if b.last().is_none() {
+            return;
         }
+        if bufs.iter().any(|d| d.addr.is_null() && d.length > 0) {
+            return b.fail(libc::EINVAL);
+        }
+        let parts: Vec<&[u8]> = bufs
+            .iter()
+            .filter(|d| d.length > 0)
+            // SAFETY: the caller passes `length` readable bytes at each non-NULL `addr`.
+            .map(|d| unsafe { std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length) })
+            .collect();
+        let sg_list = if parts.is_empty() {
+            Vec::new()
+        } else {
+            match b.stage(&parts) {
+                Some(sge) => vec![sge],
+                None => return,
+            }
+        };
         if let Some(w) = b.last() {
-            w.sg_list = sges;
+            w.sg_list = sg_list;
             w.flags = SendFlags(w.flags.0 | SendFlags::INLINE.0);
         }
     });
@@ -392,11 +443,7 @@ unsafe extern "C" fn wr_set_inline_data_list(
 
 /// `wr_start`: an empty batch (dropping one left open).
 unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
-    with_batch(qp, |_, b, _, _| {
-        b.wrs.clear();
-        b.err = 0;
-        b.open = true;
-    });
+    with_batch(qp, |_, b, _, _| b.reset(true));
 }
 
 /// `wr_complete`: posts the batch; 0, the batch's error (nothing posted), `post_send`'s errno
@@ -414,20 +461,14 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
                 Err((_, e)) => e.errno(),
             }
         };
-        b.wrs.clear();
-        b.err = 0;
-        b.open = false;
+        b.reset(false);
     });
     r
 }
 
 /// `wr_abort`: drops the batch.
 unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
-    with_batch(qp, |_, b, _, _| {
-        b.wrs.clear();
-        b.err = 0;
-        b.open = false;
-    });
+    with_batch(qp, |_, b, _, _| b.reset(false));
 }
 
 /// NULL with `errno = e`.
@@ -437,7 +478,7 @@ fn fail<T>(e: c_int) -> *mut T {
 }
 
 /// `verbs_context.create_qp_ex`: `ibv_create_qp` on `attr->pd` (required), with the builder
-/// when `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` is set. NULL with `errno`: `EINVAL` for a NULL
+/// and its staging region when `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` is set. NULL with `errno`: `EINVAL` for a NULL
 /// attr, a missing or bad PD or a PD of another context (and `ibv_create_qp`'s errors);
 /// `EOPNOTSUPP` for other `comp_mask` bits, send ops beyond [`SUPPORTED_SEND_OPS`] or a
 /// builder on a QP type other than RC.
@@ -478,10 +519,30 @@ pub(crate) unsafe extern "C" fn op_create_qp_ex(
         }
         let soft = qp.cast::<SoftQp>();
         // SAFETY: `qp` was just created and not yet returned, so this is the only use of
-        // its SoftQp: the builder is installed before the application can see it.
+        // its SoftQp.
+        let cap = unsafe { (*soft).init.cap };
+        let slot = (cap.max_inline_data as usize).max(8).next_multiple_of(8);
+        let staging = match pd
+            .pd
+            .reg_mr(slot * cap.max_send_wr.max(1) as usize, Access::LOCAL_WRITE)
+        {
+            Ok(mr) => mr,
+            Err(e) => {
+                // SAFETY: the QP just created, not yet seen by the application.
+                unsafe { ibv_destroy_qp(qp) };
+                return fail(e.errno());
+            }
+        };
+        // SAFETY: as above: the builder is installed before the application can see the QP.
         unsafe {
             *(*soft).ex.c.get() = builder_ops();
             (*soft).ex.send_ops = send_ops;
+            (*soft)
+                .ex
+                .batch
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .staging = Some(staging);
         }
         qp
     })
