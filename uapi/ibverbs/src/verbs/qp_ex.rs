@@ -9,8 +9,9 @@
 //! QP is NULL (as in rdma-core). The builder collects softrnic [`SendWr`]s in a batch that
 //! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
 //! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
-//! for, an SGE setter before any opcode, inline data outside every MR of the QP's PD) makes
-//! the batch fail: `wr_complete` then posts nothing and returns the errno.
+//! for, an SGE setter before any opcode, inline data beyond the staging region, BIND_MW, TSO,
+//! UD or XRC addressing) makes the batch fail: `wr_complete` then posts nothing and returns
+//! the errno.
 //!
 //! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
 //! when the builder call is made, as verbs requires (the application may reuse the buffer at
