@@ -21,7 +21,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
-use crate::verbs::{cq, mw, post, query, srq};
+use crate::verbs::{cq, cq_ex, mw, post, qp_ex, query, srq};
 
 /// An open device.
 #[repr(C)]
@@ -123,7 +123,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             modify_wq: None,
             create_wq: None,
             query_rt_values: None,
-            create_cq_ex: None,
+            create_cq_ex: Some(cq_ex::op_create_cq_ex),
             priv_: std::ptr::null_mut(),
             query_device_ex: Some(query::op_query_device_ex),
             ibv_destroy_flow: None,
@@ -131,7 +131,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             ibv_create_flow: None,
             ABI_placeholder1: None,
             open_qp: None,
-            create_qp_ex: None,
+            create_qp_ex: Some(qp_ex::op_create_qp_ex),
             get_srq_num: None,
             create_srq_ex: None,
             open_xrcd: None,

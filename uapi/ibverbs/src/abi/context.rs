@@ -141,6 +141,16 @@ pub type QueryDeviceExFn = unsafe extern "C" fn(
     size_t,
 ) -> c_int;
 
+/// `struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *, struct ibv_cq_init_attr_ex *)`.
+pub type CreateCqExFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut super::ex::ibv_cq_init_attr_ex,
+) -> *mut super::ex::ibv_cq_ex;
+
+/// `struct ibv_qp *(*create_qp_ex)(struct ibv_context *, struct ibv_qp_init_attr_ex *)`.
+pub type CreateQpExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut super::ex::ibv_qp_init_attr_ex) -> *mut ibv_qp;
+
 /// `struct verbs_context` of rdma-core 44 (648 bytes): the extended ops, growing towards lower
 /// addresses, then `sz` and the `ibv_context` itself as the last field.
 #[repr(C)]
@@ -170,7 +180,7 @@ pub struct verbs_context {
     pub modify_wq: OpaqueFn,
     pub create_wq: OpaqueFn,
     pub query_rt_values: OpaqueFn,
-    pub create_cq_ex: OpaqueFn,
+    pub create_cq_ex: Option<CreateCqExFn>,
     /// `struct verbs_ex_private *`: rdma-core's own; NULL here.
     pub priv_: *mut c_void,
     pub query_device_ex: Option<QueryDeviceExFn>,
@@ -179,7 +189,7 @@ pub struct verbs_context {
     pub ibv_create_flow: OpaqueFn,
     pub ABI_placeholder1: OpaqueFn,
     pub open_qp: OpaqueFn,
-    pub create_qp_ex: OpaqueFn,
+    pub create_qp_ex: Option<CreateQpExFn>,
     pub get_srq_num: OpaqueFn,
     pub create_srq_ex: OpaqueFn,
     pub open_xrcd: OpaqueFn,

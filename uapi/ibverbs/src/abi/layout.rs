@@ -11,6 +11,7 @@ use std::process::Command;
 
 use super::attr::*;
 use super::context::*;
+use super::ex::*;
 use super::objects::*;
 use super::qp_attr::*;
 use super::wr::*;
@@ -167,6 +168,49 @@ fn table() -> Vec<Entry> {
         "struct ibv_srq_attr" => ibv_srq_attr { max_wr, max_sge, srq_limit }
         "struct ibv_srq_init_attr" => ibv_srq_init_attr { srq_context, attr }
         "struct ibv_async_event" => ibv_async_event { element, event_type }
+        "struct ibv_poll_cq_attr" => ibv_poll_cq_attr { comp_mask }
+        "struct ibv_cq_ex" => ibv_cq_ex {
+            cq.context as "context", cq.channel as "channel", cq.cq_context as "cq_context",
+            cq.handle as "handle", cq.cqe as "cqe", cq.mutex as "mutex", cq.cond as "cond",
+            cq.comp_events_completed as "comp_events_completed",
+            cq.async_events_completed as "async_events_completed",
+            ex.comp_mask as "comp_mask", ex.status as "status", ex.wr_id as "wr_id",
+            ex.start_poll as "start_poll", ex.next_poll as "next_poll", ex.end_poll as "end_poll",
+            ex.read_opcode as "read_opcode", ex.read_vendor_err as "read_vendor_err",
+            ex.read_byte_len as "read_byte_len", ex.read_imm_data as "read_imm_data",
+            ex.read_qp_num as "read_qp_num", ex.read_src_qp as "read_src_qp",
+            ex.read_wc_flags as "read_wc_flags", ex.read_slid as "read_slid",
+            ex.read_sl as "read_sl", ex.read_dlid_path_bits as "read_dlid_path_bits",
+            ex.read_completion_ts as "read_completion_ts", ex.read_cvlan as "read_cvlan",
+            ex.read_flow_tag as "read_flow_tag", ex.read_tm_info as "read_tm_info",
+            ex.read_completion_wallclock_ns as "read_completion_wallclock_ns",
+        }
+        "struct ibv_cq_init_attr_ex" => ibv_cq_init_attr_ex {
+            cqe, cq_context, channel, comp_vector, wc_flags, comp_mask, flags, parent_domain,
+        }
+        "struct ibv_data_buf" => ibv_data_buf { addr, length }
+        "struct ibv_rx_hash_conf" => ibv_rx_hash_conf {
+            rx_hash_function, rx_hash_key_len, rx_hash_key, rx_hash_fields_mask,
+        }
+        "struct ibv_qp_init_attr_ex" => ibv_qp_init_attr_ex {
+            qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all, comp_mask, pd, xrcd,
+            create_flags, max_tso_header, rwq_ind_tbl, rx_hash_conf, source_qpn, send_ops_flags,
+        }
+        "struct ibv_qp_ex" => ibv_qp_ex {
+            qp_base, ex.comp_mask as "comp_mask", ex.wr_id as "wr_id", ex.wr_flags as "wr_flags",
+            ex.wr_atomic_cmp_swp as "wr_atomic_cmp_swp",
+            ex.wr_atomic_fetch_add as "wr_atomic_fetch_add", ex.wr_bind_mw as "wr_bind_mw",
+            ex.wr_local_inv as "wr_local_inv", ex.wr_rdma_read as "wr_rdma_read",
+            ex.wr_rdma_write as "wr_rdma_write", ex.wr_rdma_write_imm as "wr_rdma_write_imm",
+            ex.wr_send as "wr_send", ex.wr_send_imm as "wr_send_imm",
+            ex.wr_send_inv as "wr_send_inv", ex.wr_send_tso as "wr_send_tso",
+            ex.wr_set_ud_addr as "wr_set_ud_addr", ex.wr_set_xrc_srqn as "wr_set_xrc_srqn",
+            ex.wr_set_inline_data as "wr_set_inline_data",
+            ex.wr_set_inline_data_list as "wr_set_inline_data_list",
+            ex.wr_set_sge as "wr_set_sge", ex.wr_set_sge_list as "wr_set_sge_list",
+            ex.wr_start as "wr_start", ex.wr_complete as "wr_complete",
+            ex.wr_abort as "wr_abort", ex.wr_atomic_write as "wr_atomic_write",
+        }
     }
 }
 

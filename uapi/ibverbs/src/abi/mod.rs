@@ -10,12 +10,14 @@
 //! | [`context`] | `ibv_device`, `ibv_context_ops`, `ibv_context`, `verbs_context`          |
 //! | [`objects`] | `ibv_pd`, `ibv_mr`, `ibv_mw`, `ibv_ah`, `ibv_comp_channel`, `ibv_cq`, `ibv_srq`, `ibv_qp` |
 //! | [`wr`]      | `ibv_sge`, `ibv_send_wr`, `ibv_recv_wr`, `ibv_wc`, `ibv_mw_bind(_info)`  |
+//! | [`ex`]      | `ibv_cq_ex`, `ibv_cq_init_attr_ex`, `ibv_poll_cq_attr`, `ibv_qp_ex`, `ibv_qp_init_attr_ex`, `ibv_data_buf` |
 //! | [`qp_attr`] | `ibv_global_route`, `ibv_ah_attr`, `ibv_qp_cap`, `ibv_qp_init_attr`, `ibv_qp_attr`, `ibv_srq_attr`, `ibv_srq_init_attr`, `ibv_async_event` |
 
 #![allow(non_camel_case_types, non_snake_case)]
 
 pub mod attr;
 pub mod context;
+pub mod ex;
 pub mod objects;
 pub mod qp_attr;
 pub mod wr;

@@ -18,11 +18,14 @@ use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
 use crate::verbs::channel::{channel_of, count_cq};
+use crate::verbs::cq_ex::CqEx;
 
 /// A completion queue. `cq` is `None` only inside `ibv_destroy_cq`.
 #[repr(C)]
 pub(crate) struct SoftCq {
-    ibv: ibv_cq,
+    pub ibv: ibv_cq,
+    /// The rest of the `ibv_cq_ex` (`verbs::cq_ex`); no ops for `ibv_create_cq`'s CQs.
+    pub ex: CqEx,
     pub cq: Option<Cq>,
 }
 
@@ -54,53 +57,69 @@ export! { "IBVERBS_1.1";
     /// context or channel, `cqe` out of 1..=max_cqe or a `comp_vector` other than 0; or the
     /// errno of starting the device.
     unsafe extern "C" fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut ibv_comp_channel, comp_vector: c_int) -> *mut ibv_cq {
-        catch(null_mut(), || {
-            let Some(c) = context::lookup(context) else { return fail(libc::EINVAL) };
-            let events = match channel_of(channel) {
-                Some(ch) => Some(ch.events.clone()),
-                None if channel.is_null() => None,
-                None => return fail(libc::EINVAL),
-            };
-            if comp_vector != 0 || cqe <= 0 {
-                return fail(libc::EINVAL);
-            }
-            let rt = match c.runtime() {
-                Ok(rt) => rt,
-                Err(e) => return fail(e),
-            };
-            let cq = match rt.create_cq(cqe as usize) {
-                Ok(cq) => cq,
-                Err(e) => return fail(e.errno()),
-            };
-            let ibv = ibv_cq {
-                context,
-                channel,
-                cq_context,
-                handle: cq.handle(),
-                cqe,
-                // SAFETY (zeroed): all-zero pthread_mutex_t / pthread_cond_t are the static
-                // initializers on glibc.
-                mutex: unsafe { std::mem::zeroed() },
-                // SAFETY: as above.
-                cond: unsafe { std::mem::zeroed() },
-                comp_events_completed: 0,
-                async_events_completed: 0,
-            };
-            let soft = Box::into_raw(Box::new(SoftCq { ibv, cq: Some(cq) }));
-            let p = soft.cast::<ibv_cq>();
-            if let Some(events) = events {
-                let addr = p as usize;
-                // SAFETY: just allocated, not yet shared.
-                let soft = unsafe { &*soft };
-                if let Some(cq) = &soft.cq {
-                    cq.set_notifier(move || events.signal(addr as *mut ibv_cq));
-                }
-                count_channel(&soft.ibv, 1);
-            }
-            CQS.insert(p);
-            p
-        })
+        catch(null_mut(), || create(context, cqe, cq_context, channel, comp_vector, CqEx::default()))
     }
+}
+
+/// `ibv_create_cq` with the extended part `ex` (`verbs::cq_ex`); NULL with `errno` as there.
+pub(crate) fn create(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+    ex: CqEx,
+) -> *mut ibv_cq {
+    let Some(c) = context::lookup(context) else {
+        return fail(libc::EINVAL);
+    };
+    let events = match channel_of(channel) {
+        Some(ch) => Some(ch.events.clone()),
+        None if channel.is_null() => None,
+        None => return fail(libc::EINVAL),
+    };
+    if comp_vector != 0 || cqe <= 0 {
+        return fail(libc::EINVAL);
+    }
+    let rt = match c.runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(e),
+    };
+    let cq = match rt.create_cq(cqe as usize) {
+        Ok(cq) => cq,
+        Err(e) => return fail(e.errno()),
+    };
+    let ibv = ibv_cq {
+        context,
+        channel,
+        cq_context,
+        handle: cq.handle(),
+        cqe,
+        // SAFETY (zeroed): all-zero pthread_mutex_t / pthread_cond_t are the static
+        // initializers on glibc.
+        mutex: unsafe { std::mem::zeroed() },
+        // SAFETY: as above.
+        cond: unsafe { std::mem::zeroed() },
+        comp_events_completed: 0,
+        async_events_completed: 0,
+    };
+    let soft = Box::into_raw(Box::new(SoftCq {
+        ibv,
+        ex,
+        cq: Some(cq),
+    }));
+    let p = soft.cast::<ibv_cq>();
+    if let Some(events) = events {
+        let addr = p as usize;
+        // SAFETY: just allocated, not yet shared.
+        let soft = unsafe { &*soft };
+        if let Some(cq) = &soft.cq {
+            cq.set_notifier(move || events.signal(addr as *mut ibv_cq));
+        }
+        count_channel(&soft.ibv, 1);
+    }
+    CQS.insert(p);
+    p
 }
 
 export! { "IBVERBS_1.1";

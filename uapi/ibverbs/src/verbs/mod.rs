@@ -3,6 +3,7 @@
 pub(crate) mod async_event;
 pub(crate) mod channel;
 pub(crate) mod cq;
+pub(crate) mod cq_ex;
 pub(crate) mod descriptor;
 pub(crate) mod device;
 pub(crate) mod misc;
@@ -11,6 +12,7 @@ pub(crate) mod mw;
 pub(crate) mod pd;
 pub(crate) mod post;
 pub(crate) mod qp;
+pub(crate) mod qp_ex;
 pub(crate) mod query;
 pub(crate) mod rdmacm;
 pub(crate) mod relaxed;

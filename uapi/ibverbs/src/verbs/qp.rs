@@ -21,12 +21,15 @@ use crate::live::Live;
 use crate::verbs::async_event::count_ack;
 use crate::verbs::cq::cq_of;
 use crate::verbs::pd::pd_of;
+use crate::verbs::qp_ex::QpEx;
 use crate::verbs::srq::with_srq;
 
 /// A queue pair.
 #[repr(C)]
 pub(crate) struct SoftQp {
     pub ibv: ibv_qp,
+    /// The rest of the `ibv_qp_ex` (`verbs::qp_ex`).
+    pub ex: QpEx,
     pub qp: QueuePair,
     /// `ibv_create_qp`'s attributes, capacities as granted.
     pub init: ibv_qp_init_attr,
@@ -144,7 +147,7 @@ export! { "IBVERBS_1.1";
                 events_completed: 0,
             };
             let attr = ibv_qp_attr { cap: init.cap, port_num: 1, ..Default::default() };
-            let soft = SoftQp { ibv, qp, init, attr: Mutex::new(attr) };
+            let soft = SoftQp { ibv, ex: QpEx::default(), qp, init, attr: Mutex::new(attr) };
             let p = Box::into_raw(Box::new(soft)).cast::<ibv_qp>();
             QPS.insert(p);
             p

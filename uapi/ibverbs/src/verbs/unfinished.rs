@@ -5,7 +5,7 @@
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
-//! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`), `ibv_qp_to_qp_ex`;
+//! * queue pairs beyond RC: UC and UD (`EOPNOTSUPP`);
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
 //!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
 
@@ -57,7 +57,6 @@ macro_rules! errno_stubs {
 }
 
 null_stubs! {
-    "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
     "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8);
 }

@@ -1,0 +1,578 @@
+//! Extended QPs: the `verbs_context.create_qp_ex` op that verbs.h's inline `ibv_create_qp_ex`
+//! calls, `ibv_qp_to_qp_ex`, and the `ibv_qp_ex` work-request builder (`ibv_wr_start`,
+//! `ibv_wr_<opcode>`, `ibv_wr_set_sge(_list)`, `ibv_wr_set_inline_data(_list)`,
+//! `ibv_wr_complete`, `ibv_wr_abort`).
+//!
+//! Every QP is a [`SoftQp`]: its `ibv_qp` is followed by a [`QpEx`], whose first field is the
+//! tail of `struct ibv_qp_ex`, so the `ibv_qp_ex` of a QP is the QP's own address. A QP made
+//! with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` has the builder ops; `ibv_qp_to_qp_ex` of any other
+//! QP is NULL (as in rdma-core). The builder collects softrnic [`SendWr`]s in a batch that
+//! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
+//! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
+//! for, an SGE setter before any opcode, inline data beyond the staging region, BIND_MW, TSO,
+//! UD or XRC addressing) makes the batch fail: `wr_complete` then posts nothing and returns
+//! the errno.
+//!
+//! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
+//! when the builder call is made, as verbs requires (the application may reuse the buffer at
+//! once), into the QP's staging region: a memory region of the QP's PD that `create_qp_ex`
+//! registers, `max_send_wr` slots of `max(max_inline_data, 8)` bytes rounded up to 8, which
+//! the provider copies from when the batch is posted. (The provider takes inline data
+//! through the key table, so it must lie in a registered region.) A batch whose inline data
+//! outgrows the region fails with `ENOMEM`.
+
+use std::cell::UnsafeCell;
+use std::ptr::null_mut;
+use std::sync::Mutex;
+
+use libc::{c_int, c_void, size_t};
+use softrnic_uapi::{Access, MemoryRegion, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+
+use crate::abi::context::ibv_context;
+use crate::abi::ex::*;
+use crate::abi::objects::{ibv_ah, ibv_mw, ibv_qp};
+use crate::abi::qp_attr::ibv_qp_init_attr;
+use crate::abi::wr::{ibv_mw_bind_info, ibv_sge};
+use crate::export::export;
+use crate::ffi::{catch, set_errno};
+use crate::verbs::pd::pd_of;
+use crate::verbs::qp::{ibv_create_qp, ibv_destroy_qp, qp_of, SoftQp};
+
+/// `IBV_QP_EX_WITH_LOCAL_INV`.
+const WITH_LOCAL_INV: u64 = 1 << 7;
+/// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+const WITH_SEND_WITH_INV: u64 = 1 << 9;
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
+const WITH_ATOMIC_WRITE: u64 = 1 << 12;
+
+/// The send ops an RC QP's builder has (BIND_MW and TSO are `EOPNOTSUPP`).
+const SUPPORTED_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_READ
+    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | WITH_LOCAL_INV
+    | WITH_SEND_WITH_INV
+    | WITH_ATOMIC_WRITE;
+
+/// The send flags a builder WR takes from `wr_flags`: FENCE, SIGNALED, SOLICITED (INLINE is
+/// set by `wr_set_inline_data*`).
+const WR_FLAGS: u32 = 0x7;
+
+/// The WRs between `wr_start` and `wr_complete`.
+#[derive(Default)]
+struct Batch {
+    /// Inside `wr_start` ... `wr_complete`/`wr_abort`.
+    open: bool,
+    /// The first error of a builder call, reported by `wr_complete`.
+    err: c_int,
+    wrs: Vec<SendWr>,
+    /// The staging region of inline data and atomic-write operands (see the module doc).
+    staging: Option<MemoryRegion>,
+    /// The bytes of `staging` the open batch uses.
+    staged: usize,
+}
+
+/// The extended part of a QP, right after its `ibv_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct QpEx {
+    /// The C fields of `ibv_qp_ex` after the `ibv_qp` head; the application writes `wr_id`
+    /// and `wr_flags` itself, hence the cell.
+    c: UnsafeCell<ibv_qp_ex_tail>,
+    /// `send_ops_flags` of the creation; 0 for a QP without the builder.
+    send_ops: u64,
+    batch: Mutex<Batch>,
+}
+
+// SAFETY: `c` is written only by `create_qp_ex` before the QP is published and by the
+// application (`wr_id`, `wr_flags`), which verbs forbids to race with the builder calls that
+// read it; everything else is behind the mutex.
+unsafe impl Sync for QpEx {}
+
+/// The builder ops, all of them set (the inline `ibv_wr_*` call them without a NULL check;
+/// the unsupported ones fail the batch with `EOPNOTSUPP`).
+fn builder_ops() -> ibv_qp_ex_tail {
+    ibv_qp_ex_tail {
+        wr_atomic_cmp_swp: Some(wr_atomic_cmp_swp),
+        wr_atomic_fetch_add: Some(wr_atomic_fetch_add),
+        wr_bind_mw: Some(wr_bind_mw),
+        wr_local_inv: Some(wr_local_inv),
+        wr_rdma_read: Some(wr_rdma_read),
+        wr_rdma_write: Some(wr_rdma_write),
+        wr_rdma_write_imm: Some(wr_rdma_write_imm),
+        wr_send: Some(wr_send),
+        wr_send_imm: Some(wr_send_imm),
+        wr_send_inv: Some(wr_send_inv),
+        wr_send_tso: Some(wr_send_tso),
+        wr_set_ud_addr: Some(wr_set_ud_addr),
+        wr_set_xrc_srqn: Some(wr_set_xrc_srqn),
+        wr_set_inline_data: Some(wr_set_inline_data),
+        wr_set_inline_data_list: Some(wr_set_inline_data_list),
+        wr_set_sge: Some(wr_set_sge),
+        wr_set_sge_list: Some(wr_set_sge_list),
+        wr_start: Some(wr_start),
+        wr_complete: Some(wr_complete),
+        wr_abort: Some(wr_abort),
+        wr_atomic_write: Some(wr_atomic_write),
+        ..Default::default()
+    }
+}
+
+/// Runs `f` on the batch of the live QP `qp` with its `wr_id`/`wr_flags`; nothing for a
+/// pointer that is not a live QP with a builder.
+fn with_batch(qp: *mut ibv_qp_ex, f: impl FnOnce(&SoftQp, &mut Batch, u64, u32)) {
+    catch((), || {
+        let Some(soft) = qp_of(qp.cast::<ibv_qp>()) else {
+            return;
+        };
+        if soft.ex.send_ops == 0 {
+            return;
+        }
+        // SAFETY: a live QP's cell; the application does not write `wr_id`/`wr_flags`
+        // while it calls the builder (verbs: one thread per QP's builder).
+        let (wr_id, flags) = unsafe {
+            let c = &*soft.ex.c.get();
+            (c.wr_id, c.wr_flags)
+        };
+        let mut b = soft.ex.batch.lock().unwrap_or_else(|p| p.into_inner());
+        f(soft, &mut b, wr_id, flags);
+    })
+}
+
+impl Batch {
+    /// Fails the batch with `e` (the first error is kept).
+    fn fail(&mut self, e: c_int) {
+        if self.err == 0 {
+            self.err = e;
+        }
+    }
+
+    /// Copies `parts` into the staging region: the SGE of the copy, or `None` after failing
+    /// the batch (`ENOMEM` when the region is full).
+    fn stage(&mut self, parts: &[&[u8]]) -> Option<Sge> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let start = self.staged;
+        let fits = self
+            .staging
+            .as_ref()
+            .is_some_and(|m| start + total <= m.len());
+        let (Some(mr), true, Ok(len)) = (self.staging.as_ref(), fits, u32::try_from(total)) else {
+            self.fail(libc::ENOMEM);
+            return None;
+        };
+        let mut at = start;
+        for p in parts {
+            if mr.write(at, p).is_err() {
+                self.fail(libc::EINVAL);
+                return None;
+            }
+            at += p.len();
+        }
+        self.staged = (start + total).next_multiple_of(8);
+        Some(mr.sge(start, len))
+    }
+
+    /// Empties the batch, open or not.
+    fn reset(&mut self, open: bool) {
+        self.wrs.clear();
+        self.err = 0;
+        self.staged = 0;
+        self.open = open;
+    }
+
+    /// The WR the SGE setters apply to, or `None` after failing the batch.
+    fn last(&mut self) -> Option<&mut SendWr> {
+        if self.wrs.is_empty() {
+            self.fail(libc::EINVAL);
+        }
+        self.wrs.last_mut()
+    }
+}
+
+/// Starts a WR of `opcode` (needing the creation flag `op`) with `remote`, `imm`, operands.
+fn start_wr(
+    qp: *mut ibv_qp_ex,
+    op: u64,
+    opcode: SendOpcode,
+    remote: RemoteAddr,
+    imm: u32,
+    compare_add: u64,
+    swap: u64,
+) {
+    with_batch(qp, |soft, b, wr_id, flags| {
+        if !b.open {
+            return b.fail(libc::EINVAL);
+        }
+        if soft.ex.send_ops & op == 0 {
+            return b.fail(libc::EOPNOTSUPP);
+        }
+        b.wrs.push(SendWr {
+            wr_id,
+            opcode,
+            flags: SendFlags(flags & WR_FLAGS),
+            sg_list: Vec::new(),
+            imm_data_or_inv_rkey: imm,
+            remote,
+            compare_add,
+            swap,
+            bind_mw: None,
+        });
+    });
+}
+
+fn remote(rkey: u32, addr: u64) -> RemoteAddr {
+    RemoteAddr { addr, rkey }
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    let op = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+    start_wr(
+        qp,
+        op,
+        SendOpcode::AtomicCmpAndSwp,
+        remote(rkey, addr),
+        0,
+        compare,
+        swap,
+    );
+}
+unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
+    let op = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    start_wr(
+        qp,
+        op,
+        SendOpcode::AtomicFetchAndAdd,
+        remote(rkey, addr),
+        0,
+        add,
+        0,
+    );
+}
+unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, rkey: u32) {
+    start_wr(
+        qp,
+        WITH_LOCAL_INV,
+        SendOpcode::LocalInv,
+        RemoteAddr::default(),
+        rkey,
+        0,
+        0,
+    );
+}
+unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+    let op = IBV_QP_EX_WITH_RDMA_READ;
+    start_wr(qp, op, SendOpcode::RdmaRead, remote(rkey, addr), 0, 0, 0);
+}
+unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+    let op = IBV_QP_EX_WITH_RDMA_WRITE;
+    start_wr(qp, op, SendOpcode::RdmaWrite, remote(rkey, addr), 0, 0, 0);
+}
+/// `imm_data` is `__be32`; softrnic keeps it as the wire value (as `post_send` does).
+unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
+    let op = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    let imm = u32::from_be(imm);
+    start_wr(
+        qp,
+        op,
+        SendOpcode::RdmaWriteWithImm,
+        remote(rkey, addr),
+        imm,
+        0,
+        0,
+    );
+}
+unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
+    let op = IBV_QP_EX_WITH_SEND;
+    start_wr(qp, op, SendOpcode::Send, RemoteAddr::default(), 0, 0, 0);
+}
+unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm: u32) {
+    let op = IBV_QP_EX_WITH_SEND_WITH_IMM;
+    let imm = u32::from_be(imm);
+    start_wr(
+        qp,
+        op,
+        SendOpcode::SendWithImm,
+        RemoteAddr::default(),
+        imm,
+        0,
+        0,
+    );
+}
+unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, rkey: u32) {
+    let op = WITH_SEND_WITH_INV;
+    start_wr(
+        qp,
+        op,
+        SendOpcode::SendWithInv,
+        RemoteAddr::default(),
+        rkey,
+        0,
+        0,
+    );
+}
+
+/// An `ATOMIC WRITE` of the 8 bytes at `value` (copied now).
+unsafe extern "C" fn wr_atomic_write(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    value: *const c_void,
+) {
+    let op = WITH_ATOMIC_WRITE;
+    start_wr(qp, op, SendOpcode::AtomicWrite, remote(rkey, addr), 0, 0, 0);
+    with_batch(qp, |_, b, _, _| {
+        if b.err != 0 {
+            return;
+        }
+        if value.is_null() {
+            return b.fail(libc::EINVAL);
+        }
+        // SAFETY: the caller passes 8 readable bytes at non-NULL `value`.
+        let v = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), 8) };
+        if let Some(sge) = b.stage(&[v]) {
+            if let Some(w) = b.last() {
+                w.sg_list = vec![sge];
+            }
+        }
+    });
+}
+
+/// The builder calls softrnic does not support on RC: they fail the batch.
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut ibv_qp_ex,
+    _mw: *mut ibv_mw,
+    _rkey: u32,
+    _info: *const ibv_mw_bind_info,
+) {
+    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
+}
+unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
+    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
+}
+unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, _ah: *mut ibv_ah, _qpn: u32, _qkey: u32) {
+    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
+}
+unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, _srqn: u32) {
+    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
+}
+
+unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    with_batch(qp, |_, b, _, _| {
+        if let Some(w) = b.last() {
+            w.sg_list.clear();
+            w.sg_list.push(Sge { addr, length, lkey });
+        }
+    });
+}
+
+unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num: size_t, list: *const ibv_sge) {
+    with_batch(qp, |_, b, _, _| {
+        if num > 0 && list.is_null() {
+            return b.fail(libc::EINVAL);
+        }
+        let Some(w) = b.last() else { return };
+        w.sg_list.clear();
+        if num > 0 {
+            // SAFETY: the caller passes `num` readable SGEs at non-NULL `list`.
+            let l = unsafe { std::slice::from_raw_parts(list, num) };
+            w.sg_list.extend(l.iter().map(|s| Sge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            }));
+        }
+    });
+}
+
+/// Sets the last WR's data to a copy of the buffers `bufs`, inline (see the module doc).
+fn set_inline(qp: *mut ibv_qp_ex, bufs: &[ibv_data_buf]) {
+    with_batch(qp, |_, b, _, _| {
+        if b.last().is_none() {
+            return;
+        }
+        if bufs.iter().any(|d| d.addr.is_null() && d.length > 0) {
+            return b.fail(libc::EINVAL);
+        }
+        let parts: Vec<&[u8]> = bufs
+            .iter()
+            .filter(|d| d.length > 0)
+            // SAFETY: the caller passes `length` readable bytes at each non-NULL `addr`.
+            .map(|d| unsafe { std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length) })
+            .collect();
+        let sg_list = if parts.is_empty() {
+            Vec::new()
+        } else {
+            match b.stage(&parts) {
+                Some(sge) => vec![sge],
+                None => return,
+            }
+        };
+        if let Some(w) = b.last() {
+            w.sg_list = sg_list;
+            w.flags = SendFlags(w.flags.0 | SendFlags::INLINE.0);
+        }
+    });
+}
+
+unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, length: size_t) {
+    set_inline(qp, &[ibv_data_buf { addr, length }]);
+}
+
+unsafe extern "C" fn wr_set_inline_data_list(
+    qp: *mut ibv_qp_ex,
+    num: size_t,
+    list: *const ibv_data_buf,
+) {
+    if num == 0 {
+        return set_inline(qp, &[]);
+    }
+    if list.is_null() {
+        return with_batch(qp, |_, b, _, _| b.fail(libc::EINVAL));
+    }
+    // SAFETY: the caller passes `num` readable buffers at non-NULL `list`.
+    set_inline(qp, unsafe { std::slice::from_raw_parts(list, num) });
+}
+
+/// `wr_start`: an empty batch (dropping one left open).
+unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
+    with_batch(qp, |_, b, _, _| b.reset(true));
+}
+
+/// `wr_complete`: posts the batch; 0, the batch's error (nothing posted), `post_send`'s errno
+/// (the WRs before the refused one are posted), or `EINVAL` for a bad QP or no `wr_start`.
+unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
+    let mut r = libc::EINVAL;
+    with_batch(qp, |soft, b, _, _| {
+        r = if !b.open {
+            libc::EINVAL
+        } else if b.err != 0 {
+            b.err
+        } else {
+            match soft.qp.post_send(&b.wrs) {
+                Ok(()) => 0,
+                Err((_, e)) => e.errno(),
+            }
+        };
+        b.reset(false);
+    });
+    r
+}
+
+/// `wr_abort`: drops the batch.
+unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
+    with_batch(qp, |_, b, _, _| b.reset(false));
+}
+
+/// NULL with `errno = e`.
+fn fail<T>(e: c_int) -> *mut T {
+    set_errno(e);
+    null_mut()
+}
+
+/// `verbs_context.create_qp_ex`: `ibv_create_qp` on `attr->pd` (required), with the builder
+/// and its staging region when `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` is set. NULL with `errno`: `EINVAL` for a NULL
+/// attr, a missing or bad PD or a PD of another context (and `ibv_create_qp`'s errors);
+/// `EOPNOTSUPP` for other `comp_mask` bits, send ops beyond [`SUPPORTED_SEND_OPS`] or a
+/// builder on a QP type other than RC.
+pub(crate) unsafe extern "C" fn op_create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    catch(null_mut(), || {
+        if attr.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: non-NULL; the caller passes a readable ibv_qp_init_attr_ex.
+        let a = unsafe { *attr };
+        if a.comp_mask & !(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0 {
+            return fail(libc::EOPNOTSUPP);
+        }
+        let Some(pd) = pd_of(a.pd).filter(|_| a.comp_mask & IBV_QP_INIT_ATTR_PD != 0) else {
+            return fail(libc::EINVAL);
+        };
+        if pd.ibv.context != context {
+            return fail(libc::EINVAL);
+        }
+        let send_ops = if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+            if a.send_ops_flags & !SUPPORTED_SEND_OPS != 0
+                || a.qp_type != softrnic_uapi::QpType::Rc.ibv()
+            {
+                return fail(libc::EOPNOTSUPP);
+            }
+            a.send_ops_flags
+        } else {
+            0
+        };
+        // SAFETY: ibv_qp_init_attr_ex begins with the fields of ibv_qp_init_attr (verbs.h's
+        // inline ibv_create_qp_ex makes the same cast); `attr` is readable.
+        let qp = unsafe { ibv_create_qp(a.pd, attr.cast::<ibv_qp_init_attr>()) };
+        if qp.is_null() || send_ops == 0 {
+            return qp;
+        }
+        let soft = qp.cast::<SoftQp>();
+        // SAFETY: `qp` was just created and not yet returned, so this is the only use of
+        // its SoftQp.
+        let cap = unsafe { (*soft).init.cap };
+        let slot = (cap.max_inline_data as usize).max(8).next_multiple_of(8);
+        let staging = match pd
+            .pd
+            .reg_mr(slot * cap.max_send_wr.max(1) as usize, Access::LOCAL_WRITE)
+        {
+            Ok(mr) => mr,
+            Err(e) => {
+                // SAFETY: the QP just created, not yet seen by the application.
+                unsafe { ibv_destroy_qp(qp) };
+                return fail(e.errno());
+            }
+        };
+        // SAFETY: as above: the builder is installed before the application can see the QP.
+        unsafe {
+            *(*soft).ex.c.get() = builder_ops();
+            (*soft).ex.send_ops = send_ops;
+            (*soft)
+                .ex
+                .batch
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .staging = Some(staging);
+        }
+        qp
+    })
+}
+
+export! { "IBVERBS_1.6";
+    /// `struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *)`: the QP's own `ibv_qp_ex` if it
+    /// was created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`; else NULL (`errno = EOPNOTSUPP`),
+    /// or NULL with `EINVAL` for a pointer that is not a live QP.
+    unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+        catch(null_mut(), || match qp_of(qp) {
+            Some(soft) if soft.ex.send_ops != 0 => qp.cast::<ibv_qp_ex>(),
+            Some(_) => fail(libc::EOPNOTSUPP),
+            None => fail(libc::EINVAL),
+        })
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use std::mem::offset_of;
+
+    #[test]
+    fn layout_of_the_soft_qp_is_an_ibv_qp_ex() {
+        assert_eq!(offset_of!(SoftQp, ibv), offset_of!(ibv_qp_ex, qp_base));
+        assert_eq!(
+            offset_of!(SoftQp, ex) + offset_of!(QpEx, c),
+            offset_of!(ibv_qp_ex, ex)
+        );
+    }
+}
