@@ -24,6 +24,7 @@ pub mod rc;
 pub mod srq;
 pub mod timer;
 pub mod transport;
+pub mod uc;
 pub mod wc;
 pub mod wr;
 

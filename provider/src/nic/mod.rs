@@ -16,6 +16,7 @@ use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventQueue, EventType};
 use crate::mr::{MrTable, PdHandle};
+use crate::qp_state::QpType;
 use crate::rc::{Completion, CqSide, QpCaps, RcQp, Transmit};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
@@ -257,6 +258,29 @@ impl Nic {
         sq_sig_all: bool,
         max_wr: u32,
     ) -> Result<u32> {
+        let t = QpType::Rc;
+        self.create_qp_of(t, pd, send_cq, recv_cq, srq, caps, sq_sig_all, max_wr)
+    }
+
+    /// `ibv_create_qp` for a connected QP of `qp_type` (RC or UC).
+    ///
+    /// # Errors
+    /// As [`Nic::create_qp`]; `EOPNOTSUPP` for UD (not yet).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_qp_of(
+        &mut self,
+        qp_type: QpType,
+        pd: PdHandle,
+        send_cq: CqId,
+        recv_cq: CqId,
+        srq: Option<SrqId>,
+        caps: QpCaps,
+        sq_sig_all: bool,
+        max_wr: u32,
+    ) -> Result<u32> {
+        if qp_type == QpType::Ud {
+            return Err(Error::NotSupported("UD QPs are not supported yet"));
+        }
         if !self.cqs.contains_key(&send_cq.0) || !self.cqs.contains_key(&recv_cq.0) {
             return Err(Error::InvalidArgument("no such CQ"));
         }
@@ -275,7 +299,7 @@ impl Nic {
             }
         };
         let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
-        let mut qp = RcQp::new(qpn, pd, caps, port, sq_sig_all);
+        let mut qp = RcQp::new_of(qp_type, qpn, pd, caps, port, sq_sig_all);
         if let Some(id) = srq {
             qp = qp.with_srq(id);
         }

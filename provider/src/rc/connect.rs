@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::qp::QpAttr;
 use crate::mr::Access;
-use crate::qp_state::{AttrMask, Mtu, QpState};
+use crate::qp_state::{AttrMask, Mtu, QpState, QpType};
 
 /// What connecting an RC QP to its peer needs: the peer's address, QPN and PSN (exchanged out
 /// of band), this side's PSN, and the QP's timers, retry counts and rights.
@@ -67,6 +67,28 @@ impl Default for ConnectAttr {
 }
 
 impl ConnectAttr {
+    /// The steps for a QP of `qp_type`: [`ConnectAttr::steps`] for RC; for UC the same
+    /// without the attributes of acknowledgement and READ/atomics (`timeout`, `retry_cnt`,
+    /// `rnr_retry`, `min_rnr_timer`, `max_rd_atomic`, `max_dest_rd_atomic`), which a UC
+    /// transition refuses (IBTA 11.2.5.2; the kernel's `qp_state_table`).
+    pub fn steps_for(&self, qp_type: QpType) -> [(QpAttr, AttrMask); 3] {
+        let mut steps = self.steps();
+        if qp_type != QpType::Rc {
+            let rc_only = AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::MIN_RNR_TIMER
+                | AttrMask::MAX_QP_RD_ATOMIC
+                | AttrMask::MAX_DEST_RD_ATOMIC;
+            for (attr, mask) in &mut steps {
+                *mask = AttrMask(mask.0 & !rc_only.0);
+                attr.qp_access_flags =
+                    Access(attr.qp_access_flags.0 & (Access::LOCAL_WRITE | Access::REMOTE_WRITE).0);
+            }
+        }
+        steps
+    }
+
     /// The three modifies, in order: RESET→INIT, INIT→RTR, RTR→RTS.
     pub fn steps(&self) -> [(QpAttr, AttrMask); 3] {
         let init = QpAttr {

@@ -6,6 +6,10 @@
 //! Memory is reached only through the [`MrTable`] passed in, and a shared receive queue only
 //! through the [`SrqTable`] passed in.
 //!
+//! **UC**: the same type runs a UC QP ([`RcQp::new_of`] with `QpType::Uc`): the requester's
+//! send queue and segmentation are shared, UC's differences live in [`crate::uc`] — no
+//! ACKs, no retransmission, completion at hand-out, and the UC responder.
+//!
 //! **SQD** (IBTA 10.3.1 "Send Queue Drain"): RTS -> SQD stops the requester from starting new
 //! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
 //! request sent is acknowledged the send queue is drained ([`RcQp::sq_draining`] turns false)
@@ -29,6 +33,7 @@ use crate::qp_state::{
 };
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
+use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 
 /// Queue capacities (`ibv_qp_cap`).
@@ -161,14 +166,17 @@ pub struct QpLimits {
     pub max_dest_rd_atomic: u8,
 }
 
-/// An RC queue pair.
+/// A connected queue pair: RC, or UC.
 #[derive(Debug)]
 pub struct RcQp {
+    qp_type: QpType,
     ctx: QpContext,
     caps: QpCaps,
     state: QpState,
     req: Requester,
     resp: Responder,
+    /// The responder of a UC QP (its receive queue is `resp.rq`).
+    uc: UcResponder,
     /// A plain ACK/NAK let one requester packet go first (see [`RcQp::poll_transmit`]).
     ack_yielded: bool,
     timers: TimerTable,
@@ -184,12 +192,34 @@ pub struct RcQp {
 impl RcQp {
     /// A QP in RESET.
     pub fn new(qpn: u32, pd: PdHandle, caps: QpCaps, src_port: u16, sq_sig_all: bool) -> RcQp {
+        RcQp::new_of(QpType::Rc, qpn, pd, caps, src_port, sq_sig_all)
+    }
+
+    /// A QP of type `qp_type` (RC or UC) in RESET.
+    ///
+    /// # Panics
+    /// Never for RC or UC; a UD QP is not connected and is not made here (debug assertion).
+    pub fn new_of(
+        qp_type: QpType,
+        qpn: u32,
+        pd: PdHandle,
+        caps: QpCaps,
+        src_port: u16,
+        sq_sig_all: bool,
+    ) -> RcQp {
+        debug_assert!(qp_type != QpType::Ud, "UD is not a connected QP");
+        let mut ctx = QpContext::new(qpn, pd, src_port, sq_sig_all);
+        if qp_type == QpType::Uc {
+            ctx.transport = softrnic_wire::opcode::Transport::Uc;
+        }
         RcQp {
-            ctx: QpContext::new(qpn, pd, src_port, sq_sig_all),
+            qp_type,
+            ctx,
             caps,
             state: QpState::Reset,
             req: Requester::new(caps.max_send_wr as usize),
             resp: Responder::new(caps.max_recv_wr as usize),
+            uc: UcResponder::default(),
             ack_yielded: false,
             timers: TimerTable::default(),
             ev: Events::default(),
@@ -214,6 +244,11 @@ impl RcQp {
     /// In SQD, whether requests sent are still unacknowledged (`ibv_qp_attr.sq_draining`).
     pub fn sq_draining(&self) -> bool {
         self.state == QpState::Sqd && self.sq_draining
+    }
+
+    /// The transport type (RC or UC).
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
     }
 
     /// The QP number.
@@ -246,7 +281,7 @@ impl RcQp {
     /// bits, an unspecified peer address).
     pub fn modify(&mut self, attr: &QpAttr, mask: AttrMask, limits: &QpLimits) -> Result<()> {
         let next = check_modify(
-            QpType::Rc,
+            self.qp_type,
             self.state,
             mask,
             attr.cur_qp_state,
@@ -335,6 +370,7 @@ impl RcQp {
         self.ctx = ctx;
         if mask.contains(AttrMask::RQ_PSN) {
             self.resp.epsn = Psn::new(attr.rq_psn);
+            self.uc.epsn = Psn::new(attr.rq_psn);
         }
         if mask.contains(AttrMask::SQ_PSN) {
             self.req.set_sq_psn(Psn::new(attr.sq_psn));
@@ -345,6 +381,7 @@ impl RcQp {
             QpState::Reset if prev != QpState::Reset => {
                 self.req.reset();
                 self.resp.reset();
+                self.uc.reset();
                 self.timers = TimerTable::default();
                 self.ev = Events::default();
             }
@@ -388,6 +425,7 @@ impl RcQp {
         self.sq_draining = false;
         self.sqd_notify = false;
         self.req.flush(&self.ctx, &mut self.ev);
+        self.uc.flush(&self.ctx, &mut self.ev);
         self.resp.flush(&self.ctx, &mut self.ev);
         self.timers = TimerTable::default();
         if self.srq.is_some() {
@@ -465,6 +503,15 @@ impl RcQp {
         srqs: &mut SrqTable,
     ) {
         let Ok(info) = pkt.repr.info() else { return };
+        if self.qp_type == QpType::Uc {
+            // Every UC packet is a request; the UC responder drops other transports'.
+            if self.state.accepts_incoming() {
+                let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                self.uc
+                    .handle_request(&self.ctx, pkt, mrs, &mut self.resp.rq, srq, &mut self.ev);
+            }
+            return;
+        }
         // IBTA 9.6.1.1 (and rxe's `check_type_qp`): an opcode of another transport (UC, UD,
         // CNP) is not for an RC QP: dropped silently, never an invalid request.
         if info.transport != softrnic_wire::opcode::Transport::Rc {
@@ -522,6 +569,9 @@ impl RcQp {
                 mrs,
                 &mut self.ev,
             );
+            if self.qp_type == QpType::Uc {
+                self.req.complete_handed_out(&self.ctx, &mut self.ev);
+            }
             self.settle();
             t
         });

@@ -44,7 +44,7 @@ pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
 
 /// A send work request as the requester keeps it.
 #[derive(Debug, Clone)]
-pub(super) struct SendWqe {
+pub(crate) struct SendWqe {
     pub wr_id: u64,
     pub opcode: SendOpcode,
     pub signaled: bool,
@@ -112,7 +112,7 @@ impl SendWqe {
 
 /// The requester of one RC QP.
 #[derive(Debug)]
-pub(super) struct Requester {
+pub(crate) struct Requester {
     pub sq: VecDeque<SendWqe>,
     /// The WQE the next packet comes from.
     pub cur: usize,
@@ -182,6 +182,9 @@ impl Requester {
         use SendOpcode::*;
         if self.sq.len() >= self.max_send_wr {
             return Err(Error::NoMemory("send queue full"));
+        }
+        if ctx.transport == WireTransport::Uc && !crate::uc::requester::supports(wr.opcode) {
+            return Err(Error::InvalidArgument("UC has no such operation"));
         }
         match wr.opcode {
             Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
@@ -356,7 +359,8 @@ impl Requester {
             self.next_psn = w.first_psn;
         }
         let t = self.build(ctx);
-        if !timers.is_armed(Timer::Retransmit) {
+        // UC expects no ACK (IBTA 9.7.x): nothing to time out.
+        if ctx.transport == WireTransport::Rc && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
                 timers.set(Timer::Retransmit, now + d);
             }
@@ -379,11 +383,13 @@ impl Requester {
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
         let mut payload = Payload::None;
         let roce = if let Some(kind) = MessageKind::of(w.opcode) {
-            let seg = Segments::new(WireTransport::Rc, kind, w.total, ctx.pmtu, self.cur_offset)
+            let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
                 .next()
                 .expect("a message has a packet at every offset before its end");
             self.since_ack_req += 1;
-            let ack_req = seg.last || self.since_ack_req >= ACK_REQ_INTERVAL;
+            // UC packets never ask for an ACK (IBTA 9.7.x: the AckReq bit is for RC).
+            let ack_req = ctx.transport == WireTransport::Rc
+                && (seg.last || self.since_ack_req >= ACK_REQ_INTERVAL);
             if ack_req {
                 self.since_ack_req = 0;
             }

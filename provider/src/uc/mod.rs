@@ -1,0 +1,16 @@
+//! The UC (unreliable connected) transport (IBTA Vol. 1 chapter 9, the UC rules of 9.7).
+//!
+//! A UC QP is connected like an RC QP and segments SENDs and RDMA WRITEs (with immediate)
+//! the same way, with the UC opcodes (`001xxxxx`), but nothing is acknowledged: the requester
+//! never asks for, waits for or retransmits anything, and the responder never answers. UC has
+//! no RDMA READ and no atomics.
+//!
+//! softrnic runs a UC QP on the RC machinery where the spec is the same — the send queue,
+//! segmentation ([`crate::rc::segment`]) and PSN sequence of the requester, the receive queue
+//! and the `ibv_modify_qp` checks of [`crate::rc::RcQp`] — and keeps here what differs:
+//!
+//! * [`requester`] — which operations UC has, and completion at hand-out;
+//! * [`responder`] — execution at the expected PSN, silent drop of a broken message.
+
+pub mod requester;
+pub mod responder;
