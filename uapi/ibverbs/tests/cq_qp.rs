@@ -59,6 +59,10 @@ int main(void)
     };
     errno = 0;
     CHECK(!ibv_create_qp(pd, &init) && errno == EOPNOTSUPP, 18);
+    init.qp_type = IBV_QPT_UC;
+    struct ibv_qp *uc = ibv_create_qp(pd, &init);
+    CHECK(uc && uc->qp_type == IBV_QPT_UC && uc->state == IBV_QPS_RESET, 60);
+    CHECK(ibv_destroy_qp(uc) == 0, 61);
     init.qp_type = IBV_QPT_RC;
     init.qp_context = (void *)0x5678;
     struct ibv_qp *qp = ibv_create_qp(pd, &init);

@@ -85,9 +85,10 @@ fn caps(c: &ibv_qp_cap) -> QpCaps {
 }
 
 export! { "IBVERBS_1.1";
-    /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC QP
-    /// in RESET, with `init_attr->srq` one that takes its receives from that SRQ. NULL with
-    /// `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
+    /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC or
+    /// UC QP in RESET, with `init_attr->srq` one that takes its receives from that SRQ. NULL
+    /// with `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ or capacities beyond the
+    /// device's; `EOPNOTSUPP` for UD (not yet);
     /// `ENOMEM` beyond `max_qp`.
     unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
         catch(null_mut(), || {

@@ -5,7 +5,7 @@
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
-//! * queue pairs beyond RC and `ibv_create_qp`: UC and UD (`EOPNOTSUPP`), `ibv_qp_to_qp_ex`;
+//! * UD queue pairs (`ibv_create_qp`: `EOPNOTSUPP`; RC and UC work), `ibv_qp_to_qp_ex`;
 //! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
 //!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
 
