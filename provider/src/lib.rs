@@ -25,6 +25,7 @@ pub mod srq;
 pub mod timer;
 pub mod transport;
 pub mod uc;
+pub mod ud;
 pub mod wc;
 pub mod wr;
 

@@ -19,7 +19,7 @@ pub struct QpInitAttr<'a> {
     pub recv_cq: &'a Cq,
     /// Capacities.
     pub cap: QpCaps,
-    /// The transport: RC or UC (UD: not yet).
+    /// The transport: RC, UC or UD.
     pub qp_type: QpType,
     /// Every send WR completes, signaled or not.
     pub sq_sig_all: bool,
@@ -55,12 +55,8 @@ impl Pd {
     /// `ibv_create_qp`.
     ///
     /// # Errors
-    /// `EINVAL` for bad capacities or CQs of another device; `EOPNOTSUPP` for UD (not yet);
-    /// `ENOMEM` beyond `max_qp`.
+    /// `EINVAL` for bad capacities or CQs of another device; `ENOMEM` beyond `max_qp`.
     pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<QueuePair> {
-        if init.qp_type == QpType::Ud {
-            return Err(Error::NotSupported("UD QPs: not yet"));
-        }
         if !Arc::ptr_eq(&init.send_cq.inner.ctx.inner, &self.ctx.inner)
             || !Arc::ptr_eq(&init.recv_cq.inner.ctx.inner, &self.ctx.inner)
         {

@@ -262,10 +262,10 @@ impl Nic {
         self.create_qp_of(t, pd, send_cq, recv_cq, srq, caps, sq_sig_all, max_wr)
     }
 
-    /// `ibv_create_qp` for a connected QP of `qp_type` (RC or UC).
+    /// `ibv_create_qp` for a QP of `qp_type` (RC, UC or UD).
     ///
     /// # Errors
-    /// As [`Nic::create_qp`]; `EOPNOTSUPP` for UD (not yet).
+    /// As [`Nic::create_qp`].
     #[allow(clippy::too_many_arguments)]
     pub fn create_qp_of(
         &mut self,
@@ -278,9 +278,6 @@ impl Nic {
         sq_sig_all: bool,
         max_wr: u32,
     ) -> Result<u32> {
-        if qp_type == QpType::Ud {
-            return Err(Error::NotSupported("UD QPs are not supported yet"));
-        }
         if !self.cqs.contains_key(&send_cq.0) || !self.cqs.contains_key(&recv_cq.0) {
             return Err(Error::InvalidArgument("no such CQ"));
         }
@@ -373,6 +370,19 @@ impl Nic {
 
     /// Hands a received, checked packet to its QP.
     pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, verified: bool) {
+        let none = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        self.handle_packet_from(now, pkt, verified, none);
+    }
+
+    /// [`Nic::handle_packet`] for a packet from IP address `src` (a UD QP's receive GRH
+    /// names it).
+    pub fn handle_packet_from(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        verified: bool,
+        src: IpAddr,
+    ) {
         let Some(e) = self.qps.get_mut(&pkt.repr.bth.dest_qp) else {
             self.rx.no_qp += 1;
             return;
@@ -384,7 +394,8 @@ impl Nic {
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        e.qp.handle_packet(now, pkt, &self.mrs, &mut self.srqs);
+        let local = self.local;
+        e.qp.handle_packet_from(now, pkt, src, local, &self.mrs, &mut self.srqs);
     }
 
     /// Runs the QPs' due timers.

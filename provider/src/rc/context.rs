@@ -65,6 +65,9 @@ pub struct QpContext {
     pub max_rd_atomic: u8,
     /// READs and atomics the responder keeps results for (`max_dest_rd_atomic`).
     pub max_dest_rd_atomic: u8,
+    /// The Q_Key (UD): what incoming datagrams must carry, and what a send WR whose Q_Key
+    /// has the high bit set sends.
+    pub qkey: u32,
 }
 
 impl QpContext {
@@ -86,6 +89,7 @@ impl QpContext {
             rnr_retry: 0,
             max_rd_atomic: 0,
             max_dest_rd_atomic: 0,
+            qkey: 0,
         }
     }
 

@@ -6,9 +6,10 @@
 //! Memory is reached only through the [`MrTable`] passed in, and a shared receive queue only
 //! through the [`SrqTable`] passed in.
 //!
-//! **UC**: the same type runs a UC QP ([`RcQp::new_of`] with `QpType::Uc`): the requester's
-//! send queue and segmentation are shared, UC's differences live in [`crate::uc`] — no
-//! ACKs, no retransmission, completion at hand-out, and the UC responder.
+//! **UC** and **UD**: the same type runs UC and UD QPs ([`RcQp::new_of`]): the requester's
+//! send queue and segmentation are shared, the differences live in [`crate::uc`] — no ACKs,
+//! no retransmission, completion at hand-out, the UC responder — and [`crate::ud`] — per-WR
+//! addressing with a DETH, the Q_Key check, delivery with a GRH.
 //!
 //! **SQD** (IBTA 10.3.1 "Send Queue Drain"): RTS -> SQD stops the requester from starting new
 //! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
@@ -129,6 +130,8 @@ pub struct QpAttr {
     pub dest: IpAddr,
     /// `en_sqd_async_notify`: on RTS -> SQD, non-zero asks for `IBV_EVENT_SQ_DRAINED`.
     pub en_sqd_async_notify: u8,
+    /// `qkey` (UD).
+    pub qkey: u32,
 }
 
 impl Default for QpAttr {
@@ -151,6 +154,7 @@ impl Default for QpAttr {
             rnr_retry: 0,
             dest: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             en_sqd_async_notify: 0,
+            qkey: 0,
         }
     }
 }
@@ -166,7 +170,7 @@ pub struct QpLimits {
     pub max_dest_rd_atomic: u8,
 }
 
-/// A connected queue pair: RC, or UC.
+/// A queue pair: RC, or UC or UD on the same machinery (see the module comment).
 #[derive(Debug)]
 pub struct RcQp {
     qp_type: QpType,
@@ -195,10 +199,7 @@ impl RcQp {
         RcQp::new_of(QpType::Rc, qpn, pd, caps, src_port, sq_sig_all)
     }
 
-    /// A QP of type `qp_type` (RC or UC) in RESET.
-    ///
-    /// # Panics
-    /// Never for RC or UC; a UD QP is not connected and is not made here (debug assertion).
+    /// A QP of type `qp_type` in RESET.
     pub fn new_of(
         qp_type: QpType,
         qpn: u32,
@@ -207,11 +208,12 @@ impl RcQp {
         src_port: u16,
         sq_sig_all: bool,
     ) -> RcQp {
-        debug_assert!(qp_type != QpType::Ud, "UD is not a connected QP");
         let mut ctx = QpContext::new(qpn, pd, src_port, sq_sig_all);
-        if qp_type == QpType::Uc {
-            ctx.transport = softrnic_wire::opcode::Transport::Uc;
-        }
+        ctx.transport = match qp_type {
+            QpType::Rc => softrnic_wire::opcode::Transport::Rc,
+            QpType::Uc => softrnic_wire::opcode::Transport::Uc,
+            QpType::Ud => softrnic_wire::opcode::Transport::Ud,
+        };
         RcQp {
             qp_type,
             ctx,
@@ -246,7 +248,7 @@ impl RcQp {
         self.state == QpState::Sqd && self.sq_draining
     }
 
-    /// The transport type (RC or UC).
+    /// The transport type.
     pub fn qp_type(&self) -> QpType {
         self.qp_type
     }
@@ -354,6 +356,14 @@ impl RcQp {
         if mask.contains(AttrMask::RNR_RETRY) {
             rnr_retries(attr.rnr_retry)?;
             ctx.rnr_retry = attr.rnr_retry;
+        }
+        if mask.contains(AttrMask::QKEY) {
+            ctx.qkey = attr.qkey;
+        }
+        if self.qp_type == QpType::Ud {
+            // A UD QP has no path: its datagrams are at most the port's MTU (as rxe's
+            // `get_mtu`).
+            ctx.pmtu = limits.active_mtu.bytes();
         }
         if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
             return Err(Error::InvalidArgument("the P_Key table has one entry"));
@@ -494,7 +504,8 @@ impl RcQp {
     }
 
     /// Handles a RoCE packet addressed to this QP (its ICRC already checked). A QP with an
-    /// SRQ takes receive WQEs from `srqs`.
+    /// SRQ takes receive WQEs from `srqs`. (A UD QP's GRH then has no addresses: see
+    /// [`RcQp::handle_packet_from`].)
     pub fn handle_packet(
         &mut self,
         now: Instant,
@@ -502,7 +513,32 @@ impl RcQp {
         mrs: &MrTable,
         srqs: &mut SrqTable,
     ) {
+        let none = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        self.handle_packet_from(now, pkt, none, none, mrs, srqs);
+    }
+
+    /// [`RcQp::handle_packet`] for a packet from IP address `src` to `dst`, which a UD QP
+    /// writes into the receive buffer's GRH.
+    pub fn handle_packet_from(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        src: IpAddr,
+        dst: IpAddr,
+        mrs: &MrTable,
+        srqs: &mut SrqTable,
+    ) {
         let Ok(info) = pkt.repr.info() else { return };
+        if self.qp_type == QpType::Ud {
+            if self.state.accepts_incoming() {
+                let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                let rq = &mut self.resp.rq;
+                let ev = &mut self.ev;
+                crate::ud::responder::handle_datagram(&self.ctx, pkt, src, dst, mrs, rq, srq, ev);
+                self.settle();
+            }
+            return;
+        }
         if self.qp_type == QpType::Uc {
             // Every UC packet is a request; the UC responder drops other transports'.
             if self.state.accepts_incoming() {
@@ -569,7 +605,7 @@ impl RcQp {
                 mrs,
                 &mut self.ev,
             );
-            if self.qp_type == QpType::Uc {
+            if self.qp_type != QpType::Rc {
                 self.req.complete_handed_out(&self.ctx, &mut self.ev);
             }
             self.settle();

@@ -29,7 +29,7 @@ use crate::mr::MrTable;
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
-use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, UdDest};
 
 mod flush_atomic_write;
 
@@ -59,6 +59,8 @@ pub(crate) struct SendWqe {
     pub swap: u64,
     /// The bind of a BIND_MW.
     pub bind: Option<crate::mr::MwBind>,
+    /// The destination of a UD SEND.
+    pub ud: Option<UdDest>,
     /// Set when first sent (a local operation: when executed).
     pub started: bool,
     pub first_psn: Psn,
@@ -186,6 +188,9 @@ impl Requester {
         if ctx.transport == WireTransport::Uc && !crate::uc::requester::supports(wr.opcode) {
             return Err(Error::InvalidArgument("UC has no such operation"));
         }
+        if ctx.transport == WireTransport::Ud {
+            crate::ud::requester::check(ctx, wr)?;
+        }
         match wr.opcode {
             Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
             | AtomicCmpAndSwp | AtomicFetchAndAdd => {}
@@ -234,6 +239,7 @@ impl Requester {
             compare_add: wr.compare_add,
             swap: wr.swap,
             bind: None,
+            ud: wr.ud,
             started: false,
             first_psn: Psn::new(0),
             npkts: 0,
@@ -381,6 +387,8 @@ impl Requester {
     fn build(&mut self, ctx: &QpContext) -> Transmit {
         let w = &self.sq[self.cur];
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
+        // A UD SEND goes where its WR says; a connected QP's packets to its peer.
+        let dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
         let mut payload = Payload::None;
         let roce = if let Some(kind) = MessageKind::of(w.opcode) {
             let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
@@ -396,6 +404,9 @@ impl Requester {
             let mut roce = ctx.header(seg.opcode, psn, ack_req);
             roce.bth.solicited = w.solicited && seg.last;
             let info = seg.opcode.info().expect("segment opcodes are in the table");
+            if let Some(ud) = &w.ud {
+                crate::ud::requester::address(ctx, ud, &mut roce);
+            }
             if info.has(softrnic_wire::opcode::ExtHeader::Reth) {
                 roce.reth = Some(RethRepr {
                     va: w.remote.addr,
@@ -475,7 +486,7 @@ impl Requester {
             roce
         };
         Transmit {
-            dst: ctx.dst,
+            dst,
             src_port: ctx.src_port,
             roce,
             payload,

@@ -281,7 +281,8 @@ impl Node {
                                     .chain(self.extra.iter_mut())
                                     .find(|q| q.qpn() == qpn)
                                     .expect("checked above");
-                                qp.handle_packet(now, &p, mrs, srqs);
+                                let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
+                                qp.handle_packet_from(now, &p, src, dst, mrs, srqs);
                             }
                         }
                     }

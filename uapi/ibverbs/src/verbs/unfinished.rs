@@ -5,9 +5,9 @@
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
-//! * UD queue pairs (`ibv_create_qp`: `EOPNOTSUPP`; RC and UC work), `ibv_qp_to_qp_ex`;
-//! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
-//!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
+//! * `ibv_qp_to_qp_ex`;
+//! * address handles from a completion and multicast (UD): `ibv_create_ah_from_wc`,
+//!   `ibv_attach_mcast`, `ibv_detach_mcast`;
 
 use std::ptr::null_mut;
 
@@ -58,13 +58,11 @@ macro_rules! errno_stubs {
 
 null_stubs! {
     "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
-    "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
     "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8);
 }
 
 errno_stubs! {
     "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
-    "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c_void);
     "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
     "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
 }
