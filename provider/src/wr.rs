@@ -157,7 +157,7 @@ pub struct UdDest {
     pub dest: std::net::IpAddr,
     /// `remote_qpn` (24 bits).
     pub remote_qpn: u32,
-    /// `remote_qkey`; with its high bit set the QP's own Q_Key is sent instead (IBTA 10.2.5).
+    /// `remote_qkey`; with its high bit set the QP's own Q_Key is sent instead.
     pub remote_qkey: u32,
 }
 

@@ -100,6 +100,19 @@ fn send_and_writes_arrive_with_uc_opcodes_and_no_acks() {
 
 #[test]
 fn a_lost_middle_packet_drops_that_message_only() {
+    lost_packet_drops_its_message_only(Opcode::UC_SEND_MIDDLE);
+}
+
+#[test]
+fn a_lost_first_or_last_packet_drops_that_message_only() {
+    // A lost FIRST: its MIDDLE and LAST arrive out of sequence and are dropped. A lost LAST:
+    // the next message's FIRST comes after a PSN gap and starts afresh.
+    lost_packet_drops_its_message_only(Opcode::UC_SEND_FIRST);
+    lost_packet_drops_its_message_only(Opcode::UC_SEND_LAST);
+}
+
+/// Three 3-packet SENDs; the first packet with opcode `lost` (of the first message) is lost.
+fn lost_packet_drops_its_message_only(lost: Opcode) {
     let mut p = uc_pair(2);
     let a_mem = p.a.region(1 << 16, RW);
     let b_mem = p.b.region(1 << 16, RW);
@@ -119,8 +132,7 @@ fn a_lost_middle_packet_drops_that_message_only() {
             ))
             .unwrap();
     }
-    // The middle packet of the first message is lost.
-    drop_nth(&mut p.b, Opcode::UC_SEND_MIDDLE, 0);
+    drop_nth(&mut p.b, lost, 0);
     for (i, d) in m.iter().enumerate() {
         let sge = sge_of(&a_mem, (i * 4 * PMTU) as u64, d.len() as u32);
         post(
@@ -156,7 +168,8 @@ fn a_lost_middle_packet_drops_that_message_only() {
         vec![
             (100, WcStatus::Success, m[1].len() as u32),
             (101, WcStatus::Success, m[2].len() as u32),
-        ]
+        ],
+        "lost {lost:?}"
     );
     assert_eq!(p.b.read(&b_mem, 0, m[1].len()), m[1]);
     assert_eq!(p.b.read(&b_mem, 4 * PMTU, m[2].len()), m[2]);

@@ -365,7 +365,7 @@ impl Requester {
             self.next_psn = w.first_psn;
         }
         let t = self.build(ctx);
-        // UC expects no ACK (IBTA 9.7.x): nothing to time out.
+        // UC and UD expect no ACK: nothing to time out.
         if ctx.transport == WireTransport::Rc && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
                 timers.set(Timer::Retransmit, now + d);
@@ -395,7 +395,7 @@ impl Requester {
                 .next()
                 .expect("a message has a packet at every offset before its end");
             self.since_ack_req += 1;
-            // UC packets never ask for an ACK (IBTA 9.7.x: the AckReq bit is for RC).
+            // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
             let ack_req = ctx.transport == WireTransport::Rc
                 && (seg.last || self.since_ack_req >= ACK_REQ_INTERVAL);
             if ack_req {

@@ -1,4 +1,5 @@
-//! The UC (unreliable connected) transport (IBTA Vol. 1 chapter 9, the UC rules of 9.7).
+//! The UC (unreliable connected) transport (IBTA Vol. 1 chapter 9, its UC rules; kernel rxe
+//! for the details, `rxe_req.c` and `rxe_resp.c` under `IB_QPT_UC`).
 //!
 //! A UC QP is connected like an RC QP and segments SENDs and RDMA WRITEs (with immediate)
 //! the same way, with the UC opcodes (`001xxxxx`), but nothing is acknowledged: the requester

@@ -1,4 +1,4 @@
-//! The UC requester's differences from RC's (IBTA 9.7.x for UC): no AckReq and no retransmit
+//! The UC requester's differences from RC's (IBTA chapter 9, UC): no AckReq and no retransmit
 //! timer (`rc/requester.rs` asks `ctx.transport`), no READ or atomics, and a send WR completes
 //! as soon as its last packet is handed to the driver, since no acknowledgement will come.
 

@@ -1,5 +1,5 @@
-//! The UD (unreliable datagram) transport (IBTA Vol. 1 chapter 9, the UD rules of 9.7 and
-//! 9.8; 10.2.5 on Q_Keys; RoCE v2 annex A17.4 on the GRH of a received datagram).
+//! The UD (unreliable datagram) transport (IBTA Vol. 1 chapter 9, its UD rules; chapter 10 on
+//! Q_Keys; the RoCE v2 annex A17 for the GRH of a received datagram, which is its IP header).
 //!
 //! A UD QP is not connected: every send WR names its destination (an address handle, the
 //! remote QP number and a Q_Key) and is one SEND ONLY packet, with immediate data or not, of

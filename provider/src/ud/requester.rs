@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::rc::context::QpContext;
 use crate::wr::{total_len, SendOpcode, SendWr, UdDest};
 
-/// The high bit of a WR's Q_Key: "use the QP's Q_Key instead" (IBTA 10.2.5; rdma-core's
-/// `ibv_post_send(3)`: "if the MSB of remote_qkey is set, the QP's qkey is used").
+/// The high bit of a WR's Q_Key: use the QP's Q_Key instead (IBTA chapter 10, Q_Keys: a
+/// Q_Key with the high-order bit set is a controlled Q_Key that the consumer may not send
+/// itself; the channel adapter substitutes the QP's).
 pub const QKEY_USE_QP: u32 = 0x8000_0000;
 
 /// Checks a send WR for a UD QP.

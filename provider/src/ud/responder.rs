@@ -1,10 +1,12 @@
 //! The UD responder (IBTA 9.8.3; kernel rxe's `check_keys` and `send_data_in` for UD): a
 //! datagram is a SEND ONLY (with immediate) with a DETH; one whose Q_Key is not the QP's is
-//! silently dropped (IBTA 10.2.5, C10-?: a Q_Key mismatch is not an error of the receiver).
+//! silently dropped, as rxe's `check_keys` does (a Q_Key violation is counted, never an error
+//! of the receive queue).
 //! There are no PSN checks, ACKs or RNR: without a receive WQE the datagram is dropped.
 //!
-//! The receive buffer gets 40 bytes of GRH, then the payload (IBTA 11.4.1.1: "the first 40
-//! bytes of the receive buffer" hold the GRH of a UD datagram, present or not). On RoCE v2 the
+//! The receive buffer gets 40 bytes of GRH, then the payload (IBTA chapter 11, Post Receive
+//! Request: a UD receive buffer starts with room for the GRH, whether the datagram carried one
+//! or not; `ibv_ud_pingpong` posts `size + 40` bytes for that). On RoCE v2 the
 //! GRH is the datagram's IP header: for IPv6 the 40-byte IPv6 header; for IPv4 the 20-byte
 //! IPv4 header in the *last* 20 bytes of the 40, the first 20 zero (rxe copies `ip_hdr(skb)`
 //! to `roce4grh`, rdma-core's `ibv_init_ah_from_wc` reads it there). The completion's

@@ -6,15 +6,13 @@
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
 //! * `ibv_qp_to_qp_ex`;
-//! * address handles from a completion and multicast (UD): `ibv_create_ah_from_wc`,
-//!   `ibv_attach_mcast`, `ibv_detach_mcast`;
+//! * multicast (UD): `ibv_attach_mcast`, `ibv_detach_mcast`;
 
 use std::ptr::null_mut;
 
 use libc::{c_int, c_void};
 
-use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp};
-use crate::abi::wr::ibv_wc;
+use crate::abi::objects::{ibv_cq, ibv_qp};
 use crate::export::export;
 use crate::ffi::set_errno;
 
@@ -58,7 +56,6 @@ macro_rules! errno_stubs {
 
 null_stubs! {
     "IBVERBS_1.6" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp);
-    "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8);
 }
 
 errno_stubs! {
