@@ -177,6 +177,55 @@ fn lost_packet_drops_its_message_only(lost: Opcode) {
 }
 
 #[test]
+fn a_dropped_message_gives_its_srq_wqe_back() {
+    use softrnic_provider::rc::RcQp;
+    use softrnic_provider::srq::{Srq, SrqAttr};
+    let c = Connect::default();
+    let mut p = uc_pair(6);
+    let srq = Srq::new(
+        PD,
+        &SrqAttr {
+            max_wr: 8,
+            max_sge: 1,
+            srq_limit: 0,
+        },
+        &softrnic_provider::nic::SRQ_LIMITS,
+    )
+    .unwrap();
+    let id = p.b.srqs.insert(srq, 4).unwrap();
+    p.b.qp = RcQp::new_of(QpType::Uc, 0x22, PD, caps(), 0xc022, false).with_srq(id);
+    connect(&mut p.b.qp, 0x11, A_ADDR, c, c.b_psn, c.a_psn);
+    let a_mem = p.a.region(1 << 14, RW);
+    let b_mem = p.b.region(1 << 14, RW);
+    let m = [bytes(2 * PMTU, 1), bytes(2 * PMTU, 2)];
+    for (i, d) in m.iter().enumerate() {
+        p.a.fill(&a_mem, i * 4096, d);
+    }
+    for i in 0..2u64 {
+        let wr = recv_wr(30 + i, vec![sge_of(&b_mem, i * 4096, 4096)]);
+        p.b.srqs.get_mut(id).unwrap().post_recv(&wr).unwrap();
+    }
+    // The LAST of the first message is lost: its WQE (30) goes back to the SRQ's head.
+    drop_nth(&mut p.b, Opcode::UC_SEND_LAST, 0);
+    for (i, d) in m.iter().enumerate() {
+        let sge = sge_of(&a_mem, (i * 4096) as u64, d.len() as u32);
+        post(
+            &mut p,
+            &send_wr(
+                i as u64 + 1,
+                SendOpcode::Send,
+                vec![sge],
+                remote_of(&b_mem, 0),
+            ),
+        );
+    }
+    p.run_to_quiescence(10_000);
+    assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(30, WcStatus::Success)]);
+    assert_eq!(p.b.read(&b_mem, 0, m[1].len()), m[1]);
+    assert_eq!(p.b.srqs.get_mut(id).unwrap().len(), 1, "31 is still posted");
+}
+
+#[test]
 fn a_send_without_a_receive_wqe_is_dropped_and_the_next_one_arrives() {
     let mut p = uc_pair(3);
     let a_mem = p.a.region(1 << 14, RW);

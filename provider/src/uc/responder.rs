@@ -8,7 +8,8 @@
 //! * **Opcode sequence** — a MIDDLE or LAST that does not continue the message in progress,
 //!   or a FIRST or ONLY inside one, drops the message in progress likewise.
 //! * **Receive WQEs** — a SEND takes one at its first packet, a WRITE with immediate at its
-//!   last. A dropped SEND does not consume its WQE: the next SEND fills it from the start.
+//!   last. A dropped SEND does not consume its WQE: the next SEND fills it from the start (a
+//!   WQE of a shared receive queue goes back to the SRQ's head, for whichever QP comes next).
 //!   With no WQE posted the message is dropped (UC has no RNR).
 //! * **Errors** — an R_Key violation or a malformed packet drops the message silently (rxe's
 //!   UC "drop_msg"); a SEND longer than its receive WQE completes the WQE with
@@ -58,7 +59,8 @@ pub(crate) struct UcResponder {
     /// The expected PSN.
     pub epsn: Psn,
     msg: Option<Message>,
-    /// A WQE taken for a message that was dropped: the next SEND uses it first.
+    /// A WQE taken from the QP's own receive queue for a message that was dropped: the next
+    /// SEND uses it first.
     spare: Option<RecvWqe>,
     /// Dropping packets until the next FIRST or ONLY.
     dropping: bool,
@@ -73,8 +75,12 @@ impl UcResponder {
 
     /// Completes the WQE held for a message (in progress or dropped) with
     /// `IBV_WC_WR_FLUSH_ERR`: it is older than any still in the receive queue.
+    /// (On a QP with an SRQ, as on RC, the WQE of a message in progress is the QP's and is
+    /// flushed with it.)
     pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
-        self.drop_message();
+        if let Some(Message::Send { wqe, .. }) = self.msg.take() {
+            ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
+        }
         if let Some(wqe) = self.spare.take() {
             ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
         }
@@ -97,7 +103,7 @@ impl UcResponder {
         let psn = pkt.repr.bth.psn;
         let starts = matches!(info.position, Position::First | Position::Only);
         if psn != self.epsn || self.dropping {
-            self.drop_message();
+            self.drop_message(&mut srq);
             if !starts {
                 self.dropping = true;
                 return;
@@ -110,16 +116,20 @@ impl UcResponder {
                 if let (Drop::Length, Some(Message::Send { wqe, .. })) = (why, self.msg.take()) {
                     ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::LocLenErr));
                 }
-                self.drop_message();
+                self.drop_message(&mut srq);
                 self.dropping = true;
             }
         }
     }
 
-    /// Abandons the message in progress; a SEND's WQE is kept for the next message.
-    fn drop_message(&mut self) {
+    /// Abandons the message in progress; a SEND's WQE is kept for the next message (given
+    /// back to the SRQ it came from, if the QP has one).
+    fn drop_message(&mut self, srq: &mut Option<&mut Srq>) {
         if let Some(Message::Send { wqe, .. }) = self.msg.take() {
-            self.spare = Some(wqe);
+            match srq {
+                Some(s) => s.give_back(wqe),
+                None => self.spare = Some(wqe),
+            }
         }
     }
 
