@@ -24,6 +24,8 @@ pub mod rc;
 pub mod srq;
 pub mod timer;
 pub mod transport;
+pub mod uc;
+pub mod ud;
 pub mod wc;
 pub mod wr;
 

@@ -189,6 +189,12 @@ impl Srq {
         Some(wqe)
     }
 
+    /// Puts back at the head a WQE [`Srq::take`] gave out but that was not consumed (the UC
+    /// message it was taken for was dropped): the next message takes it first.
+    pub fn give_back(&mut self, wqe: RecvWqe) {
+        self.wqes.push_front(wqe);
+    }
+
     /// Whether the limit was reached since the last call (the event, taken once).
     pub fn poll_limit_reached(&mut self) -> bool {
         std::mem::take(&mut self.limit_reached)

@@ -145,6 +145,20 @@ pub struct SendWr {
     /// The bind of a BIND_MW (`ibv_send_wr.bind_mw`: the window, its new R_Key and the
     /// `ibv_mw_bind_info`); `None` for every other operation.
     pub bind_mw: Option<crate::mr::MwBind>,
+    /// Where a UD SEND goes (`ibv_send_wr.wr.ud`); `None` on connected QPs.
+    pub ud: Option<UdDest>,
+}
+
+/// The destination of a UD send work request (`ibv_send_wr.wr.ud`): the address handle's
+/// peer, the remote QP number and the Q_Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    /// The peer's IP address (the address handle's destination GID).
+    pub dest: std::net::IpAddr,
+    /// `remote_qpn` (24 bits).
+    pub remote_qpn: u32,
+    /// `remote_qkey`; with its high bit set the QP's own Q_Key is sent instead.
+    pub remote_qkey: u32,
 }
 
 /// A receive work request (ibv_recv_wr).

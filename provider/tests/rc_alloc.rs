@@ -72,6 +72,7 @@ fn a_megabyte_each_way_allocates_a_constant_few_times_not_per_packet() {
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     });
     let round = |p: &mut Pair| {
         for w in &wrs {

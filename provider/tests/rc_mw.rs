@@ -62,6 +62,7 @@ fn setup() -> Setup {
 fn bind_wr(wr_id: u64, bind: MwBind) -> SendWr {
     SendWr {
         bind_mw: Some(bind),
+        ud: None,
         ..send_wr(wr_id, SendOpcode::BindMw, vec![], RemoteAddr::default())
     }
 }

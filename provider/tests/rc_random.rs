@@ -173,6 +173,7 @@ fn plan(rng: &mut Rng, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan 
             compare_add: 0,
             swap: 0,
             bind_mw: None,
+            ud: None,
         };
         let (expect, byte_len) = match op {
             SendOpcode::Send | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => {

@@ -27,6 +27,7 @@ fn wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> 
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 

@@ -160,5 +160,6 @@ pub fn wr(wr_id: u64, op: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> 
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }

@@ -25,6 +25,7 @@
 //! keys live on after [`MemoryRegion::dereg_relaxed`] until [`Pd::flush_relaxed_mr`], so a
 //! relaxed region that owns its buffer frees it only after that flush.
 
+mod ah;
 mod context;
 mod descriptor;
 mod mr;
@@ -35,6 +36,7 @@ mod rdma_verbs;
 mod relaxed;
 mod srq;
 
+pub use ah::Ah;
 pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
 pub use descriptor::{DescriptorError, RemoteMr, Usage, DESCRIPTOR_LEN};
 pub use mr::MemoryRegion;
@@ -53,5 +55,5 @@ pub use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
 pub use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 pub use softrnic_provider::srq::{SrqAttr, SrqAttrMask};
 pub use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
-pub use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+pub use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, UdDest};
 pub use softrnic_provider::{Error, Result};

@@ -128,6 +128,7 @@ pub fn flush_wr(
         compare_add: u64::from(len),
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 
@@ -144,5 +145,6 @@ pub fn atomic_write_wr(wr_id: u64, remote: RemoteAddr, value: Sge) -> SendWr {
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }

@@ -109,6 +109,7 @@ impl Mw {
         self.rkey.store(new_rkey, Ordering::Release);
         Ok(SendWr {
             bind_mw: Some(bind),
+            ud: None,
             ..plain_wr(wr_id, SendOpcode::BindMw)
         })
     }
@@ -149,6 +150,7 @@ fn plain_wr(wr_id: u64, opcode: SendOpcode) -> SendWr {
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 
@@ -190,6 +192,7 @@ impl QueuePair {
         let bind = bind_of(mw.rkey(), new_rkey, mr, range, access)?;
         let wr = SendWr {
             bind_mw: Some(bind),
+            ud: None,
             ..plain_wr(wr_id, SendOpcode::BindMw)
         };
         self.post_send(&[wr]).map_err(|(_, e)| e)?;

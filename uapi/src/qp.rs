@@ -19,7 +19,7 @@ pub struct QpInitAttr<'a> {
     pub recv_cq: &'a Cq,
     /// Capacities.
     pub cap: QpCaps,
-    /// The transport (RC only, for now).
+    /// The transport: RC, UC or UD.
     pub qp_type: QpType,
     /// Every send WR completes, signaled or not.
     pub sq_sig_all: bool,
@@ -46,6 +46,7 @@ impl<'a> QpInitAttr<'a> {
 pub struct QueuePair {
     ctx: Context,
     qpn: u32,
+    qp_type: QpType,
     /// The send and receive CQs, held so that they outlive the QP (dropped after it).
     _cqs: [Arc<CqInner>; 2],
 }
@@ -54,12 +55,8 @@ impl Pd {
     /// `ibv_create_qp`.
     ///
     /// # Errors
-    /// `EINVAL` for bad capacities or CQs of another device; `EOPNOTSUPP` for UC and UD (not
-    /// yet); `ENOMEM` beyond `max_qp`.
+    /// `EINVAL` for bad capacities or CQs of another device; `ENOMEM` beyond `max_qp`.
     pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<QueuePair> {
-        if init.qp_type != QpType::Rc {
-            return Err(Error::NotSupported("only RC QPs so far"));
-        }
         if !Arc::ptr_eq(&init.send_cq.inner.ctx.inner, &self.ctx.inner)
             || !Arc::ptr_eq(&init.recv_cq.inner.ctx.inner, &self.ctx.inner)
         {
@@ -71,7 +68,8 @@ impl Pd {
         {
             return Err(Error::InvalidArgument("SRQ of another device"));
         }
-        let qpn = self.ctx.inner.device.nic().create_qp(
+        let qpn = self.ctx.inner.device.nic().create_qp_of(
+            init.qp_type,
             self.handle,
             init.send_cq.inner.id,
             init.recv_cq.inner.id,
@@ -83,6 +81,7 @@ impl Pd {
         Ok(QueuePair {
             ctx: self.ctx.clone(),
             qpn,
+            qp_type: init.qp_type,
             _cqs: [init.send_cq.inner.clone(), init.recv_cq.inner.clone()],
         })
     }
@@ -97,6 +96,11 @@ impl QueuePair {
     /// The QP number.
     pub fn qp_num(&self) -> u32 {
         self.qpn
+    }
+
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
     }
 
     /// `ibv_modify_qp`.
@@ -114,7 +118,8 @@ impl QueuePair {
     }
 
     /// Connects the QP to its peer: RESET→INIT→RTR→RTS with `attr` (the recipe of
-    /// `ibv_rc_pingpong`; see [`ConnectAttr`]). A QP already in INIT (moved there to post
+    /// `ibv_rc_pingpong`; see [`ConnectAttr`]; for UC without RC's attributes,
+    /// [`ConnectAttr::steps_for`]). A QP already in INIT (moved there to post
     /// receives before the peer is known, as `ibv_rc_pingpong` does) starts at RTR.
     ///
     /// # Errors
@@ -122,7 +127,7 @@ impl QueuePair {
     /// the QP is left in the state it reached.
     pub fn connect(&self, attr: &ConnectAttr) -> Result<()> {
         let skip = usize::from(self.state() == crate::QpState::Init);
-        attr.steps()
+        attr.steps_for(self.qp_type)
             .iter()
             .skip(skip)
             .try_for_each(|(a, mask)| self.modify(a, *mask))

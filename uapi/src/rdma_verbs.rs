@@ -179,6 +179,7 @@ impl QueuePair {
             compare_add: 0,
             swap: 0,
             bind_mw: None,
+            ud: None,
         };
         self.post_send(&[wr]).map_err(|(_, e)| e)
     }

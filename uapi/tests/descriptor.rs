@@ -80,6 +80,7 @@ fn run(
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     };
     a.qp.post_send(&[wr]).map_err(|(_, e)| e).unwrap();
     let wc = a.cq.wait(1, Duration::from_secs(10)).unwrap();

@@ -97,6 +97,7 @@ fn wr(a: &Side, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 

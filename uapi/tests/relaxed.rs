@@ -98,6 +98,7 @@ fn write_wr(a: &Side, wr_id: u64, len: u32, addr: u64, rkey: u32) -> SendWr {
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 

@@ -89,6 +89,7 @@ fn send(wr_id: u64, sge: softrnic_uapi::Sge) -> SendWr {
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 

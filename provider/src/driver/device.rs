@@ -244,7 +244,9 @@ fn receive(inner: &Inner, io: &mut Io, now: Instant) -> (usize, usize) {
             let mut nic = lock(&inner.nic);
             for pkt in io.batch.iter() {
                 match accept(&pkt) {
-                    Ok((p, verified)) => nic.handle_packet(now, &p, verified),
+                    Ok((p, verified)) => {
+                        nic.handle_packet_from(now, &p, verified, pkt.meta.src.ip())
+                    }
                     Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
                     Err(Rejected::Malformed) => nic.rx.malformed += 1,
                 }

@@ -16,6 +16,7 @@ use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventQueue, EventType};
 use crate::mr::{MrTable, PdHandle};
+use crate::qp_state::QpType;
 use crate::rc::{Completion, CqSide, QpCaps, RcQp, Transmit};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
@@ -257,6 +258,26 @@ impl Nic {
         sq_sig_all: bool,
         max_wr: u32,
     ) -> Result<u32> {
+        let t = QpType::Rc;
+        self.create_qp_of(t, pd, send_cq, recv_cq, srq, caps, sq_sig_all, max_wr)
+    }
+
+    /// `ibv_create_qp` for a QP of `qp_type` (RC, UC or UD).
+    ///
+    /// # Errors
+    /// As [`Nic::create_qp`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_qp_of(
+        &mut self,
+        qp_type: QpType,
+        pd: PdHandle,
+        send_cq: CqId,
+        recv_cq: CqId,
+        srq: Option<SrqId>,
+        caps: QpCaps,
+        sq_sig_all: bool,
+        max_wr: u32,
+    ) -> Result<u32> {
         if !self.cqs.contains_key(&send_cq.0) || !self.cqs.contains_key(&recv_cq.0) {
             return Err(Error::InvalidArgument("no such CQ"));
         }
@@ -275,7 +296,7 @@ impl Nic {
             }
         };
         let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
-        let mut qp = RcQp::new(qpn, pd, caps, port, sq_sig_all);
+        let mut qp = RcQp::new_of(qp_type, qpn, pd, caps, port, sq_sig_all);
         if let Some(id) = srq {
             qp = qp.with_srq(id);
         }
@@ -349,6 +370,19 @@ impl Nic {
 
     /// Hands a received, checked packet to its QP.
     pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, verified: bool) {
+        let none = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        self.handle_packet_from(now, pkt, verified, none);
+    }
+
+    /// [`Nic::handle_packet`] for a packet from IP address `src` (a UD QP's receive GRH
+    /// names it).
+    pub fn handle_packet_from(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        verified: bool,
+        src: IpAddr,
+    ) {
         let Some(e) = self.qps.get_mut(&pkt.repr.bth.dest_qp) else {
             self.rx.no_qp += 1;
             return;
@@ -360,7 +394,8 @@ impl Nic {
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        e.qp.handle_packet(now, pkt, &self.mrs, &mut self.srqs);
+        let local = self.local;
+        e.qp.handle_packet_from(now, pkt, src, local, &self.mrs, &mut self.srqs);
     }
 
     /// Runs the QPs' due timers.

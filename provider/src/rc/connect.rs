@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::qp::QpAttr;
 use crate::mr::Access;
-use crate::qp_state::{AttrMask, Mtu, QpState};
+use crate::qp_state::{AttrMask, Mtu, QpState, QpType};
 
 /// What connecting an RC QP to its peer needs: the peer's address, QPN and PSN (exchanged out
 /// of band), this side's PSN, and the QP's timers, retry counts and rights.
@@ -38,6 +38,8 @@ pub struct ConnectAttr {
     pub max_rd_atomic: u8,
     /// `max_dest_rd_atomic`: READs and atomics this side's responder keeps.
     pub max_dest_rd_atomic: u8,
+    /// The Q_Key of a UD QP (`IBV_QP_QKEY`, at RESET -> INIT).
+    pub qkey: u32,
 }
 
 impl Default for ConnectAttr {
@@ -62,11 +64,41 @@ impl Default for ConnectAttr {
             min_rnr_timer: 12,
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
+            qkey: 0x1111_1111,
         }
     }
 }
 
 impl ConnectAttr {
+    /// The steps for a QP of `qp_type`: [`ConnectAttr::steps`] for RC; for UC the same
+    /// without the attributes of acknowledgement and READ/atomics (`timeout`, `retry_cnt`,
+    /// `rnr_retry`, `min_rnr_timer`, `max_rd_atomic`, `max_dest_rd_atomic`), which a UC
+    /// transition refuses (IBTA 11.2.5.2; the kernel's `qp_state_table`); for UD, which has
+    /// no peer, `ibv_ud_pingpong`'s: the Q_Key at INIT, nothing at RTR, `sq_psn` at RTS.
+    pub fn steps_for(&self, qp_type: QpType) -> [(QpAttr, AttrMask); 3] {
+        let mut steps = self.steps();
+        if qp_type == QpType::Ud {
+            let [init, rtr, rts] = &mut steps;
+            init.0.qkey = self.qkey;
+            init.1 = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY;
+            rtr.1 = AttrMask::STATE;
+            rts.1 = AttrMask::STATE | AttrMask::SQ_PSN;
+        } else if qp_type == QpType::Uc {
+            let rc_only = AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::MIN_RNR_TIMER
+                | AttrMask::MAX_QP_RD_ATOMIC
+                | AttrMask::MAX_DEST_RD_ATOMIC;
+            for (attr, mask) in &mut steps {
+                *mask = AttrMask(mask.0 & !rc_only.0);
+                attr.qp_access_flags =
+                    Access(attr.qp_access_flags.0 & (Access::LOCAL_WRITE | Access::REMOTE_WRITE).0);
+            }
+        }
+        steps
+    }
+
     /// The three modifies, in order: RESET→INIT, INIT→RTR, RTR→RTS.
     pub fn steps(&self) -> [(QpAttr, AttrMask); 3] {
         let init = QpAttr {

@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use softrnic_wire::bth::{self, BthRepr};
+use softrnic_wire::opcode::Transport;
 use softrnic_wire::roce::RoceRepr;
 use softrnic_wire::{Opcode, Psn};
 
@@ -31,11 +32,13 @@ pub struct Completion {
     pub wc: WorkCompletion,
 }
 
-/// The attributes of an RC QP the engine runs on.
+/// The attributes of a connected (RC or UC) QP the engine runs on.
 #[derive(Debug, Clone)]
 pub struct QpContext {
     /// This QP's number.
     pub qpn: u32,
+    /// Its transport: RC, or UC (`crate::uc`); fixed at creation.
+    pub transport: Transport,
     /// Its protection domain.
     pub pd: PdHandle,
     /// The connected peer's QP number (`dest_qp_num`).
@@ -62,6 +65,9 @@ pub struct QpContext {
     pub max_rd_atomic: u8,
     /// READs and atomics the responder keeps results for (`max_dest_rd_atomic`).
     pub max_dest_rd_atomic: u8,
+    /// The Q_Key (UD): what incoming datagrams must carry, and what a send WR whose Q_Key
+    /// has the high bit set sends.
+    pub qkey: u32,
 }
 
 impl QpContext {
@@ -69,6 +75,7 @@ impl QpContext {
     pub fn new(qpn: u32, pd: PdHandle, src_port: u16, sq_sig_all: bool) -> QpContext {
         QpContext {
             qpn,
+            transport: Transport::Rc,
             pd,
             dest_qpn: 0,
             dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -82,6 +89,7 @@ impl QpContext {
             rnr_retry: 0,
             max_rd_atomic: 0,
             max_dest_rd_atomic: 0,
+            qkey: 0,
         }
     }
 

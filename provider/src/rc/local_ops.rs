@@ -41,6 +41,7 @@ impl Requester {
             compare_add: 0,
             swap: 0,
             bind: wr.bind_mw,
+            ud: None,
             started: false,
             first_psn: self.max_psn,
             npkts: 0,

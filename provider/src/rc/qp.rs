@@ -6,6 +6,11 @@
 //! Memory is reached only through the [`MrTable`] passed in, and a shared receive queue only
 //! through the [`SrqTable`] passed in.
 //!
+//! **UC** and **UD**: the same type runs UC and UD QPs ([`RcQp::new_of`]): the requester's
+//! send queue and segmentation are shared, the differences live in [`crate::uc`] — no ACKs,
+//! no retransmission, completion at hand-out, the UC responder — and [`crate::ud`] — per-WR
+//! addressing with a DETH, the Q_Key check, delivery with a GRH.
+//!
 //! **SQD** (IBTA 10.3.1 "Send Queue Drain"): RTS -> SQD stops the requester from starting new
 //! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
 //! request sent is acknowledged the send queue is drained ([`RcQp::sq_draining`] turns false)
@@ -29,6 +34,7 @@ use crate::qp_state::{
 };
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
+use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 
 /// Queue capacities (`ibv_qp_cap`).
@@ -124,6 +130,8 @@ pub struct QpAttr {
     pub dest: IpAddr,
     /// `en_sqd_async_notify`: on RTS -> SQD, non-zero asks for `IBV_EVENT_SQ_DRAINED`.
     pub en_sqd_async_notify: u8,
+    /// `qkey` (UD).
+    pub qkey: u32,
 }
 
 impl Default for QpAttr {
@@ -146,6 +154,7 @@ impl Default for QpAttr {
             rnr_retry: 0,
             dest: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             en_sqd_async_notify: 0,
+            qkey: 0,
         }
     }
 }
@@ -161,14 +170,17 @@ pub struct QpLimits {
     pub max_dest_rd_atomic: u8,
 }
 
-/// An RC queue pair.
+/// A queue pair: RC, or UC or UD on the same machinery (see the module comment).
 #[derive(Debug)]
 pub struct RcQp {
+    qp_type: QpType,
     ctx: QpContext,
     caps: QpCaps,
     state: QpState,
     req: Requester,
     resp: Responder,
+    /// The responder of a UC QP (its receive queue is `resp.rq`).
+    uc: UcResponder,
     /// A plain ACK/NAK let one requester packet go first (see [`RcQp::poll_transmit`]).
     ack_yielded: bool,
     timers: TimerTable,
@@ -184,12 +196,32 @@ pub struct RcQp {
 impl RcQp {
     /// A QP in RESET.
     pub fn new(qpn: u32, pd: PdHandle, caps: QpCaps, src_port: u16, sq_sig_all: bool) -> RcQp {
+        RcQp::new_of(QpType::Rc, qpn, pd, caps, src_port, sq_sig_all)
+    }
+
+    /// A QP of type `qp_type` in RESET.
+    pub fn new_of(
+        qp_type: QpType,
+        qpn: u32,
+        pd: PdHandle,
+        caps: QpCaps,
+        src_port: u16,
+        sq_sig_all: bool,
+    ) -> RcQp {
+        let mut ctx = QpContext::new(qpn, pd, src_port, sq_sig_all);
+        ctx.transport = match qp_type {
+            QpType::Rc => softrnic_wire::opcode::Transport::Rc,
+            QpType::Uc => softrnic_wire::opcode::Transport::Uc,
+            QpType::Ud => softrnic_wire::opcode::Transport::Ud,
+        };
         RcQp {
-            ctx: QpContext::new(qpn, pd, src_port, sq_sig_all),
+            qp_type,
+            ctx,
             caps,
             state: QpState::Reset,
             req: Requester::new(caps.max_send_wr as usize),
             resp: Responder::new(caps.max_recv_wr as usize),
+            uc: UcResponder::default(),
             ack_yielded: false,
             timers: TimerTable::default(),
             ev: Events::default(),
@@ -214,6 +246,11 @@ impl RcQp {
     /// In SQD, whether requests sent are still unacknowledged (`ibv_qp_attr.sq_draining`).
     pub fn sq_draining(&self) -> bool {
         self.state == QpState::Sqd && self.sq_draining
+    }
+
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
     }
 
     /// The QP number.
@@ -246,7 +283,7 @@ impl RcQp {
     /// bits, an unspecified peer address).
     pub fn modify(&mut self, attr: &QpAttr, mask: AttrMask, limits: &QpLimits) -> Result<()> {
         let next = check_modify(
-            QpType::Rc,
+            self.qp_type,
             self.state,
             mask,
             attr.cur_qp_state,
@@ -320,6 +357,14 @@ impl RcQp {
             rnr_retries(attr.rnr_retry)?;
             ctx.rnr_retry = attr.rnr_retry;
         }
+        if mask.contains(AttrMask::QKEY) {
+            ctx.qkey = attr.qkey;
+        }
+        if self.qp_type == QpType::Ud {
+            // A UD QP has no path: its datagrams are at most the port's MTU (as rxe's
+            // `get_mtu`).
+            ctx.pmtu = limits.active_mtu.bytes();
+        }
         if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
             return Err(Error::InvalidArgument("the P_Key table has one entry"));
         }
@@ -335,6 +380,7 @@ impl RcQp {
         self.ctx = ctx;
         if mask.contains(AttrMask::RQ_PSN) {
             self.resp.epsn = Psn::new(attr.rq_psn);
+            self.uc.epsn = Psn::new(attr.rq_psn);
         }
         if mask.contains(AttrMask::SQ_PSN) {
             self.req.set_sq_psn(Psn::new(attr.sq_psn));
@@ -345,6 +391,7 @@ impl RcQp {
             QpState::Reset if prev != QpState::Reset => {
                 self.req.reset();
                 self.resp.reset();
+                self.uc.reset();
                 self.timers = TimerTable::default();
                 self.ev = Events::default();
             }
@@ -388,6 +435,7 @@ impl RcQp {
         self.sq_draining = false;
         self.sqd_notify = false;
         self.req.flush(&self.ctx, &mut self.ev);
+        self.uc.flush(&self.ctx, &mut self.ev);
         self.resp.flush(&self.ctx, &mut self.ev);
         self.timers = TimerTable::default();
         if self.srq.is_some() {
@@ -456,7 +504,8 @@ impl RcQp {
     }
 
     /// Handles a RoCE packet addressed to this QP (its ICRC already checked). A QP with an
-    /// SRQ takes receive WQEs from `srqs`.
+    /// SRQ takes receive WQEs from `srqs`. (A UD QP's GRH then has no addresses: see
+    /// [`RcQp::handle_packet_from`].)
     pub fn handle_packet(
         &mut self,
         now: Instant,
@@ -464,7 +513,41 @@ impl RcQp {
         mrs: &MrTable,
         srqs: &mut SrqTable,
     ) {
+        let none = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        self.handle_packet_from(now, pkt, none, none, mrs, srqs);
+    }
+
+    /// [`RcQp::handle_packet`] for a packet from IP address `src` to `dst`, which a UD QP
+    /// writes into the receive buffer's GRH.
+    pub fn handle_packet_from(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        src: IpAddr,
+        dst: IpAddr,
+        mrs: &MrTable,
+        srqs: &mut SrqTable,
+    ) {
         let Ok(info) = pkt.repr.info() else { return };
+        if self.qp_type == QpType::Ud {
+            if self.state.accepts_incoming() {
+                let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                let rq = &mut self.resp.rq;
+                let ev = &mut self.ev;
+                crate::ud::responder::handle_datagram(&self.ctx, pkt, src, dst, mrs, rq, srq, ev);
+                self.settle();
+            }
+            return;
+        }
+        if self.qp_type == QpType::Uc {
+            // Every UC packet is a request; the UC responder drops other transports'.
+            if self.state.accepts_incoming() {
+                let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                self.uc
+                    .handle_request(&self.ctx, pkt, mrs, &mut self.resp.rq, srq, &mut self.ev);
+            }
+            return;
+        }
         // IBTA 9.6.1.1 (and rxe's `check_type_qp`): an opcode of another transport (UC, UD,
         // CNP) is not for an RC QP: dropped silently, never an invalid request.
         if info.transport != softrnic_wire::opcode::Transport::Rc {
@@ -522,6 +605,9 @@ impl RcQp {
                 mrs,
                 &mut self.ev,
             );
+            if self.qp_type != QpType::Rc {
+                self.req.complete_handed_out(&self.ctx, &mut self.ev);
+            }
             self.settle();
             t
         });

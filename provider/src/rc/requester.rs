@@ -29,7 +29,7 @@ use crate::mr::MrTable;
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
-use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, UdDest};
 
 mod flush_atomic_write;
 
@@ -44,7 +44,7 @@ pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
 
 /// A send work request as the requester keeps it.
 #[derive(Debug, Clone)]
-pub(super) struct SendWqe {
+pub(crate) struct SendWqe {
     pub wr_id: u64,
     pub opcode: SendOpcode,
     pub signaled: bool,
@@ -59,6 +59,8 @@ pub(super) struct SendWqe {
     pub swap: u64,
     /// The bind of a BIND_MW.
     pub bind: Option<crate::mr::MwBind>,
+    /// The destination of a UD SEND.
+    pub ud: Option<UdDest>,
     /// Set when first sent (a local operation: when executed).
     pub started: bool,
     pub first_psn: Psn,
@@ -112,7 +114,7 @@ impl SendWqe {
 
 /// The requester of one RC QP.
 #[derive(Debug)]
-pub(super) struct Requester {
+pub(crate) struct Requester {
     pub sq: VecDeque<SendWqe>,
     /// The WQE the next packet comes from.
     pub cur: usize,
@@ -183,6 +185,12 @@ impl Requester {
         if self.sq.len() >= self.max_send_wr {
             return Err(Error::NoMemory("send queue full"));
         }
+        if ctx.transport == WireTransport::Uc && !crate::uc::requester::supports(wr.opcode) {
+            return Err(Error::InvalidArgument("UC has no such operation"));
+        }
+        if ctx.transport == WireTransport::Ud {
+            crate::ud::requester::check(ctx, wr)?;
+        }
         match wr.opcode {
             Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
             | AtomicCmpAndSwp | AtomicFetchAndAdd => {}
@@ -231,6 +239,7 @@ impl Requester {
             compare_add: wr.compare_add,
             swap: wr.swap,
             bind: None,
+            ud: wr.ud,
             started: false,
             first_psn: Psn::new(0),
             npkts: 0,
@@ -356,7 +365,8 @@ impl Requester {
             self.next_psn = w.first_psn;
         }
         let t = self.build(ctx);
-        if !timers.is_armed(Timer::Retransmit) {
+        // UC and UD expect no ACK: nothing to time out.
+        if ctx.transport == WireTransport::Rc && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
                 timers.set(Timer::Retransmit, now + d);
             }
@@ -377,19 +387,26 @@ impl Requester {
     fn build(&mut self, ctx: &QpContext) -> Transmit {
         let w = &self.sq[self.cur];
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
+        // A UD SEND goes where its WR says; a connected QP's packets to its peer.
+        let dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
         let mut payload = Payload::None;
         let roce = if let Some(kind) = MessageKind::of(w.opcode) {
-            let seg = Segments::new(WireTransport::Rc, kind, w.total, ctx.pmtu, self.cur_offset)
+            let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
                 .next()
                 .expect("a message has a packet at every offset before its end");
             self.since_ack_req += 1;
-            let ack_req = seg.last || self.since_ack_req >= ACK_REQ_INTERVAL;
+            // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
+            let ack_req = ctx.transport == WireTransport::Rc
+                && (seg.last || self.since_ack_req >= ACK_REQ_INTERVAL);
             if ack_req {
                 self.since_ack_req = 0;
             }
             let mut roce = ctx.header(seg.opcode, psn, ack_req);
             roce.bth.solicited = w.solicited && seg.last;
             let info = seg.opcode.info().expect("segment opcodes are in the table");
+            if let Some(ud) = &w.ud {
+                crate::ud::requester::address(ctx, ud, &mut roce);
+            }
             if info.has(softrnic_wire::opcode::ExtHeader::Reth) {
                 roce.reth = Some(RethRepr {
                     va: w.remote.addr,
@@ -469,7 +486,7 @@ impl Requester {
             roce
         };
         Transmit {
-            dst: ctx.dst,
+            dst,
             src_port: ctx.src_port,
             roce,
             payload,

@@ -101,7 +101,7 @@ enum Response {
 
 /// The responder of one RC QP.
 #[derive(Debug)]
-pub(super) struct Responder {
+pub(crate) struct Responder {
     pub epsn: Psn,
     /// Message sequence number, 24 bits.
     pub msn: u32,
@@ -599,7 +599,7 @@ fn answer_limit(ctx: &QpContext) -> usize {
     usize::from(ctx.max_dest_rd_atomic).max(1)
 }
 
-fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {
+pub(crate) fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {
     WorkCompletion {
         src_qp: ctx.dest_qpn,
         ..WorkCompletion::error(wqe.wr_id, status, WcOpcode::Recv, ctx.qpn)

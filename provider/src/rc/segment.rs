@@ -140,6 +140,9 @@ impl Segments {
         match self.transport {
             // UC opcodes are the RC ones with the transport bits 001 (IBTA table 38).
             Transport::Uc => Opcode(rc.0 | 0x20),
+            // UD has only SEND ONLY (with immediate): the RC ones with the bits 011; a UD
+            // message is never longer than one PMTU.
+            Transport::Ud => Opcode(rc.0 | 0x60),
             _ => rc,
         }
     }

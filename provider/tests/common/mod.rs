@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use softrnic_provider::driver::{accept, Emitter};
 use softrnic_provider::mr::{Access, MrKeys, MrTable, PdHandle};
-use softrnic_provider::qp_state::Mtu;
+use softrnic_provider::qp_state::{Mtu, QpType};
 use softrnic_provider::rc::{Completion, ConnectAttr, CqSide, QpCaps, QpLimits, RcQp, Transmit};
 use softrnic_provider::srq::{SrqId, SrqTable};
 use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
@@ -281,7 +281,8 @@ impl Node {
                                     .chain(self.extra.iter_mut())
                                     .find(|q| q.qpn() == qpn)
                                     .expect("checked above");
-                                qp.handle_packet(now, &p, mrs, srqs);
+                                let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
+                                qp.handle_packet_from(now, &p, src, dst, mrs, srqs);
                             }
                         }
                     }
@@ -358,9 +359,16 @@ pub fn caps() -> QpCaps {
 
 impl Pair {
     pub fn new(config: FabricConfig, seed: u64, c: Connect) -> Pair {
+        Pair::new_of(QpType::Rc, config, seed, c)
+    }
+
+    /// A pair whose two QPs are of `qp_type` (RC or UC).
+    pub fn new_of(qp_type: QpType, config: FabricConfig, seed: u64, c: Connect) -> Pair {
         let fabric = Fabric::new(config, seed);
         let mut a = Node::new(&fabric, A_ADDR, 0x11, caps());
         let mut b = Node::new(&fabric, B_ADDR, 0x22, caps());
+        a.qp = RcQp::new_of(qp_type, 0x11, PD, caps(), 0xc011, false);
+        b.qp = RcQp::new_of(qp_type, 0x22, PD, caps(), 0xc022, false);
         connect(&mut a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
         connect(&mut b.qp, 0x11, A_ADDR, c, c.b_psn, c.a_psn);
         Pair {
@@ -486,7 +494,7 @@ pub fn connect(qp: &mut RcQp, dest_qpn: u32, dest: IpAddr, c: Connect, sq_psn: u
         max_dest_rd_atomic: c.max_rd_atomic,
         ..ConnectAttr::default()
     };
-    for (a, mask) in attr.steps() {
+    for (a, mask) in attr.steps_for(qp.qp_type()) {
         qp.modify(&a, mask, &LIMITS).unwrap();
     }
 }

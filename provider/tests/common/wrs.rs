@@ -17,6 +17,7 @@ pub fn send_wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: Remote
         compare_add: 0,
         swap: 0,
         bind_mw: None,
+        ud: None,
     }
 }
 

@@ -394,6 +394,8 @@ mod tests {
                 max_rd_atomic: 4,
                 max_dest_rd_atomic: 8,
                 qp_access_flags: Access(3),
+                // Not on the wire (the peers' QPs are RC): the default comes back.
+                qkey: ConnectAttr::default().qkey,
             }),
             Command::Modify {
                 state: QpState::Err,

@@ -162,6 +162,7 @@ impl Side {
             compare_add: 0,
             swap: 0,
             bind_mw: None,
+            ud: None,
         };
         self.qp
             .post_send(&[wr])

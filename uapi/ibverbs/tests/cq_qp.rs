@@ -54,11 +54,27 @@ int main(void)
     CHECK(ibv_req_notify_cq(cq, 0) == 0, 17);
 
     struct ibv_qp_init_attr init = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RAW_PACKET,
         .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     errno = 0;
     CHECK(!ibv_create_qp(pd, &init) && errno == EOPNOTSUPP, 18);
+    init.qp_type = IBV_QPT_UC;
+    struct ibv_qp *uc = ibv_create_qp(pd, &init);
+    CHECK(uc && uc->qp_type == IBV_QPT_UC && uc->state == IBV_QPS_RESET, 60);
+    CHECK(ibv_destroy_qp(uc) == 0, 61);
+    init.qp_type = IBV_QPT_UD;
+    struct ibv_qp *ud = ibv_create_qp(pd, &init);
+    CHECK(ud && ud->qp_type == IBV_QPT_UD, 62);
+    union ibv_gid peer;
+    CHECK(ibv_query_gid(ctx, 1, 1, &peer) == 0, 63);
+    struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1, .grh = { .dgid = peer } };
+    struct ibv_ah *ah = ibv_create_ah(pd, &ah_attr);
+    CHECK(ah && ah->pd == pd && ah->context == ctx, 64);
+    ah_attr.is_global = 0;
+    CHECK(!ibv_create_ah(pd, &ah_attr), 65);
+    CHECK(ibv_destroy_ah(ah) == 0, 66);
+    CHECK(ibv_destroy_qp(ud) == 0, 67);
     init.qp_type = IBV_QPT_RC;
     init.qp_context = (void *)0x5678;
     struct ibv_qp *qp = ibv_create_qp(pd, &init);

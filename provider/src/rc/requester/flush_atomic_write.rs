@@ -162,6 +162,7 @@ impl Requester {
             compare_add: wr.compare_add,
             swap: 0,
             bind: None,
+            ud: None,
             started: false,
             first_psn: Psn::new(0),
             npkts: 0,

@@ -1,5 +1,6 @@
 //! The exported C entry points, by theme, each with rdma-core 44's symbol version.
 
+pub(crate) mod ah;
 pub(crate) mod async_event;
 pub(crate) mod channel;
 pub(crate) mod cq;

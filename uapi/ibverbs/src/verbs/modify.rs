@@ -57,6 +57,7 @@ pub(crate) fn to_qp_attr(a: &ibv_qp_attr, mask: AttrMask) -> Result<QpAttr, c_in
     q.retry_cnt = a.retry_cnt;
     q.rnr_retry = a.rnr_retry;
     q.en_sqd_async_notify = a.en_sqd_async_notify;
+    q.qkey = a.qkey;
     Ok(q)
 }
 
@@ -68,6 +69,9 @@ fn remember(kept: &mut ibv_qp_attr, a: &ibv_qp_attr, mask: AttrMask) {
     }
     if set(AttrMask::PKEY_INDEX) {
         kept.pkey_index = a.pkey_index;
+    }
+    if set(AttrMask::QKEY) {
+        kept.qkey = a.qkey;
     }
     if set(AttrMask::PORT) {
         kept.port_num = a.port_num;

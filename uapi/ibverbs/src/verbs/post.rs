@@ -4,11 +4,12 @@
 //! WR not posted (the ones before it are), and the errno is returned, as verbs documents.
 
 use libc::c_int;
-use softrnic_uapi::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_uapi::{QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
 use crate::abi::objects::ibv_qp;
 use crate::abi::wr::{ibv_recv_wr, ibv_send_wr, ibv_sge};
 use crate::ffi::catch;
+use crate::verbs::ah::ud_dest;
 use crate::verbs::qp::qp_of;
 
 /// The longest chain walked: beyond it a WR could not fit any queue (`ENOMEM`), and a
@@ -100,6 +101,7 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
         swap,
         // Only BIND_MW carries one (`verbs::mw::bind_wr`).
         bind_mw: None,
+        ud: None,
     })
 }
 
@@ -162,6 +164,7 @@ pub(crate) unsafe extern "C" fn op_post_send(
             // SAFETY: the caller passes NULL or a writable slot.
             return unsafe { refuse(wr, bad_wr) };
         };
+        let ud = soft.qp.qp_type() == QpType::Ud;
         // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
         unsafe {
             post_chain(
@@ -169,7 +172,15 @@ pub(crate) unsafe extern "C" fn op_post_send(
                 bad_wr,
                 |w| w.next,
                 // SAFETY: each WR of a valid chain has a valid sg_list.
-                |w| to_send_wr(w),
+                |w| {
+                    let mut wr = to_send_wr(w)?;
+                    if ud {
+                        // SAFETY: a UD QP's WRs use the `ud` member; every bit pattern of
+                        // it is valid (the AH pointer is checked before use).
+                        wr.ud = Some(ud_dest(&w.wr.ud)?);
+                    }
+                    Ok(wr)
+                },
                 |wrs| soft.qp.post_send(wrs).map_err(|(i, e)| (i, e.errno())),
             )
         }

@@ -3,8 +3,7 @@
 //!
 //! A [`SoftQp`] is the C `ibv_qp` followed by the `softrnic_uapi` [`QueuePair`] (which holds
 //! its CQs, so they cannot be destroyed first), the creation attributes, and the attributes
-//! of the successful modifies, which `ibv_query_qp` reports. RC only; UC and UD are
-//! `EOPNOTSUPP` for now, and SRQs cannot exist yet.
+//! of the successful modifies, which `ibv_query_qp` reports. RC, UC and UD.
 
 use std::ptr::null_mut;
 use std::sync::Mutex;
@@ -88,9 +87,10 @@ fn caps(c: &ibv_qp_cap) -> QpCaps {
 }
 
 export! { "IBVERBS_1.1";
-    /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC QP
-    /// in RESET, with `init_attr->srq` one that takes its receives from that SRQ. NULL with
-    /// `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ or capacities beyond the device's; `EOPNOTSUPP` for UC and UD (not yet);
+    /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: an RC, UC
+    /// or UD QP in RESET, with `init_attr->srq` one that takes its receives from that SRQ.
+    /// NULL with `errno`: `EINVAL` for a bad PD, attributes, CQ or SRQ or capacities beyond
+    /// the device's; `EOPNOTSUPP` for other QP types;
     /// `ENOMEM` beyond `max_qp`.
     unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
         catch(null_mut(), || {

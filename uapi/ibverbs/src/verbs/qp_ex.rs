@@ -219,6 +219,7 @@ fn start_wr(
             compare_add,
             swap,
             bind_mw: None,
+            ud: None,
         });
     });
 }

@@ -5,42 +5,18 @@
 //!
 //! Unfinished (next steps of issue 4):
 //! * resizing CQs: `ibv_resize_cq`;
-//! * queue pairs beyond RC: UC and UD (`EOPNOTSUPP`);
-//! * address handles and multicast (UD): `ibv_create_ah`, `ibv_create_ah_from_wc`,
-//!   `ibv_destroy_ah`, `ibv_attach_mcast`, `ibv_detach_mcast`;
-
-use std::ptr::null_mut;
+//! * multicast (UD): `ibv_attach_mcast`, `ibv_detach_mcast`;
 
 use libc::{c_int, c_void};
 
-use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp};
-use crate::abi::wr::ibv_wc;
+use crate::abi::objects::{ibv_cq, ibv_qp};
 use crate::export::export;
 use crate::ffi::set_errno;
-
-/// NULL with `errno = ENOSYS`.
-fn null<T>() -> *mut T {
-    set_errno(libc::ENOSYS);
-    null_mut()
-}
 
 /// `ENOSYS`, also left in `errno`.
 fn enosys() -> c_int {
     set_errno(libc::ENOSYS);
     libc::ENOSYS
-}
-
-/// Stubs returning NULL with `errno = ENOSYS`: `name(args) -> *mut c_void`.
-macro_rules! null_stubs {
-    ($($ver:literal fn $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
-        export! { $ver;
-            /// Unfinished: NULL with `errno = ENOSYS`.
-            unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
-                $(let _ = $arg;)*
-                null()
-            }
-        }
-    )*};
 }
 
 /// Stubs returning `ENOSYS` (the verbs that return an errno value).
@@ -56,14 +32,8 @@ macro_rules! errno_stubs {
     )*};
 }
 
-null_stubs! {
-    "IBVERBS_1.1" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut c_void);
-    "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8);
-}
-
 errno_stubs! {
     "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
-    "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c_void);
     "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
     "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
 }

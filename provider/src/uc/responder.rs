@@ -1,0 +1,278 @@
+//! The UC responder (IBTA 9.7.5 as it applies to UC; kernel rxe's `check_psn` and
+//! `check_op_seq` for `IB_QPT_UC`). There are no ACKs, NAKs, duplicates, READs, atomics or
+//! RNR:
+//!
+//! * **PSN** — a packet with the expected PSN (ePSN) is executed. A gap (a packet lost) drops
+//!   the message in progress, and every packet after it up to the next FIRST or ONLY, which
+//!   starts a new message at its own PSN (the responder resynchronises, as rxe does).
+//! * **Opcode sequence** — a MIDDLE or LAST that does not continue the message in progress,
+//!   or a FIRST or ONLY inside one, drops the message in progress likewise.
+//! * **Receive WQEs** — a SEND takes one at its first packet, a WRITE with immediate at its
+//!   last. A dropped SEND does not consume its WQE: the next SEND fills it from the start (a
+//!   WQE of a shared receive queue goes back to the SRQ's head, for whichever QP comes next).
+//!   With no WQE posted the message is dropped (UC has no RNR).
+//! * **Errors** — an R_Key violation or a malformed packet drops the message silently (rxe's
+//!   UC "drop_msg"); a SEND longer than its receive WQE completes the WQE with
+//!   `IBV_WC_LOC_LEN_ERR` and drops the rest of the message (rxe's "class D").
+
+use std::collections::VecDeque;
+
+use softrnic_wire::opcode::{Operation, Position, Transport};
+use softrnic_wire::roce::RocePacket;
+use softrnic_wire::Psn;
+
+use crate::mr::{Access, MrTable};
+use crate::rc::context::{CqSide, Events, QpContext};
+use crate::rc::responder::recv_wc;
+use crate::rc::segment::payload_fits;
+use crate::rc::transmit::Chunks;
+use crate::srq::Srq;
+use crate::wc::{WcFlags, WcOpcode, WcStatus};
+use crate::wr::RecvWqe;
+
+/// The message being received.
+#[derive(Debug)]
+enum Message {
+    Send {
+        wqe: RecvWqe,
+        offset: u32,
+    },
+    Write {
+        rkey: u32,
+        va: u64,
+        len: u32,
+        offset: u32,
+    },
+}
+
+/// Why a packet was not executed.
+enum Drop {
+    /// Silently: the message in progress is dropped, its WQE kept for the next one.
+    Silent,
+    /// The SEND does not fit its WQE: the WQE completes with `IBV_WC_LOC_LEN_ERR`.
+    Length,
+}
+
+/// The responder of one UC QP. Its receive queue is the QP's (or its SRQ), passed in.
+#[derive(Debug, Default)]
+pub(crate) struct UcResponder {
+    /// The expected PSN.
+    pub epsn: Psn,
+    msg: Option<Message>,
+    /// A WQE taken from the QP's own receive queue for a message that was dropped: the next
+    /// SEND uses it first.
+    spare: Option<RecvWqe>,
+    /// Dropping packets until the next FIRST or ONLY.
+    dropping: bool,
+}
+
+impl UcResponder {
+    /// Forgets everything (RESET). A spare WQE is the consumer's: RESET discards the receive
+    /// queue without completions, and it with it.
+    pub fn reset(&mut self) {
+        *self = UcResponder::default();
+    }
+
+    /// Completes the WQE held for a message (in progress or dropped) with
+    /// `IBV_WC_WR_FLUSH_ERR`: it is older than any still in the receive queue.
+    /// (On a QP with an SRQ, as on RC, the WQE of a message in progress is the QP's and is
+    /// flushed with it.)
+    pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
+        if let Some(Message::Send { wqe, .. }) = self.msg.take() {
+            ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
+        }
+        if let Some(wqe) = self.spare.take() {
+            ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
+        }
+    }
+
+    /// Handles a request packet for this QP.
+    pub fn handle_request(
+        &mut self,
+        ctx: &QpContext,
+        pkt: &RocePacket<'_>,
+        mrs: &MrTable,
+        rq: &mut VecDeque<RecvWqe>,
+        mut srq: Option<&mut Srq>,
+        ev: &mut Events,
+    ) {
+        let Ok(info) = pkt.repr.info() else { return };
+        if info.transport != Transport::Uc {
+            return;
+        }
+        let psn = pkt.repr.bth.psn;
+        let starts = matches!(info.position, Position::First | Position::Only);
+        if psn != self.epsn || self.dropping {
+            self.drop_message(&mut srq);
+            if !starts {
+                self.dropping = true;
+                return;
+            }
+            self.dropping = false;
+        }
+        match self.execute(ctx, pkt, mrs, rq, &mut srq, ev) {
+            Ok(()) => self.epsn = psn.add(1),
+            Err(why) => {
+                if let (Drop::Length, Some(Message::Send { wqe, .. })) = (why, self.msg.take()) {
+                    ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::LocLenErr));
+                }
+                self.drop_message(&mut srq);
+                self.dropping = true;
+            }
+        }
+    }
+
+    /// Abandons the message in progress; a SEND's WQE is kept for the next message (given
+    /// back to the SRQ it came from, if the QP has one).
+    fn drop_message(&mut self, srq: &mut Option<&mut Srq>) {
+        if let Some(Message::Send { wqe, .. }) = self.msg.take() {
+            match srq {
+                Some(s) => s.give_back(wqe),
+                None => self.spare = Some(wqe),
+            }
+        }
+    }
+
+    fn take_wqe(
+        &mut self,
+        rq: &mut VecDeque<RecvWqe>,
+        srq: &mut Option<&mut Srq>,
+    ) -> Option<RecvWqe> {
+        self.spare.take().or_else(|| match srq {
+            Some(s) => s.take(),
+            None => rq.pop_front(),
+        })
+    }
+
+    fn wqe_ready(&self, rq: &VecDeque<RecvWqe>, srq: &Option<&mut Srq>) -> bool {
+        self.spare.is_some()
+            || match srq {
+                Some(s) => !s.is_empty(),
+                None => !rq.is_empty(),
+            }
+    }
+
+    /// Executes a packet that is in sequence by PSN.
+    fn execute(
+        &mut self,
+        ctx: &QpContext,
+        pkt: &RocePacket<'_>,
+        mrs: &MrTable,
+        rq: &mut VecDeque<RecvWqe>,
+        srq: &mut Option<&mut Srq>,
+        ev: &mut Events,
+    ) -> Result<(), Drop> {
+        let repr = &pkt.repr;
+        let info = repr.info().map_err(|_| Drop::Silent)?;
+        let continues = matches!(info.position, Position::Middle | Position::Last);
+        let last = matches!(info.position, Position::Last | Position::Only);
+        let in_sequence = match (&self.msg, info.operation) {
+            (Some(Message::Send { .. }), Operation::Send) => continues,
+            (Some(Message::Write { .. }), Operation::RdmaWrite) => continues,
+            (Some(_), _) => false,
+            (None, _) => !continues,
+        };
+        if !in_sequence || !payload_fits(info.position, pkt.payload.len(), ctx.pmtu) {
+            return Err(Drop::Silent);
+        }
+        let n = pkt.payload.len() as u32;
+        match info.operation {
+            Operation::Send => {
+                if self.msg.is_none() {
+                    let wqe = self.take_wqe(rq, srq).ok_or(Drop::Silent)?;
+                    self.msg = Some(Message::Send { wqe, offset: 0 });
+                }
+                let Some(Message::Send { wqe, offset }) = &mut self.msg else {
+                    return Err(Drop::Silent);
+                };
+                if offset.checked_add(n).is_none_or(|end| end > wqe.total) {
+                    return Err(Drop::Length);
+                }
+                Chunks::of_sges(wqe.pd, &wqe.sges, *offset, n)
+                    .write(mrs, pkt.payload)
+                    .map_err(|_| Drop::Silent)?;
+                *offset += n;
+                if last {
+                    let Some(Message::Send { wqe, offset }) = self.msg.take() else {
+                        return Err(Drop::Silent);
+                    };
+                    let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
+                    wc.byte_len = offset;
+                    if let Some(imm) = repr.immdt {
+                        wc.imm_data_or_inv_rkey = imm.0;
+                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+                    }
+                    ev.complete(CqSide::Recv, wc);
+                }
+                Ok(())
+            }
+            Operation::RdmaWrite => {
+                if !ctx.access.contains(Access::REMOTE_WRITE) {
+                    return Err(Drop::Silent);
+                }
+                if last && repr.immdt.is_some() && !self.wqe_ready(rq, srq) {
+                    return Err(Drop::Silent);
+                }
+                if let Some(reth) = repr.reth {
+                    if reth.dma_len > 0 {
+                        mrs.with_remote_write(
+                            reth.rkey,
+                            ctx.pd,
+                            ctx.qpn,
+                            reth.va,
+                            reth.dma_len as usize,
+                            |_| (),
+                        )
+                        .map_err(|_| Drop::Silent)?;
+                    }
+                    self.msg = Some(Message::Write {
+                        rkey: reth.rkey,
+                        va: reth.va,
+                        len: reth.dma_len,
+                        offset: 0,
+                    });
+                }
+                let Some(Message::Write {
+                    rkey,
+                    va,
+                    len,
+                    offset,
+                }) = &mut self.msg
+                else {
+                    return Err(Drop::Silent); // a FIRST or ONLY without a RETH
+                };
+                let end = offset.checked_add(n).filter(|&e| e <= *len);
+                let Some(end) = end.filter(|&e| !last || e == *len) else {
+                    return Err(Drop::Silent); // the payloads do not add up to the DMA length
+                };
+                if n > 0 {
+                    mrs.with_remote_write(
+                        *rkey,
+                        ctx.pd,
+                        ctx.qpn,
+                        va.wrapping_add(u64::from(*offset)),
+                        n as usize,
+                        |d| d.copy_from_slice(pkt.payload),
+                    )
+                    .map_err(|_| Drop::Silent)?;
+                }
+                *offset = end;
+                if last {
+                    let total = *len;
+                    self.msg = None;
+                    if let Some(imm) = repr.immdt {
+                        let wqe = self.take_wqe(rq, srq).ok_or(Drop::Silent)?;
+                        let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
+                        wc.opcode = WcOpcode::RecvRdmaWithImm;
+                        wc.byte_len = total;
+                        wc.imm_data_or_inv_rkey = imm.0;
+                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+                        ev.complete(CqSide::Recv, wc);
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(Drop::Silent),
+        }
+    }
+}

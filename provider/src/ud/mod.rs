@@ -1,0 +1,18 @@
+//! The UD (unreliable datagram) transport (IBTA Vol. 1 chapter 9, its UD rules; chapter 10 on
+//! Q_Keys; the RoCE v2 annex A17 for the GRH of a received datagram, which is its IP header).
+//!
+//! A UD QP is not connected: every send WR names its destination (an address handle, the
+//! remote QP number and a Q_Key) and is one SEND ONLY packet, with immediate data or not, of
+//! at most one MTU, carrying a DETH (the Q_Key and the source QP). Nothing is acknowledged.
+//! The receiver checks the Q_Key, and a receive completion says who sent the datagram
+//! (`src_qp`) and is preceded in the buffer by 40 bytes of GRH.
+//!
+//! softrnic runs a UD QP on the RC machinery where the spec is the same — the send queue and
+//! its completion at hand-out (as UC, [`crate::uc`]), the receive queue, `ibv_modify_qp` —
+//! and keeps here what differs:
+//!
+//! * [`requester`] — the WR checks and the per-WR addressing (BTH DestQP, DETH);
+//! * [`responder`] — the Q_Key check and delivery with the GRH.
+
+pub mod requester;
+pub mod responder;
