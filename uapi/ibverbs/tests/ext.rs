@@ -4,7 +4,8 @@
 //! pool is held by regions awaiting invalidation and `ENOMEM` when by live ones, `EINVAL` for
 //! a normal MR, `EBUSY` while a type 1 window bound with `ibv_bind_mw` is on it), and MR
 //! descriptors (round trip, librpma's INVAL for a short or NULL buffer, NOSUPP for zero usage,
-//! a stale remote region refused); and that each is exported with version `SOFTRNIC_1.0`.
+//! NOMEM when the remote region cannot be allocated (malloc interposed in the program), a stale
+//! remote region refused); and that each is exported with version `SOFTRNIC_1.0`.
 
 mod common;
 
@@ -74,6 +75,19 @@ static struct ibv_qp *self_connected(struct ibv_context *ctx, struct ibv_pd *pd,
     return qp;
 }
 
+/* malloc, interposed for the whole process: fails once, on this thread only, for the size of
+ * a remote region, when armed (the library's NOMEM path); otherwise glibc's. */
+extern void *__libc_malloc(size_t);
+static __thread int fail_remote_malloc;
+void *malloc(size_t n)
+{
+    if (fail_remote_malloc && n == sizeof(struct softrnic_mr_remote)) {
+        fail_remote_malloc = 0;
+        return NULL;
+    }
+    return __libc_malloc(n);
+}
+
 int main(void)
 {
     int n = -1;
@@ -134,6 +148,10 @@ int main(void)
     CHECK(softrnic_mr_remote_from_descriptor(z, sizeof z, &r) == SOFTRNIC_E_NOSUPP && !r, 36);
     CHECK(softrnic_mr_remote_from_descriptor(d, sizeof d, &r) == 0 && r->rkey == mr->rkey, 37);
     CHECK(softrnic_mr_remote_delete(&r) == 0, 38);
+    /* No memory for the remote region: NOMEM, *out untouched. */
+    fail_remote_malloc = 1;
+    CHECK(softrnic_mr_remote_from_descriptor(d, sizeof d, &r) == SOFTRNIC_E_NOMEM && !r, 39);
+    CHECK(fail_remote_malloc == 0, 70);
 
     /* A type 1 window on the relaxed MR: EBUSY while bound. */
     struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
