@@ -152,11 +152,11 @@ impl Context {
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Pd {
         let handle = PdHandle(self.inner.next_pd.fetch_add(1, Ordering::Relaxed));
-        Pd {
+        Pd(Arc::new(PdInner {
             ctx: self.clone(),
             handle,
-            relaxed: Arc::new(crate::relaxed::Relaxed::new(self.clone(), handle)),
-        }
+            relaxed: crate::relaxed::Relaxed::new(self.clone(), handle),
+        }))
     }
 
     /// `ibv_create_cq` with room for `cqe` completions.
@@ -189,11 +189,24 @@ impl Context {
 
 /// A protection domain (`ibv_pd`).
 #[derive(Clone)]
-pub struct Pd {
+pub struct Pd(Arc<PdInner>);
+
+/// What a [`Pd`] handle shares. One reference count per PD: every region holds its PD, so
+/// regions registered from several threads on their own PDs share no counter (a `Context`
+/// clone per region bounced one cache line between all of them).
+#[doc(hidden)]
+pub struct PdInner {
     pub(crate) ctx: Context,
     pub(crate) handle: PdHandle,
     /// The relaxed-region pool, made on first use (`relaxed.rs`).
-    pub(crate) relaxed: Arc<crate::relaxed::Relaxed>,
+    pub(crate) relaxed: crate::relaxed::Relaxed,
+}
+
+impl std::ops::Deref for Pd {
+    type Target = PdInner;
+    fn deref(&self) -> &PdInner {
+        &self.0
+    }
 }
 
 impl Pd {
