@@ -1330,7 +1330,7 @@ fn every_packet_twice_executes_every_request_once() {
 // Flush on ERR
 // ---------------------------------------------------------------------------------------
 
-fn to_err(qp: &mut softrnic_provider::rc::RcQp) {
+fn to_err(qp: &mut softrnic_provider::rc::Qp) {
     let attr = QpAttr {
         qp_state: QpState::Err,
         ..QpAttr::default()

@@ -316,7 +316,7 @@ fn inject(n: &mut Node, now: Instant, from: SocketAddr, to: IpAddr, bytes: &[u8]
     true
 }
 
-fn to_err(qp: &mut softrnic_provider::rc::RcQp) {
+fn to_err(qp: &mut softrnic_provider::rc::Qp) {
     let attr = QpAttr {
         qp_state: QpState::Err,
         ..QpAttr::default()

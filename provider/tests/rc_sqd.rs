@@ -10,7 +10,7 @@ use common::*;
 use softrnic_provider::event::EventType;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::{AttrMask, QpState};
-use softrnic_provider::rc::{QpAttr, RcQp};
+use softrnic_provider::rc::{Qp, QpAttr};
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::SendOpcode;
@@ -24,7 +24,7 @@ const ALL: Access = Access(
         | Access::REMOTE_ATOMIC.0,
 );
 
-fn to_sqd(qp: &mut RcQp, notify: bool) {
+fn to_sqd(qp: &mut Qp, notify: bool) {
     let attr = QpAttr {
         qp_state: QpState::Sqd,
         en_sqd_async_notify: u8::from(notify),
@@ -38,7 +38,7 @@ fn to_sqd(qp: &mut RcQp, notify: bool) {
     .unwrap();
 }
 
-fn to_rts(qp: &mut RcQp) {
+fn to_rts(qp: &mut Qp) {
     let attr = QpAttr {
         qp_state: QpState::Rts,
         ..QpAttr::default()

@@ -16,7 +16,7 @@ use softrnic_provider::event::{AsyncEvent, Element, EventType};
 use softrnic_provider::mr::{Access, MrTable};
 use softrnic_provider::nic::{Nic, SRQ_LIMITS};
 use softrnic_provider::qp_state::{AttrMask, QpState};
-use softrnic_provider::rc::{QpAttr, RcQp};
+use softrnic_provider::rc::{Qp, QpAttr};
 use softrnic_provider::srq::{Srq, SrqAttr, SrqAttrMask, SrqId};
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::{WcOpcode, WcStatus};
@@ -82,7 +82,7 @@ fn send_msg(p: &mut Pair, qpn: u32, a_mem: &Region, msg: u8) {
     p.a.post_send_on(qpn, &wr).unwrap();
 }
 
-fn to_err(qp: &mut RcQp) {
+fn to_err(qp: &mut Qp) {
     let attr = QpAttr {
         qp_state: QpState::Err,
         ..QpAttr::default()

@@ -178,7 +178,7 @@ fn lost_packet_drops_its_message_only(lost: Opcode) {
 
 #[test]
 fn a_dropped_message_gives_its_srq_wqe_back() {
-    use softrnic_provider::rc::RcQp;
+    use softrnic_provider::rc::Qp;
     use softrnic_provider::srq::{Srq, SrqAttr};
     let c = Connect::default();
     let mut p = uc_pair(6);
@@ -193,7 +193,7 @@ fn a_dropped_message_gives_its_srq_wqe_back() {
     )
     .unwrap();
     let id = p.b.srqs.insert(srq, 4).unwrap();
-    p.b.qp = RcQp::new_of(QpType::Uc, 0x22, PD, caps(), 0xc022, false).with_srq(id);
+    p.b.qp = Qp::new_of(QpType::Uc, 0x22, PD, caps(), 0xc022, false).with_srq(id);
     connect(&mut p.b.qp, 0x11, A_ADDR, c, c.b_psn, c.a_psn);
     let a_mem = p.a.region(1 << 14, RW);
     let b_mem = p.b.region(1 << 14, RW);

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventQueue, EventType};
 use crate::mr::{MrTable, PdHandle};
 use crate::qp_state::QpType;
-use crate::rc::{Completion, CqSide, QpCaps, RcQp, Transmit};
+use crate::rc::{Completion, CqSide, Qp, QpCaps, Transmit};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
@@ -70,7 +70,7 @@ pub fn pkey_matches(a: u16, b: u16) -> bool {
 }
 
 struct QpEntry {
-    qp: RcQp,
+    qp: Qp,
     send_cq: CqId,
     recv_cq: CqId,
 }
@@ -296,7 +296,7 @@ impl Nic {
             }
         };
         let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
-        let mut qp = RcQp::new_of(qp_type, qpn, pd, caps, port, sq_sig_all);
+        let mut qp = Qp::new_of(qp_type, qpn, pd, caps, port, sq_sig_all);
         if let Some(id) = srq {
             qp = qp.with_srq(id);
         }
@@ -326,7 +326,7 @@ impl Nic {
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
-    pub fn qp(&mut self, qpn: u32) -> Result<&mut RcQp> {
+    pub fn qp(&mut self, qpn: u32) -> Result<&mut Qp> {
         self.qps
             .get_mut(&qpn)
             .map(|e| &mut e.qp)

@@ -159,7 +159,7 @@ impl ConnectAttr {
 mod tests {
     use super::*;
     use crate::mr::PdHandle;
-    use crate::rc::{QpCaps, QpLimits, RcQp};
+    use crate::rc::{Qp, QpCaps, QpLimits};
 
     #[test]
     fn the_steps_take_a_qp_from_reset_to_rts() {
@@ -175,7 +175,7 @@ mod tests {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let mut qp = RcQp::new(0x11, PdHandle(1), caps, 0xc011, false);
+        let mut qp = Qp::new(0x11, PdHandle(1), caps, 0xc011, false);
         let attr = ConnectAttr {
             dest: "127.0.0.2".parse().unwrap(),
             dest_qp_num: 0x22,
@@ -202,7 +202,7 @@ mod tests {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let mut qp = RcQp::new(0x11, PdHandle(1), caps, 0xc011, false);
+        let mut qp = Qp::new(0x11, PdHandle(1), caps, 0xc011, false);
         let [_, rtr, _] = ConnectAttr::default().steps();
         assert!(qp.modify(&rtr.0, rtr.1, &limits).is_err(), "RESET to RTR");
         assert_eq!(qp.state(), QpState::Reset);

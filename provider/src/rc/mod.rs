@@ -1,7 +1,9 @@
 //! The RC (reliable connected) transport engine (IBTA Vol. 1 chapter 9, "Transport layer").
 //!
 //! * [`connect`] — the RESET→INIT→RTR→RTS recipe every caller uses;
-//! * [`qp`] — the queue pair: state, queues, `ibv_modify_qp`, the sans-IO interface;
+//! * [`qp`] — the queue pair: state, queues, `ibv_modify_qp`, the sans-IO interface (it also
+//!   runs UC and UD QPs, whose differences live in `crate::uc` and `crate::ud`);
+//! * [`qp_attr`] — capacities and modify attributes as verbs passes them;
 //! * `requester` — segmentation, PSNs, AckReq, go-back-N (9.7.2, 9.7.6);
 //! * `completer` — ACK/NAK/READ response/atomic ACK processing and the timers (9.7.5.1.4);
 //! * `responder` — request validation and execution, ACK/NAK generation (9.7.4, 9.7.5);
@@ -13,6 +15,7 @@ pub mod connect;
 pub mod context;
 mod local_ops;
 pub mod qp;
+pub mod qp_attr;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub mod segment;
@@ -21,6 +24,6 @@ pub mod transmit;
 
 pub use connect::ConnectAttr;
 pub use context::{Completion, CqSide, QpContext};
-pub use qp::{QpAttr, QpCaps, QpLimits, RcQp};
+pub use qp::{Qp, QpAttr, QpCaps, QpLimits};
 pub use requester::{ACK_REQ_INTERVAL, WINDOW_PSNS};
 pub use transmit::{Chunk, Chunks, Payload, Transmit, MAX_INLINE, MAX_SGE};

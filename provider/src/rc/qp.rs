@@ -1,19 +1,19 @@
-//! An RC queue pair: the send and receive queues, the requester, completer and responder, the
+//! A queue pair (RC; UC and UD on the same machinery, see below): the send and receive queues, the requester, completer and responder, the
 //! timers, and `ibv_modify_qp` (IBTA 10.3, 11.2.5.2) — sans-IO, in the manner of quinn-proto's
-//! `Connection`: the caller passes in packets ([`RcQp::handle_packet`]), work requests and the
-//! time ([`RcQp::handle_timeout`]), and takes out packets ([`RcQp::poll_transmit`]),
-//! completions ([`RcQp::poll_completion`]) and the next deadline ([`RcQp::poll_timeout`]).
+//! `Connection`: the caller passes in packets ([`Qp::handle_packet`]), work requests and the
+//! time ([`Qp::handle_timeout`]), and takes out packets ([`Qp::poll_transmit`]),
+//! completions ([`Qp::poll_completion`]) and the next deadline ([`Qp::poll_timeout`]).
 //! Memory is reached only through the [`MrTable`] passed in, and a shared receive queue only
 //! through the [`SrqTable`] passed in.
 //!
-//! **UC** and **UD**: the same type runs UC and UD QPs ([`RcQp::new_of`]): the requester's
+//! **UC** and **UD**: the same type runs UC and UD QPs ([`Qp::new_of`]): the requester's
 //! send queue and segmentation are shared, the differences live in [`crate::uc`] — no ACKs,
 //! no retransmission, completion at hand-out, the UC responder — and [`crate::ud`] — per-WR
 //! addressing with a DETH, the Q_Key check, delivery with a GRH.
 //!
 //! **SQD** (IBTA 10.3.1 "Send Queue Drain"): RTS -> SQD stops the requester from starting new
 //! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
-//! request sent is acknowledged the send queue is drained ([`RcQp::sq_draining`] turns false)
+//! request sent is acknowledged the send queue is drained ([`Qp::sq_draining`] turns false)
 //! and, if `en_sqd_async_notify` was set, `IBV_EVENT_SQ_DRAINED` is raised. SQD -> RTS resumes.
 
 use std::net::IpAddr;
@@ -25,154 +25,23 @@ use softrnic_wire::Psn;
 use super::context::{Completion, Events, QpContext};
 use super::requester::Requester;
 use super::responder::Responder;
-use super::transmit::{Transmit, MAX_INLINE, MAX_SGE};
+use super::transmit::Transmit;
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::mr::{Access, MrTable, PdHandle};
 use crate::qp_state::{
-    check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, Mtu, QpState, QpType,
+    check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, QpState, QpType,
 };
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
 use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 
-/// Queue capacities (`ibv_qp_cap`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpCaps {
-    /// Send WRs the SQ holds.
-    pub max_send_wr: u32,
-    /// Receive WRs the RQ holds.
-    pub max_recv_wr: u32,
-    /// SGEs per send WR.
-    pub max_send_sge: u32,
-    /// SGEs per receive WR.
-    pub max_recv_sge: u32,
-    /// Inline bytes per send WR.
-    pub max_inline_data: u32,
-}
-
-impl QpCaps {
-    /// Checks the capacities against softrnic's limits. With an SRQ (`has_srq`) the receive
-    /// capacities are not used (and not checked), as `ibv_create_qp(3)` says.
-    ///
-    /// # Errors
-    /// `EINVAL` for a capacity of 0 WRs or over a limit.
-    pub fn check(&self, max_wr: u32, has_srq: bool) -> Result<()> {
-        let caps = if has_srq {
-            QpCaps {
-                max_recv_wr: 0,
-                max_recv_sge: 0,
-                ..*self
-            }
-        } else {
-            *self
-        };
-        caps.check_queues(max_wr, has_srq)
-    }
-
-    fn check_queues(&self, max_wr: u32, has_srq: bool) -> Result<()> {
-        if self.max_send_wr == 0 && self.max_recv_wr == 0 && !has_srq {
-            return Err(Error::InvalidArgument(
-                "a QP needs a send or a receive queue",
-            ));
-        }
-        if self.max_send_wr > max_wr || self.max_recv_wr > max_wr {
-            return Err(Error::InvalidArgument("more WRs than max_qp_wr"));
-        }
-        if self.max_send_sge as usize > MAX_SGE || self.max_recv_sge as usize > MAX_SGE {
-            return Err(Error::InvalidArgument("more SGEs than max_sge"));
-        }
-        if self.max_inline_data as usize > MAX_INLINE {
-            return Err(Error::InvalidArgument(
-                "more inline data than softrnic supports",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The attributes of `ibv_modify_qp` that RC uses (`ibv_qp_attr`); each is read only when its
-/// [`AttrMask`] bit is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpAttr {
-    /// `qp_state`.
-    pub qp_state: QpState,
-    /// `cur_qp_state`.
-    pub cur_qp_state: QpState,
-    /// `path_mtu`.
-    pub path_mtu: Mtu,
-    /// `qp_access_flags`.
-    pub qp_access_flags: Access,
-    /// `pkey_index`.
-    pub pkey_index: u16,
-    /// `port_num`.
-    pub port_num: u8,
-    /// `rq_psn`.
-    pub rq_psn: u32,
-    /// `sq_psn`.
-    pub sq_psn: u32,
-    /// `dest_qp_num`.
-    pub dest_qp_num: u32,
-    /// `max_rd_atomic`.
-    pub max_rd_atomic: u8,
-    /// `max_dest_rd_atomic`.
-    pub max_dest_rd_atomic: u8,
-    /// `min_rnr_timer`.
-    pub min_rnr_timer: u8,
-    /// `timeout`.
-    pub timeout: u8,
-    /// `retry_cnt`.
-    pub retry_cnt: u8,
-    /// `rnr_retry`.
-    pub rnr_retry: u8,
-    /// The peer's address: `ah_attr.grh.dgid` as an IP address (`IBV_QP_AV`).
-    pub dest: IpAddr,
-    /// `en_sqd_async_notify`: on RTS -> SQD, non-zero asks for `IBV_EVENT_SQ_DRAINED`.
-    pub en_sqd_async_notify: u8,
-    /// `qkey` (UD).
-    pub qkey: u32,
-}
-
-impl Default for QpAttr {
-    fn default() -> QpAttr {
-        QpAttr {
-            qp_state: QpState::Reset,
-            cur_qp_state: QpState::Reset,
-            path_mtu: Mtu::Mtu1024,
-            qp_access_flags: Access::empty(),
-            pkey_index: 0,
-            port_num: 1,
-            rq_psn: 0,
-            sq_psn: 0,
-            dest_qp_num: 0,
-            max_rd_atomic: 0,
-            max_dest_rd_atomic: 0,
-            min_rnr_timer: 0,
-            timeout: 0,
-            retry_cnt: 0,
-            rnr_retry: 0,
-            dest: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-            en_sqd_async_notify: 0,
-            qkey: 0,
-        }
-    }
-}
-
-/// The limits of the device a QP lives on, for checking modify attributes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpLimits {
-    /// The port's active MTU: the largest path MTU.
-    pub active_mtu: Mtu,
-    /// `max_qp_rd_atom`.
-    pub max_rd_atomic: u8,
-    /// `max_qp_init_rd_atom`.
-    pub max_dest_rd_atomic: u8,
-}
+pub use super::qp_attr::{QpAttr, QpCaps, QpLimits};
 
 /// A queue pair: RC, or UC or UD on the same machinery (see the module comment).
 #[derive(Debug)]
-pub struct RcQp {
+pub struct Qp {
     qp_type: QpType,
     ctx: QpContext,
     caps: QpCaps,
@@ -181,7 +50,7 @@ pub struct RcQp {
     resp: Responder,
     /// The responder of a UC QP (its receive queue is `resp.rq`).
     uc: UcResponder,
-    /// A plain ACK/NAK let one requester packet go first (see [`RcQp::poll_transmit`]).
+    /// A plain ACK/NAK let one requester packet go first (see [`Qp::poll_transmit`]).
     ack_yielded: bool,
     timers: TimerTable,
     ev: Events,
@@ -193,10 +62,10 @@ pub struct RcQp {
     sqd_notify: bool,
 }
 
-impl RcQp {
+impl Qp {
     /// A QP in RESET.
-    pub fn new(qpn: u32, pd: PdHandle, caps: QpCaps, src_port: u16, sq_sig_all: bool) -> RcQp {
-        RcQp::new_of(QpType::Rc, qpn, pd, caps, src_port, sq_sig_all)
+    pub fn new(qpn: u32, pd: PdHandle, caps: QpCaps, src_port: u16, sq_sig_all: bool) -> Qp {
+        Qp::new_of(QpType::Rc, qpn, pd, caps, src_port, sq_sig_all)
     }
 
     /// A QP of type `qp_type` in RESET.
@@ -207,14 +76,14 @@ impl RcQp {
         caps: QpCaps,
         src_port: u16,
         sq_sig_all: bool,
-    ) -> RcQp {
+    ) -> Qp {
         let mut ctx = QpContext::new(qpn, pd, src_port, sq_sig_all);
         ctx.transport = match qp_type {
             QpType::Rc => softrnic_wire::opcode::Transport::Rc,
             QpType::Uc => softrnic_wire::opcode::Transport::Uc,
             QpType::Ud => softrnic_wire::opcode::Transport::Ud,
         };
-        RcQp {
+        Qp {
             qp_type,
             ctx,
             caps,
@@ -233,7 +102,7 @@ impl RcQp {
 
     /// The same QP taking its receive WQEs from the SRQ `srq` (`ibv_qp_init_attr.srq`); set at
     /// creation. Its own receive queue then stays empty: `post_recv` is refused.
-    pub fn with_srq(mut self, srq: SrqId) -> RcQp {
+    pub fn with_srq(mut self, srq: SrqId) -> Qp {
         self.srq = Some(srq);
         self
     }
@@ -505,7 +374,7 @@ impl RcQp {
 
     /// Handles a RoCE packet addressed to this QP (its ICRC already checked). A QP with an
     /// SRQ takes receive WQEs from `srqs`. (A UD QP's GRH then has no addresses: see
-    /// [`RcQp::handle_packet_from`].)
+    /// [`Qp::handle_packet_from`].)
     pub fn handle_packet(
         &mut self,
         now: Instant,
@@ -517,7 +386,7 @@ impl RcQp {
         self.handle_packet_from(now, pkt, none, none, mrs, srqs);
     }
 
-    /// [`RcQp::handle_packet`] for a packet from IP address `src` to `dst`, which a UD QP
+    /// [`Qp::handle_packet`] for a packet from IP address `src` to `dst`, which a UD QP
     /// writes into the receive buffer's GRH.
     pub fn handle_packet_from(
         &mut self,
@@ -620,7 +489,7 @@ impl RcQp {
         }
     }
 
-    /// The earliest time [`RcQp::handle_timeout`] must be called.
+    /// The earliest time [`Qp::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next_timeout()
     }
@@ -636,7 +505,7 @@ impl RcQp {
         self.ev.affiliated.pop_front()
     }
 
-    /// Whether [`RcQp::poll_transmit`] may have something (cheap; for drivers' loops).
+    /// Whether [`Qp::poll_transmit`] may have something (cheap; for drivers' loops).
     pub fn wants_transmit(&self) -> bool {
         let req = match self.state {
             QpState::Rts => self.req.cur < self.req.sq.len(),

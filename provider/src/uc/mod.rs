@@ -8,7 +8,7 @@
 //!
 //! softrnic runs a UC QP on the RC machinery where the spec is the same — the send queue,
 //! segmentation ([`crate::rc::segment`]) and PSN sequence of the requester, the receive queue
-//! and the `ibv_modify_qp` checks of [`crate::rc::RcQp`] — and keeps here what differs:
+//! and the `ibv_modify_qp` checks of [`crate::rc::Qp`] — and keeps here what differs:
 //!
 //! * [`requester`] — which operations UC has, and completion at hand-out;
 //! * [`responder`] — execution at the expected PSN, silent drop of a broken message.

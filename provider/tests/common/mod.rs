@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use softrnic_provider::driver::{accept, Emitter};
 use softrnic_provider::mr::{Access, MrKeys, MrTable, PdHandle};
 use softrnic_provider::qp_state::{Mtu, QpType};
-use softrnic_provider::rc::{Completion, ConnectAttr, CqSide, QpCaps, QpLimits, RcQp, Transmit};
+use softrnic_provider::rc::{Completion, ConnectAttr, CqSide, Qp, QpCaps, QpLimits, Transmit};
 use softrnic_provider::srq::{SrqId, SrqTable};
 use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
 use softrnic_provider::wc::WorkCompletion;
@@ -77,9 +77,9 @@ pub type DropIf = Box<dyn FnMut(&RocePacket<'_>) -> bool>;
 
 pub struct Node {
     pub mrs: MrTable,
-    pub qp: RcQp,
+    pub qp: Qp,
     /// More QPs on the node (see [`Pair::add_qps`]).
-    pub extra: Vec<RcQp>,
+    pub extra: Vec<Qp>,
     /// The node's shared receive queues.
     pub srqs: SrqTable,
     pub ep: FabricEndpoint,
@@ -113,7 +113,7 @@ impl Node {
     fn new(fabric: &Fabric, addr: IpAddr, qpn: u32, caps: QpCaps) -> Node {
         Node {
             mrs: MrTable::new(64, u64::from(qpn)).unwrap(),
-            qp: RcQp::new(qpn, PD, caps, 0xc000 + qpn as u16, false),
+            qp: Qp::new(qpn, PD, caps, 0xc000 + qpn as u16, false),
             extra: Vec::new(),
             srqs: SrqTable::new(),
             ep: fabric.attach(addr).unwrap(),
@@ -194,12 +194,12 @@ impl Node {
     }
 
     /// Every QP of the node: `qp`, then `extra`.
-    pub fn qps(&self) -> impl Iterator<Item = &RcQp> {
+    pub fn qps(&self) -> impl Iterator<Item = &Qp> {
         std::iter::once(&self.qp).chain(self.extra.iter())
     }
 
     /// The node's QP numbered `qpn`.
-    pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut RcQp> {
+    pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
         std::iter::once(&mut self.qp)
             .chain(self.extra.iter_mut())
             .find(|q| q.qpn() == qpn)
@@ -367,8 +367,8 @@ impl Pair {
         let fabric = Fabric::new(config, seed);
         let mut a = Node::new(&fabric, A_ADDR, 0x11, caps());
         let mut b = Node::new(&fabric, B_ADDR, 0x22, caps());
-        a.qp = RcQp::new_of(qp_type, 0x11, PD, caps(), 0xc011, false);
-        b.qp = RcQp::new_of(qp_type, 0x22, PD, caps(), 0xc022, false);
+        a.qp = Qp::new_of(qp_type, 0x11, PD, caps(), 0xc011, false);
+        b.qp = Qp::new_of(qp_type, 0x22, PD, caps(), 0xc022, false);
         connect(&mut a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
         connect(&mut b.qp, 0x11, A_ADDR, c, c.b_psn, c.a_psn);
         Pair {
@@ -464,7 +464,7 @@ impl Pair {
         c: Connect,
     ) {
         let make = |qpn: u32, srq: Option<SrqId>| {
-            let qp = RcQp::new(qpn, PD, caps(), 0xc000 + qpn as u16, false);
+            let qp = Qp::new(qpn, PD, caps(), 0xc000 + qpn as u16, false);
             match srq {
                 Some(id) => qp.with_srq(id),
                 None => qp,
@@ -479,7 +479,7 @@ impl Pair {
     }
 }
 
-pub fn connect(qp: &mut RcQp, dest_qpn: u32, dest: IpAddr, c: Connect, sq_psn: u32, rq_psn: u32) {
+pub fn connect(qp: &mut Qp, dest_qpn: u32, dest: IpAddr, c: Connect, sq_psn: u32, rq_psn: u32) {
     let attr = ConnectAttr {
         path_mtu: c.mtu,
         dest,
