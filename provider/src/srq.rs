@@ -256,6 +256,11 @@ impl SrqTable {
             .ok_or(Error::InvalidArgument("no such SRQ"))
     }
 
+    /// Whether some SRQ's limit was reached since its event was last taken (a peek).
+    pub fn any_limit_reached(&self) -> bool {
+        self.srqs.values().any(|s| s.limit_reached)
+    }
+
     /// The SRQs whose limit was reached since the last call.
     pub fn poll_limit_reached(&mut self) -> Vec<SrqId> {
         let mut ids: Vec<SrqId> = self

@@ -110,4 +110,13 @@ impl Context {
         }
         dev.nic().poll_async_event()
     }
+
+    /// Sets what is called when asynchronous events become pending (an event fd's thread
+    /// wakes then instead of polling): once, until [`Context::get_async_event`] has returned
+    /// `None`. `f` runs on the device's thread or a polling one with the device locked: it
+    /// must only signal (unpark a thread, write an eventfd).
+    pub fn set_async_notifier(&self, f: impl Fn() + Send + Sync + 'static) {
+        let n = softrnic_provider::cq::Notifier(std::sync::Arc::new(f));
+        self.inner.device.nic().set_event_notifier(n);
+    }
 }

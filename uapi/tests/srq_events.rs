@@ -97,6 +97,13 @@ fn send(wr_id: u64, sge: softrnic_uapi::Sge) -> SendWr {
 fn srq_verbs_and_the_limit_event_through_the_safe_api() {
     let fabric = Fabric::new(FabricConfig::default(), 1);
     let (a, b) = (open(&fabric, A, 1), open(&fabric, B, 2));
+    // The notifier an event fd's thread would sleep on: counted here.
+    let signals = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let s = signals.clone();
+    b.set_async_notifier(move || {
+        s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let signalled = || signals.load(std::sync::atomic::Ordering::SeqCst);
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
     let srq = pb
@@ -159,11 +166,15 @@ fn srq_verbs_and_the_limit_event_through_the_safe_api() {
 
     // Three left: not below 3. A second message leaves two: the event, once.
     assert_eq!(b.get_async_event(), None);
+    assert_eq!(signalled(), 0, "nothing pending, nothing signalled");
     qa.post_send(&[send(8, ma.sge(0, 10))]).unwrap();
     cqb.wait_with(1, WAIT, || {
         a.progress();
     })
     .unwrap();
+    assert_eq!(signalled(), 1, "signalled in the round that reached the limit");
+    b.progress();
+    assert_eq!(signalled(), 1, "once until drained");
     let ev = b.get_async_event();
     assert_eq!(
         ev,

@@ -83,6 +83,10 @@ pub struct Nic {
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     events: EventQueue,
+    /// Called when events become pending and none was signalled since the consumer last
+    /// drained them ([`Nic::set_event_notifier`]).
+    event_notifier: Option<crate::cq::Notifier>,
+    event_signalled: bool,
     next_qpn: u32,
     next_cq: u32,
     max_qp: usize,
@@ -100,6 +104,8 @@ impl Nic {
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             events: EventQueue::new(EVENT_QUEUE_LEN),
+            event_notifier: None,
+            event_signalled: false,
             next_qpn: FIRST_QPN,
             next_cq: 1,
             max_qp,
@@ -240,7 +246,12 @@ impl Nic {
                 element: Element::Srq(id.0),
             });
         }
-        self.events.pop()
+        let ev = self.events.pop();
+        if ev.is_none() {
+            // Drained: the next pending event is signalled again.
+            self.event_signalled = false;
+        }
+        ev
     }
 
     /// `ibv_create_qp` for RC; with `srq`, the QP takes its receive WQEs from that SRQ.
@@ -352,7 +363,9 @@ impl Nic {
     /// Moves every QP's completions to its CQs; returns how many.
     pub fn route_completions(&mut self) -> usize {
         let mut n = 0;
+        let mut events = false;
         for e in self.qps.values_mut() {
+            events |= e.qp.has_event();
             while let Some(Completion { side, wc }) = e.qp.poll_completion() {
                 n += 1;
                 let cq = match side {
@@ -365,7 +378,23 @@ impl Nic {
                 }
             }
         }
+        if let Some(notify) = &self.event_notifier {
+            let pending = events || !self.events.is_empty() || self.srqs.any_limit_reached();
+            if pending && !self.event_signalled {
+                self.event_signalled = true;
+                (notify.0)();
+            }
+        }
         n
+    }
+
+    /// Sets what is called (with the NIC locked: it must only signal) when asynchronous
+    /// events become pending: once, until [`Nic::poll_async_event`] has been drained to
+    /// `None`. Events raised by a packet or a timer are signalled in the same round; those
+    /// raised by an API call (a modify to ERR) in the next round of progress.
+    pub fn set_event_notifier(&mut self, n: crate::cq::Notifier) {
+        self.event_notifier = Some(n);
+        self.event_signalled = false;
     }
 
     /// Hands a received, checked packet to its QP.

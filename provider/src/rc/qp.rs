@@ -505,6 +505,11 @@ impl Qp {
         self.ev.affiliated.pop_front()
     }
 
+    /// Whether an affiliated event waits for [`Qp::poll_event`].
+    pub fn has_event(&self) -> bool {
+        !self.ev.affiliated.is_empty()
+    }
+
     /// Whether [`Qp::poll_transmit`] may have something (cheap; for drivers' loops).
     pub fn wants_transmit(&self) -> bool {
         let req = match self.state {

@@ -3,8 +3,9 @@
 //!
 //! Each open context has an [`AsyncEvents`]: a semaphore eventfd, which is the context's
 //! `async_fd`, and the queue of `struct ibv_async_event`s it counts. The provider keeps its
-//! events in its own queue and has no wake-up for them, so once the device runs (the first
-//! PD) a watcher thread takes them from there every [`WATCH_INTERVAL`], turns each into the
+//! events in its own queue and wakes a notifier when they become pending
+//! (`Context::set_async_notifier`), so once the device runs (the first PD) a watcher thread
+//! sleeps until then (or at most [`WATCH_INTERVAL`], a fallback), takes them, turns each into the
 //! C event (the element found by QP number or SRQ handle among this context's live objects;
 //! an event whose object is gone is dropped), queues it and adds 1 to the eventfd. poll(2)
 //! then sees `async_fd` readable; `ibv_get_async_event` reads 1 (blocking, or `EAGAIN` if the
@@ -28,9 +29,11 @@ use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::verbs::{qp, srq};
 
-/// How often the watcher takes the provider's events: the longest an event waits before
-/// `async_fd` becomes readable.
-pub(crate) const WATCH_INTERVAL: Duration = Duration::from_millis(2);
+/// The longest the watcher sleeps without being woken. The provider signals events raised
+/// by packets and timers in the same round of progress and those raised by API calls (a
+/// modify to ERR) in the next round (at most a few milliseconds later); this is a fallback
+/// only, so that a missed wake-up costs latency, never an event.
+pub(crate) const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The queue behind `async_fd`.
 struct Queue {
@@ -101,6 +104,7 @@ impl AsyncEvents {
             return;
         }
         let (queue, rt, ctx) = (self.queue.clone(), rt.clone(), ctx as usize);
+        let notify_rt = rt.clone();
         *w = std::thread::Builder::new()
             .name("softrnic-async".into())
             .spawn(move || {
@@ -114,6 +118,11 @@ impl AsyncEvents {
                 }
             })
             .ok();
+        if let Some(t) = w.as_ref() {
+            // The device wakes the watcher when events become pending.
+            let thread = t.thread().clone();
+            notify_rt.set_async_notifier(move || thread.unpark());
+        }
     }
 }
 
