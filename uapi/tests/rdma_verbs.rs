@@ -2,68 +2,22 @@
 //! registered with `rdma_reg_read` / `rdma_reg_write` / `rdma_reg_msgs` carry exactly their
 //! rights, and every `rdma_post_*` returns its user context as the completion's `wr_id`.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::time::Duration;
+mod common;
 
-use softrnic_provider::transport::{Fabric, FabricConfig};
-use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, OpenOptions, Pd, Progress, QpCaps, QpInitAttr, QueuePair,
-    SendFlags, WcOpcode, WcStatus, WorkCompletion,
-};
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::Side;
+use softrnic_uapi::{Access, SendFlags, WcOpcode, WcStatus, WorkCompletion};
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 3, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 3, 2));
 
-struct Side {
-    _ctx: Context,
-    pd: Pd,
-    cq: Cq,
-    qp: QueuePair,
-}
-
-fn side(fabric: &Fabric, addr: IpAddr) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: 4,
-    };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(16).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    Side {
-        _ctx: ctx,
-        pd,
-        cq,
-        qp,
-    }
-}
-
 fn pair() -> (Side, Side) {
-    let fabric = Fabric::new(FabricConfig::default(), 11);
-    let (a, b) = (side(&fabric, A), side(&fabric, B));
-    let attr = ConnectAttr::default();
-    let to = |s: &Side, dest, peer: &Side| {
-        s.qp.connect(&ConnectAttr {
-            dest,
-            dest_qp_num: peer.qp.qp_num(),
-            ..attr
-        })
-        .unwrap()
-    };
-    to(&a, B, &b);
-    to(&b, A, &a);
-    (a, b)
+    common::pair(A, B, 11)
 }
 
 fn one(s: &Side) -> WorkCompletion {
-    s.cq.wait(1, Duration::from_secs(10)).unwrap()[0]
+    s.one()
 }
 
 #[test]

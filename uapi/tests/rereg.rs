@@ -2,69 +2,26 @@
 //! R_Key is dead and the new one carries exactly the new rights; after a change of
 //! translation the peer reaches the new memory and never the old.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::time::Duration;
+mod common;
 
-use softrnic_provider::transport::{Fabric, FabricConfig};
-use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpCaps, QpInitAttr,
-    QueuePair, SendFlags, WcStatus,
-};
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::Side;
+use softrnic_uapi::{Access, MemoryRegion, SendFlags, WcStatus};
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 4, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 4, 2));
 const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
 
-struct Side {
-    _ctx: Context,
-    pd: Pd,
-    cq: Cq,
-    qp: QueuePair,
-}
-
-fn side(fabric: &Fabric, addr: IpAddr) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: 6,
-    };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(16).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    Side {
-        _ctx: ctx,
-        pd,
-        cq,
-        qp,
-    }
-}
-
 fn pair() -> (Side, Side) {
-    let fabric = Fabric::new(FabricConfig::default(), 12);
-    let (a, b) = (side(&fabric, A), side(&fabric, B));
-    for (s, dest, peer) in [(&a, B, &b), (&b, A, &a)] {
-        s.qp.connect(&ConnectAttr {
-            dest,
-            dest_qp_num: peer.qp.qp_num(),
-            ..ConnectAttr::default()
-        })
-        .unwrap();
-    }
-    (a, b)
+    common::pair(A, B, 12)
 }
 
 /// A's 8-byte WRITE from `src` to `addr` with `rkey`: its completion status.
 fn write(a: &Side, src: &MemoryRegion, addr: u64, rkey: u32) -> WcStatus {
     a.qp.rdma_post_write(1, src, 0, 8, SendFlags::SIGNALED, addr, rkey)
         .unwrap();
-    a.cq.wait(1, Duration::from_secs(10)).unwrap()[0].status
+    a.one().status
 }
 
 #[test]

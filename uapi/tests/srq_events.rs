@@ -172,7 +172,11 @@ fn srq_verbs_and_the_limit_event_through_the_safe_api() {
         a.progress();
     })
     .unwrap();
-    assert_eq!(signalled(), 1, "signalled in the round that reached the limit");
+    assert_eq!(
+        signalled(),
+        1,
+        "signalled in the round that reached the limit"
+    );
     b.progress();
     assert_eq!(signalled(), 1, "once until drained");
     let ev = b.get_async_event();

@@ -16,17 +16,7 @@ const PROGRAM: &str = r#"
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
-
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-    for (long i = 0; i < 200000000; i++) {
-        int n = ibv_poll_cq(cq, 1, wc);
-        if (n != 0)
-            return n;
-    }
-    return 0;
-}
+#include "softrnic_test.h"
 
 int main(void)
 {

@@ -11,7 +11,7 @@ const PROGRAM: &str = r#"
 #include <stdlib.h>
 #include <infiniband/verbs.h>
 
-#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
+#include "softrnic_test.h"
 
 int main(void)
 {

@@ -20,17 +20,7 @@ const PROGRAM: &str = r#"
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
-
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-    for (long i = 0; i < 200000000; i++) {
-        int n = ibv_poll_cq(cq, 1, wc);
-        if (n != 0)
-            return n;
-    }
-    return 0;
-}
+#include "softrnic_test.h"
 
 int main(void)
 {
@@ -98,36 +88,8 @@ int main(void)
     rwr[4].next = NULL;
     CHECK(ibv_post_recv(qp, &rwr[4], &bad_rwr) == EINVAL && bad_rwr == &rwr[4], 28);
 
+    CHECK(connect_to_self(ctx, qp, 0) == 0, 29);
     struct ibv_qp_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.qp_state = IBV_QPS_INIT;
-    attr.port_num = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_ACCESS_FLAGS) == 0, 29);
-    union ibv_gid gid;
-    CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0, 30);
-    memset(&attr, 0, sizeof attr);
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
-    attr.dest_qp_num = qp->qp_num;
-    attr.rq_psn = 1;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.is_global = 1;
-    attr.ah_attr.grh.dgid = gid;
-    attr.ah_attr.grh.sgid_index = 1;
-    attr.ah_attr.grh.hop_limit = 1;
-    attr.ah_attr.port_num = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, 31);
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.sq_psn = 1;
-    attr.max_rd_atomic = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0, 32);
 
     strcpy(buf, "hello srq");
     struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = 10, .lkey = mr->lkey };

@@ -15,7 +15,7 @@ const PROGRAM: &str = r#"
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
+#include "softrnic_test.h"
 #define QKEY 0x11111111
 
 static int poll_n(struct ibv_cq *cq, int n, struct ibv_wc *wc)

@@ -24,7 +24,7 @@ const PROGRAM: &str = r#"
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#define CHECK(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); return code; } } while (0)
+#include "softrnic_test.h"
 
 struct seen { uint64_t wr_id; int status; int opcode; uint32_t byte_len, imm, qp_num, src_qp, flags; };
 
@@ -147,35 +147,7 @@ int main(void)
     CHECK(qpx && &qpx->qp_base == qp, 65);
     CHECK(ibv_destroy_cq(cq) == EBUSY, 20);
 
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-        .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_ACCESS_FLAGS) == 0, 21);
-    union ibv_gid gid;
-    CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0, 22);
-    memset(&attr, 0, sizeof attr);
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
-    attr.dest_qp_num = qp->qp_num;
-    attr.rq_psn = 1;
-    attr.max_dest_rd_atomic = 4;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.is_global = 1;
-    attr.ah_attr.grh.dgid = gid;
-    attr.ah_attr.grh.sgid_index = 1;
-    attr.ah_attr.grh.hop_limit = 1;
-    attr.ah_attr.port_num = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, 23);
-    memset(&attr, 0, sizeof attr);
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.sq_psn = 1;
-    attr.max_rd_atomic = 4;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0, 24);
+    CHECK(connect_to_self(ctx, qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) == 0, 21);
 
     /* SEND_WITH_IMM and RDMA WRITE through ibv_post_send, completions through the CQ ex. */
     struct ibv_sge rsge = { .addr = (uintptr_t)buf + 4096, .length = 1024, .lkey = mr->lkey };

@@ -94,6 +94,7 @@ pub fn texts(out: &Output) -> (String, String) {
 /// Compiles the C program `source` against the installed `<infiniband/verbs.h>` and links it
 /// with the built library (so it imports our versioned symbols, as programs linked against
 /// rdma-core do); `None`, after saying on stderr that `test` skips, without cc or headers.
+/// Programs may `#include "softrnic_test.h"` (`tests/c/`: CHECK, poll_one, connect_to_self).
 pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         eprintln!("SKIP {test}: no <infiniband/verbs.h> (apt-get install libibverbs-dev)");
@@ -104,6 +105,8 @@ pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
     let exe = dir.join(name);
     std::fs::write(&src, source).expect("writing the C source");
     let out = match Command::new("cc")
+        .arg("-I")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c"))
         .arg("-o")
         .arg(&exe)
         .arg(&src)
