@@ -13,7 +13,7 @@
 use std::mem::offset_of;
 use std::sync::{Mutex, OnceLock};
 
-use softrnic_uapi::{Context, OpenOptions};
+use softrnic_uapi::{Context, OpenOptions, Progress};
 
 use crate::abi::context::{
     ibv_context, ibv_context_ops, ibv_device, verbs_context, VERBS_ABI_IS_EXTENDED,
@@ -48,7 +48,7 @@ impl SoftContext {
                 let opts = OpenOptions {
                     // Distinct key bytes per process and device.
                     key_seed: u64::from(std::process::id()) << 32 ^ self as *const _ as u64,
-                    ..OpenOptions::default()
+                    progress: progress_from_env(),
                 };
                 let rt = Context::open(self.dev.addr, opts)
                     .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
@@ -57,6 +57,18 @@ impl SoftContext {
             })
             .as_ref()
             .map_err(|e| *e)
+    }
+}
+
+/// The progress mode of the process's devices: a thread per device (the default: RDMA WRITEs
+/// land while the program spins on memory, as `ib_write_lat` does), or with
+/// `SOFTRNIC_PROGRESS=polling` progress from the program's own `ibv_poll_cq` (no thread
+/// competing with a busy poller; what the program needs while it does not poll waits for the
+/// idle watchdog, up to a few milliseconds).
+fn progress_from_env() -> Progress {
+    match std::env::var("SOFTRNIC_PROGRESS").as_deref() {
+        Ok("polling") => Progress::Polling,
+        _ => Progress::Thread,
     }
 }
 

@@ -25,4 +25,8 @@ fn rc_pingpong_between_two_processes() {
     // -e: completion channels (ibv_req_notify_cq, poll on the channel, ibv_get_cq_event).
     pingpong(&prog, &["-e", "-n", "100", "-c"]);
     pingpong(&prog, &["-e", "-s", "65536", "-n", "100"]);
+    // Progress from the program's own polls instead of a thread per device.
+    let polling = [("SOFTRNIC_PROGRESS", "polling")];
+    common::pingpong_env(&prog, SERVER, CLIENT, &["-n", "1000", "-c"], &polling);
+    common::pingpong_env(&prog, SERVER, CLIENT, &["-e", "-n", "100"], &polling);
 }

@@ -135,10 +135,16 @@ pub fn free_port(addr: &str) -> u16 {
 
 /// Starts `prog` on softrnic (our library, device of `addr`), its output captured.
 pub fn spawn(prog: &Path, args: &[String], addr: &str) -> Child {
+    spawn_env(prog, args, addr, &[])
+}
+
+/// [`spawn`] with more environment variables.
+pub fn spawn_env(prog: &Path, args: &[String], addr: &str, env: &[(&str, &str)]) -> Child {
     Command::new(prog)
         .args(args)
         .env("LD_LIBRARY_PATH", lib_dir())
         .env("SOFTRNIC_ADDR", addr)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -162,6 +168,11 @@ pub fn finish(mut child: Child, deadline: Instant) -> Output {
 /// `extra` arguments (the client retries while the server is not listening yet): both must
 /// exit 0 within a minute and print their throughput and iteration lines.
 pub fn pingpong(prog: &Path, server: &str, client: &str, extra: &[&str]) {
+    pingpong_env(prog, server, client, extra, &[]);
+}
+
+/// [`pingpong`] with more environment variables for both processes.
+pub fn pingpong_env(prog: &Path, server: &str, client: &str, extra: &[&str], env: &[(&str, &str)]) {
     let name = prog
         .file_name()
         .map_or(String::new(), |n| n.to_string_lossy().into_owned());
@@ -172,12 +183,12 @@ pub fn pingpong(prog: &Path, server: &str, client: &str, extra: &[&str]) {
         .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let server_child = spawn(prog, &args, server);
+    let server_child = spawn_env(prog, &args, server, env);
     let mut client_args = args.clone();
     client_args.push(server.into());
     let client_out = loop {
         std::thread::sleep(Duration::from_millis(100));
-        let out = finish(spawn(prog, &client_args, client), deadline);
+        let out = finish(spawn_env(prog, &client_args, client, env), deadline);
         let (_, stderr) = texts(&out);
         if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
         {
