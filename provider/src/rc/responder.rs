@@ -21,6 +21,7 @@
 //!   completed messages (9.7.5.1.4).
 //! * **SEND with Invalidate** (9.4.1.1) invalidates the R_Key of its IETH at its last packet,
 //!   and the receive completion says so (`IBV_WC_WITH_INV`, `invalidated_rkey`).
+//! * **Duplicates** (9.7.5.1.2): `responder/duplicate.rs`.
 //! * **FLUSH** and **ATOMIC WRITE** (IBTA 1.5): `responder/flush_atomic_write.rs`.
 //! * A fatal error (Invalid Request, Remote Access, Remote Operational NAK) completes the
 //!   receive WQE in use with an error and moves the QP to ERR; the NAK still goes out.
@@ -42,6 +43,7 @@ use crate::srq::Srq;
 use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::RecvWqe;
 
+mod duplicate;
 mod flush_atomic_write;
 
 /// The message being received.
@@ -393,72 +395,6 @@ impl Responder {
         Ok(())
     }
 
-    /// Answers a duplicate request (IBTA 9.7.5.1.2).
-    fn duplicate(&mut self, ctx: &QpContext, pkt: &RocePacket<'_>, mrs: &MrTable) {
-        let repr = &pkt.repr;
-        let psn = repr.bth.psn;
-        let Ok(info) = repr.info() else { return };
-        match info.operation {
-            Operation::Send | Operation::RdmaWrite if repr.bth.ack_req => {
-                let last = self.epsn.sub(1);
-                self.queue_ack(last, Syndrome::Ack(CreditCode::UNLIMITED));
-            }
-            Operation::RdmaReadRequest => {
-                let Some(reth) = repr.reth else { return };
-                let found = self.resources.iter().any(|r| match *r {
-                    Resource::Read { first_psn, npkts } => {
-                        psn.distance_from(first_psn) < npkts
-                            && packets_for(reth.dma_len, ctx.pmtu)
-                                <= npkts - psn.distance_from(first_psn)
-                    }
-                    Resource::Atomic { .. } | Resource::Reply { .. } => false,
-                });
-                if !found || check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len).is_err() {
-                    return; // nothing saved for it (or no longer readable): drop, as rxe
-                }
-                let queued = self
-                    .out
-                    .iter()
-                    .any(|r| matches!(*r, Response::Read { first_psn, .. } if first_psn == psn));
-                if queued || self.answers_queued() >= answer_limit(ctx) {
-                    return; // already being answered, or a flood: the requester retries
-                }
-                let msn = self.msn;
-                self.out.push_back(Response::Read {
-                    rkey: reth.rkey,
-                    va: reth.va,
-                    len: reth.dma_len,
-                    first_psn: psn,
-                    offset: 0,
-                    msn,
-                });
-            }
-            Operation::CompareSwap | Operation::FetchAdd => {
-                let saved = self.resources.iter().find_map(|r| match *r {
-                    Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
-                    _ => None,
-                });
-                if let Some(orig) = saved {
-                    if self.answers_queued() >= answer_limit(ctx) {
-                        return; // a flood of duplicates: the requester retries
-                    }
-                    let msn = self.msn;
-                    self.out.push_back(Response::AtomicAck { psn, orig, msn });
-                }
-            }
-            Operation::Flush | Operation::AtomicWrite => self.duplicate_reply(ctx, psn),
-            _ => {}
-        }
-    }
-
-    /// READ responses and atomic ACKs waiting to be sent.
-    fn answers_queued(&self) -> usize {
-        self.out
-            .iter()
-            .filter(|r| matches!(r, Response::Read { .. } | Response::AtomicAck { .. }))
-            .count()
-    }
-
     /// Whether a receive WQE is there to take (from the SRQ when the QP has one).
     fn wqe_ready(&self, srq: &Option<&mut Srq>) -> bool {
         match srq {
@@ -591,12 +527,6 @@ impl Responder {
     pub fn next_is_plain_ack(&self) -> bool {
         matches!(self.out.front(), Some(Response::Ack { .. }))
     }
-}
-
-/// The most READ responses and atomic ACKs queued for duplicates: the responder resources
-/// (`max_dest_rd_atomic`), so that a flood of duplicate requests cannot grow the queue.
-fn answer_limit(ctx: &QpContext) -> usize {
-    usize::from(ctx.max_dest_rd_atomic).max(1)
 }
 
 pub(crate) fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {

@@ -23,7 +23,8 @@ use softrnic_wire::feth::{Selectivity, PLACEMENT_GLOBAL_VISIBILITY, PLACEMENT_PE
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
-use super::{answer_limit, remote_fatal, Fatal, Resource, Responder, Response, MSN_MASK};
+use super::duplicate::answer_limit;
+use super::{remote_fatal, Fatal, Resource, Responder, Response, MSN_MASK};
 use crate::mr::{flush_rights, FlushError, MrTable};
 use crate::rc::context::QpContext;
 use crate::wc::WcStatus;
