@@ -2,7 +2,8 @@
 # softrnic against the Linux kernel's Soft-RoCE (rdma_rxe): unmodified rdma-core and perftest
 # programs, softrnic's drop-in libibverbs.so.1 on the host (network namespace rxehost,
 # 10.99.0.1) and kernel rxe in a QEMU guest (10.99.0.2), every RoCE packet on the bridge
-# captured and its ICRC checked by an independent implementation.
+# captured and its ICRC checked by an independent implementation. softrnic is the client
+# first, then the server (rxe connecting to it).
 #
 # It uses the steering side's rxe lab (../shared/rxe-lab beside the repository: a Debian guest
 # with rdma_rxe under QEMU/TCG; its README is run.sh's header). Needs root, network access to
@@ -59,6 +60,28 @@ pair "ibv_srq_pingpong -c"          "ibv_srq_pingpong -d rxe0 -g 1 -n 20 -c"    
 for t in "ib_write_bw -s 65536" "ib_read_bw -s 65536" "ib_send_bw -s 65536" "ib_atomic_bw" \
          "ib_write_lat" "ib_send_lat" "ib_read_lat"; do
   pair "$t" "$t -d rxe0 -x 1 -F -n 200" "$t -x 1 -F -n 200"
+done
+
+# The other way round: softrnic serves (host), rxe connects (guest) to 10.99.0.1.
+rpair() {
+  ip netns exec rxehost timeout 300 "$S" run --addr 10.99.0.1 -- $2 >/tmp/softrnic_srv.log 2>&1 &
+  local srv=$!
+  sleep 2
+  local out
+  out=$(guest 300 "$3 10.99.0.1")
+  if wait "$srv"; then
+    echo "ok   $1 (rxe client): $(echo "$out" | grep -E 'iters in|^ [0-9]' | tail -1 | tr -s ' \t' ' ')"
+  else
+    echo "FAIL $1 (rxe client):"; tail -5 /tmp/softrnic_srv.log; failed=1
+  fi
+  sleep 1
+}
+
+rpair "ibv_rc_pingpong -c"          "ibv_rc_pingpong -g 1 -n 50 -c"           "ibv_rc_pingpong -d rxe0 -g 1 -n 50 -c"
+rpair "ibv_rc_pingpong -s 65536 -c" "ibv_rc_pingpong -g 1 -n 20 -s 65536 -c"  "ibv_rc_pingpong -d rxe0 -g 1 -n 20 -s 65536 -c"
+rpair "ibv_ud_pingpong -c"          "ibv_ud_pingpong -g 1 -n 20 -s 512 -c"    "ibv_ud_pingpong -d rxe0 -g 1 -n 20 -s 512 -c"
+for t in "ib_write_bw -s 65536" "ib_read_bw -s 65536" "ib_atomic_bw"; do
+  rpair "$t" "$t -x 1 -F -n 200" "$t -d rxe0 -x 1 -F -n 200"
 done
 
 sleep 1
