@@ -145,6 +145,10 @@ pub struct MrTable {
     free: Mutex<VecDeque<u32>>,
 }
 
+/// What [`MrTable::resolve`] finds: the region's slot and key, the operation to check its
+/// entry for, and the guard of the window the access went through, if any.
+type Resolved<'a> = (&'a Slot, u32, Op, Option<RwLockReadGuard<'a, Entry>>);
+
 /// splitmix64: the seed's stream of starting key bytes.
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -381,8 +385,9 @@ impl MrTable {
 
     /// The checks of an access through `key` under the locks it takes: for a region, its
     /// entry's; for a window, the window's and then its region's (the window's read guard is
-    /// returned, to be held as long as the region's). Returns the region's slot, the offset and
-    /// the window guard.
+    /// returned, to be held as long as the region's). Returns the region's slot and key, the
+    /// operation to check the region's entry for (`op` itself, or [`Op::BehindWindow`] when
+    /// the window has checked the rights) and the window guard.
     fn resolve<'a>(
         &'a self,
         key: u32,
@@ -390,11 +395,10 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-    ) -> core::result::Result<(&'a Slot, u32, Option<RwLockReadGuard<'a, Entry>>), AccessError>
-    {
+    ) -> core::result::Result<Resolved<'a>, AccessError> {
         let slot = self.slot(key)?;
         if tag_state(slot.tag.load(Ordering::Acquire)) != State::Bound {
-            return Ok((slot, key, None));
+            return Ok((slot, key, op, None));
         }
         let window = read(&slot.entry);
         let mr_key = check_window(
@@ -407,7 +411,7 @@ impl MrTable {
             va,
             len,
         )?;
-        Ok((self.slot(mr_key)?, mr_key, Some(window)))
+        Ok((self.slot(mr_key)?, mr_key, Op::BehindWindow, Some(window)))
     }
 
     fn shared<R>(
@@ -432,12 +436,7 @@ impl MrTable {
         len: usize,
         f: impl FnOnce(&Entry, &[u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        let (slot, key, window) = self.resolve(key, who, op, va, len)?;
-        let op = if window.is_some() {
-            Op::BehindWindow
-        } else {
-            op
-        };
+        let (slot, key, op, window) = self.resolve(key, who, op, va, len)?;
         let entry = read(&slot.entry);
         let offset = check_entry(
             slot.tag.load(Ordering::Acquire),
@@ -468,12 +467,7 @@ impl MrTable {
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> core::result::Result<R, AccessError> {
-        let (slot, key, window) = self.resolve(key, who, op, va, len)?;
-        let op = if window.is_some() {
-            Op::BehindWindow
-        } else {
-            op
-        };
+        let (slot, key, op, window) = self.resolve(key, who, op, va, len)?;
         let entry = write(&slot.entry);
         let offset = check_entry(
             slot.tag.load(Ordering::Acquire),
