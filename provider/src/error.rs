@@ -17,6 +17,8 @@ pub enum Error {
     NotFound(&'static str),
     /// `EOPNOTSUPP`: the operation is not supported.
     NotSupported(&'static str),
+    /// `EFAULT`: memory handed to a registration is not mapped, or lacks a permission.
+    BadAddress(&'static str),
     /// `EIO`, with the OS error of a transport.
     Io(i32),
 }
@@ -31,6 +33,7 @@ impl Error {
             Error::NoMemory(_) => 12,        // ENOMEM
             Error::NotFound(_) => 2,         // ENOENT
             Error::NotSupported(_) => 95,    // EOPNOTSUPP
+            Error::BadAddress(_) => 14,      // EFAULT
             Error::Io(e) => *e,
         }
     }
@@ -45,6 +48,7 @@ impl fmt::Display for Error {
             Error::NoMemory(why) => write!(f, "out of memory: {why}"),
             Error::NotFound(why) => write!(f, "not found: {why}"),
             Error::NotSupported(why) => write!(f, "not supported: {why}"),
+            Error::BadAddress(why) => write!(f, "bad address: {why}"),
             Error::Io(e) => write!(f, "I/O error: {}", std::io::Error::from_raw_os_error(*e)),
         }
     }

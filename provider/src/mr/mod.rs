@@ -58,11 +58,13 @@
 
 mod access;
 mod check;
+mod pages;
 mod persist;
 #[cfg(test)]
 mod persist_tests;
 mod pin;
 mod relaxed;
+mod relaxed_lists;
 #[cfg(test)]
 mod relaxed_tests;
 mod rereg;
@@ -222,6 +224,8 @@ impl MrTable {
     /// - `EINVAL`: bad access flags (see [`Access::check_for_mr`]); `len` 0; `addr` null;
     ///   `addr + len` or `iova + len` overflows, or `len > isize::MAX`.
     /// - `EOPNOTSUPP`: `FLUSH_PERSISTENT`.
+    /// - `EFAULT`: a page of the range is not mapped, or not writable while `LOCAL_WRITE` is
+    ///   asked for (`pages.rs`, which also faults the pages in, as `ib_umem_get` pins them).
     /// - `ENOMEM`: the table is full.
     pub unsafe fn register(
         &self,
@@ -268,6 +272,7 @@ impl MrTable {
         if iova.checked_add(len as u64).is_none() {
             return Err(Error::InvalidArgument("iova + length overflows"));
         }
+        pages::fault_in(addr as usize, len, access.contains(Access::LOCAL_WRITE))?;
         let index = self
             .free_list()
             .pop_front()

@@ -14,15 +14,26 @@
 //!   `addr & !0xfff .. (addr + len).next_multiple_of(0x1000)`, and its keys reach every byte of
 //!   those pages (so the caller must be able to lend the whole pages). The iova is the address
 //!   of the first byte of the first page, so peers address the memory by its virtual address as
-//!   with `ibv_reg_mr`; `ZERO_BASED` is refused (`EINVAL`).
+//!   with `ibv_reg_mr`; `ZERO_BASED` is refused (`EINVAL`). The pages are checked and faulted
+//!   in as for a normal region (`pages.rs`, `EFAULT`).
 //! * [`MrTable::deregister_relaxed`] only *marks* the region: its tag goes from valid to
-//!   deferred in one compare-and-swap, and its index joins the pool's marked list. Nothing
-//!   waits.
-//! * [`MrTable::flush_relaxed`] invalidates every marked region of the pool exactly as
-//!   [`MrTable::deregister`] does (tag deferred → invalidating by compare-and-swap, then the
-//!   slot's exclusive lock, which waits for every accessor inside) and returns the indices to
-//!   the pool. Concurrent flushes are serialised, so a flush never returns while a region marked
-//!   before it began is still being invalidated by another.
+//!   deferred in one compare-and-swap. Nothing waits, and no lock is taken: the tag is the
+//!   mark.
+//! * **Taking a marked region back** (the cache of an FMR pool, as Linux's old `ib_fmr_pool`
+//!   had it): a registration that covers exactly the pages of a marked region, with exactly its
+//!   rights, makes that region valid again (deferred → valid, one compare-and-swap that a
+//!   racing flush may win instead) and returns its keys: no new key, no page check, no system
+//!   call. The pool finds the region by its pages in its lists (`relaxed_lists.rs`). Nothing
+//!   becomes reachable that was not: the marked region's keys never stopped working (the
+//!   window of vulnerability below), and they reach the same bytes with the same rights. This
+//!   makes a loop of registrations of the same buffers, the common case relaxed regions are
+//!   for, cost a lock and a hash lookup.
+//! * [`MrTable::flush_relaxed`] looks at the tag of every key of the pool and invalidates each
+//!   marked region exactly as [`MrTable::deregister`] does (tag deferred → invalidating by
+//!   compare-and-swap, then the slot's exclusive lock, which waits for every accessor inside)
+//!   and returns its index to the pool. Its cost grows with the pool's capacity, not with the
+//!   number of marked regions. Concurrent flushes are serialised, so a flush never returns
+//!   while a region marked before it began is still being invalidated by another.
 //! * Pool pressure: when a registration finds no free index and at least `flush_threshold`
 //!   regions are marked, it flushes them itself (one batch) and takes an index. With fewer
 //!   marked regions it fails with `EAGAIN` (the caller may flush and retry); with none marked
@@ -40,14 +51,16 @@
 //! Error for a peer); accesses already inside finish first. After `flush_relaxed` returns, no
 //! access through any key of any region marked before the flush began can touch memory any
 //! more, now or later: the memory may be freed. A caller that frees the memory of a relaxed
-//! region before a flush has covered it lets the NIC write freed memory.
+//! region before a flush has covered it lets the NIC write freed memory (and a registration
+//! that takes the region back trusts the page check made when it was first registered). A
+//! region taken back is live again; its next deregistration opens a new window.
 
-use std::mem;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::check::{check_index, tag, tag_key, tag_state, Entry, MemPtr, State};
-use super::{write, Access, MrKeys, MrTable, PdHandle};
+use super::relaxed_lists::{Lists, Pages};
+use super::{pages, write, Access, MrKeys, MrTable, PdHandle};
 use crate::error::{Error, Result};
 
 /// The last pool id handed out, process-wide so that a pool of one table never matches the
@@ -61,21 +74,13 @@ pub const RELAXED_PAGE: usize = 4096;
 pub struct RelaxedPool {
     /// Non-zero; stored in the slots it owns.
     id: u32,
+    /// The table index at each position (`relaxed_lists.rs`).
+    indices: Box<[u32]>,
     pd: PdHandle,
     flush_threshold: usize,
     lists: Mutex<Lists>,
     /// Held for the whole of a flush.
     flushing: Mutex<()>,
-}
-
-#[derive(Default)]
-struct Lists {
-    /// Indices without a region.
-    free: Vec<u32>,
-    /// Indices of regions deregistered but not yet invalidated.
-    marked: Vec<u32>,
-    /// How many indices the pool owns.
-    owned: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,14 +93,9 @@ impl RelaxedPool {
         self.pd
     }
 
-    /// How many regions are deregistered and wait for a flush.
-    pub fn marked(&self) -> usize {
-        lock(&self.lists).marked.len()
-    }
-
     /// How many indices are free for a registration now.
     pub fn available(&self) -> usize {
-        lock(&self.lists).free.len()
+        lock(&self.lists).free()
     }
 }
 
@@ -149,17 +149,15 @@ impl MrTable {
             id,
             pd,
             flush_threshold: flush_threshold.max(1),
-            lists: Mutex::new(Lists {
-                owned: taken.len(),
-                free: taken,
-                marked: Vec::new(),
-            }),
+            lists: Mutex::new(Lists::new(taken.len())),
+            indices: taken.into_boxed_slice(),
             flushing: Mutex::new(()),
         })
     }
 
     /// `ibv_reg_mr_relaxed`: registers the pages around `addr..addr + len` for the pool's PD
-    /// with a key from the pool (module doc).
+    /// with a key from the pool, or takes back a marked region of exactly those pages and
+    /// rights (module doc).
     ///
     /// # Safety
     ///
@@ -172,6 +170,7 @@ impl MrTable {
     /// - `EINVAL`: bad access flags (as `ibv_reg_mr`), `ZERO_BASED`, `len` 0, `addr` null,
     ///   overflow; the pool belongs to another table.
     /// - `EOPNOTSUPP`: `FLUSH_PERSISTENT`.
+    /// - `EFAULT`: a page is not mapped, or not writable with `LOCAL_WRITE` (`pages.rs`).
     /// - `EAGAIN`: no free key and some are held by regions awaiting invalidation (fewer than
     ///   the pool's flush threshold): flush and retry.
     /// - `ENOMEM`: every key of the pool holds a live region.
@@ -193,12 +192,23 @@ impl MrTable {
             return Err(Error::InvalidArgument("null address"));
         }
         let (start, rounded) = page_range(addr as usize, len)?;
-        let index = self.pool_take(pool)?;
+        let pages = Pages {
+            start,
+            len: rounded,
+            access: access.bits(),
+        };
+        if let Some(keys) = self.take_back(pool, pages) {
+            return Ok(keys);
+        }
+        pages::fault_in(start, rounded, access.contains(Access::LOCAL_WRITE))?;
+        let pos = self.pool_take(pool, pages)?;
+        let index = pool.indices[pos as usize];
         let Some(slot) = self.slots.get(index as usize - 1) else {
+            lock(&pool.lists).put_back(pos);
             return Err(Error::InvalidArgument("relaxed pool of another table"));
         };
         if slot.pool.load(Ordering::Acquire) != pool.id {
-            lock(&pool.lists).free.push(index);
+            lock(&pool.lists).put_back(pos);
             return Err(Error::InvalidArgument("relaxed pool of another table"));
         }
         let mut entry = write(&slot.entry);
@@ -223,22 +233,68 @@ impl MrTable {
         })
     }
 
-    /// A free index of the pool, flushing a batch under pressure.
-    fn pool_take(&self, pool: &RelaxedPool) -> Result<u32> {
+    /// The keys of a marked region of the pool that covers exactly `pages`, made valid again
+    /// (see the module doc), or `None`.
+    fn take_back(&self, pool: &RelaxedPool, pages: Pages) -> Option<MrKeys> {
+        let lists = lock(&pool.lists);
+        // Each region over these pages, newest first: deferred → valid, unless it is live or
+        // a flush took it first (deferred → invalidating).
+        for pos in lists.find(pages) {
+            let slot = &self.slots[pool.indices[pos as usize] as usize - 1];
+            let t = slot.tag.load(Ordering::Acquire);
+            if tag_state(t) != State::Deferred {
+                continue;
+            }
+            let key = tag_key(t);
+            let valid = tag(key, State::Valid);
+            if slot
+                .tag
+                .compare_exchange(t, valid, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return Some(MrKeys {
+                    lkey: key,
+                    rkey: key,
+                });
+            }
+        }
+        None
+    }
+
+    /// How many regions of the pool are marked (their tags say deferred).
+    fn count_marked(&self, pool: &RelaxedPool) -> usize {
+        pool.indices
+            .iter()
+            .filter(|&&index| {
+                let t = self.slots[index as usize - 1].tag.load(Ordering::Acquire);
+                tag_state(t) == State::Deferred
+            })
+            .count()
+    }
+
+    /// How many regions of `pool` are deregistered and wait for a flush.
+    pub fn relaxed_marked(&self, pool: &RelaxedPool) -> usize {
+        self.count_marked(pool)
+    }
+
+    /// A free position of the pool for a region that covers `pages`, flushing a batch under
+    /// pressure.
+    fn pool_take(&self, pool: &RelaxedPool, pages: Pages) -> Result<u32> {
         for _ in 0..2 {
             let mut lists = lock(&pool.lists);
-            if let Some(index) = lists.free.pop() {
-                return Ok(index);
+            if let Some(pos) = lists.take(pages) {
+                return Ok(pos);
             }
-            if lists.marked.is_empty() {
+            drop(lists);
+            let marked = self.count_marked(pool);
+            if marked == 0 {
                 return Err(Error::NoMemory("every key of the relaxed pool is in use"));
             }
-            if lists.marked.len() < pool.flush_threshold {
+            if marked < pool.flush_threshold {
                 return Err(Error::TryAgain(
                     "relaxed pool exhausted by regions awaiting invalidation",
                 ));
             }
-            drop(lists);
             self.flush_relaxed(pool);
         }
         Err(Error::TryAgain(
@@ -283,7 +339,6 @@ impl MrTable {
             slot.tag.store(valid, Ordering::SeqCst);
             return Err(BUSY);
         }
-        lock(&pool.lists).marked.push(index as u32);
         Ok(())
     }
 
@@ -293,16 +348,13 @@ impl MrTable {
     /// invalidated (possibly 0: another flush may have taken them, and this one waited for it).
     pub fn flush_relaxed(&self, pool: &RelaxedPool) -> usize {
         let _flushing = lock(&pool.flushing);
-        let batch = mem::take(&mut lock(&pool.lists).marked);
-        for &index in &batch {
+        let mut freed = 0;
+        for (pos, &index) in pool.indices.iter().enumerate() {
             let Some(slot) = self.slots.get(index as usize - 1) else {
                 continue;
             };
-            if slot.pool.load(Ordering::Acquire) != pool.id {
-                continue;
-            }
             let t = slot.tag.load(Ordering::Acquire);
-            if tag_state(t) != State::Deferred {
+            if slot.pool.load(Ordering::Acquire) != pool.id || tag_state(t) != State::Deferred {
                 continue;
             }
             let key = tag_key(t);
@@ -318,9 +370,11 @@ impl MrTable {
             let mut entry = write(&slot.entry);
             *entry = Entry::EMPTY;
             slot.tag.store(tag(key, State::Free), Ordering::Release);
+            drop(entry);
+            lock(&pool.lists).put_back(pos as u32);
+            freed += 1;
         }
-        lock(&pool.lists).free.extend_from_slice(&batch);
-        batch.len()
+        freed
     }
 
     /// Gives the pool's keys back to the table after flushing it.
@@ -330,15 +384,11 @@ impl MrTable {
     /// `EBUSY` if relaxed regions of the pool are still registered (not deregistered).
     pub fn release_relaxed_pool(&self, pool: &RelaxedPool) -> Result<()> {
         self.flush_relaxed(pool);
-        let mut lists = lock(&pool.lists);
-        if lists.free.len() != lists.owned {
+        if !lock(&pool.lists).release() {
             return Err(Error::Busy("relaxed memory regions are still registered"));
         }
-        let freed = mem::take(&mut lists.free);
-        lists.owned = 0;
-        drop(lists);
-        let mut ours = Vec::with_capacity(freed.len());
-        for &index in &freed {
+        let mut ours = Vec::with_capacity(pool.indices.len());
+        for &index in pool.indices.iter() {
             if let Some(slot) = self.slots.get(index as usize - 1) {
                 if slot.pool.load(Ordering::Acquire) == pool.id {
                     slot.pool.store(0, Ordering::Release);

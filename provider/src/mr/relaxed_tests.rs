@@ -154,7 +154,7 @@ fn keys_work_until_flush_and_never_after() {
     let k = reg(&t, &pool, &p, 0, 64).unwrap();
     remote_write(&t, k.rkey, p.va(0), &[1; 8]).unwrap();
     t.deregister_relaxed(&pool, k.lkey).unwrap();
-    assert_eq!(pool.marked(), 1);
+    assert_eq!(t.relaxed_marked(&pool), 1);
     // The window of vulnerability: the keys still work, remote and local.
     remote_write(&t, k.rkey, p.va(8), &[2; 8]).unwrap();
     t.with_local_read(k.lkey, PD, p.va(0), 16, |b| assert_eq!(b[8], 2))
@@ -211,40 +211,130 @@ fn range_is_rounded_out_to_pages() {
 
 #[test]
 fn exhausted_pool_is_eagain_until_flush_and_enomem_when_all_live() {
-    let p = Pages::new(1);
+    // Each registration covers other pages, so none takes a marked region back.
+    let p = Pages::new(3);
     let t = MrTable::new(8, 4).unwrap();
     // Threshold above the capacity: never flushes on its own.
     let pool = t.relaxed_pool(PD, 2, 3).unwrap();
     let a = reg(&t, &pool, &p, 0, 64).unwrap();
-    let _b = reg(&t, &pool, &p, 0, 64).unwrap();
-    assert!(matches!(reg(&t, &pool, &p, 0, 64), Err(Error::NoMemory(_))));
-    t.deregister_relaxed(&pool, a.lkey).unwrap();
-    assert!(matches!(reg(&t, &pool, &p, 0, 64), Err(Error::TryAgain(_))));
+    let _b = reg(&t, &pool, &p, PAGE, 64).unwrap();
     assert!(matches!(
-        reg(&t, &pool, &p, 0, 64).map_err(|e| e.errno()),
+        reg(&t, &pool, &p, 2 * PAGE, 64),
+        Err(Error::NoMemory(_))
+    ));
+    t.deregister_relaxed(&pool, a.lkey).unwrap();
+    assert!(matches!(
+        reg(&t, &pool, &p, 2 * PAGE, 64),
+        Err(Error::TryAgain(_))
+    ));
+    assert!(matches!(
+        reg(&t, &pool, &p, 2 * PAGE, 64).map_err(|e| e.errno()),
         Err(11)
     ));
     // Normal registrations do not dip into the pool, nor the pool into the table.
     assert_eq!(t.free_list().len(), 6);
     t.flush_relaxed(&pool);
-    reg(&t, &pool, &p, 0, 64).unwrap();
+    reg(&t, &pool, &p, 2 * PAGE, 64).unwrap();
+}
+
+#[test]
+fn registering_the_pages_of_a_marked_region_takes_it_back() {
+    let p = Pages::new(3);
+    let t = MrTable::new(8, 7).unwrap();
+    // One key only: a registration that took a new key would fail with EAGAIN.
+    let pool = t.relaxed_pool(PD, 1, 2).unwrap();
+    let a = reg(&t, &pool, &p, PAGE, 64).unwrap();
+    t.deregister_relaxed(&pool, a.lkey).unwrap();
+    assert_eq!(t.relaxed_marked(&pool), 1);
+    // Other bytes of the same page, same rights: the same region, keys and all.
+    let b = reg(&t, &pool, &p, PAGE + 100, 8).unwrap();
+    assert_eq!(b, a);
+    assert_eq!(t.relaxed_marked(&pool), 0);
+    remote_write(&t, b.rkey, p.va(PAGE), &[5; 4]).unwrap();
+    assert_eq!(&p.bytes()[PAGE..PAGE + 4], &[5; 4]);
+    // Live again: deregistering it opens a new window, and a flush closes it.
+    t.deregister_relaxed(&pool, b.lkey).unwrap();
+    // Other rights or other pages: not the same region, and the only key is marked.
+    // SAFETY: as in `reg`.
+    let other_rights = unsafe { t.register_relaxed(&pool, p.at(PAGE), 64, Access::LOCAL_WRITE) };
+    assert!(matches!(other_rights, Err(Error::TryAgain(_))));
+    assert!(matches!(
+        reg(&t, &pool, &p, PAGE, PAGE + 1),
+        Err(Error::TryAgain(_))
+    ));
+    assert_eq!(t.flush_relaxed(&pool), 1);
+    assert!(remote_write(&t, a.rkey, p.va(PAGE), &[6]).is_err());
+    // After the flush nothing is taken back: a new key.
+    let c = reg(&t, &pool, &p, PAGE, 64).unwrap();
+    assert_ne!(c.rkey, a.rkey);
+}
+
+#[test]
+fn a_live_region_over_the_same_pages_is_never_taken() {
+    let p = Pages::new(1);
+    let t = MrTable::new(8, 9).unwrap();
+    let pool = t.relaxed_pool(PD, 2, 3).unwrap();
+    let older = reg(&t, &pool, &p, 0, 64).unwrap();
+    let newer = reg(&t, &pool, &p, 0, 64).unwrap();
+    assert_ne!(older, newer);
+    // The newer one is live: the older, marked one is taken back.
+    t.deregister_relaxed(&pool, older.lkey).unwrap();
+    assert_eq!(reg(&t, &pool, &p, 0, 64).unwrap(), older);
+    // Both live now, and the pool has no other key.
+    assert!(matches!(reg(&t, &pool, &p, 0, 64), Err(Error::NoMemory(_))));
+    remote_write(&t, newer.rkey, p.va(8), &[3]).unwrap();
+    remote_write(&t, older.rkey, p.va(9), &[4]).unwrap();
+}
+
+#[test]
+fn relaxed_registration_of_memory_that_is_not_there_is_efault() {
+    let t = MrTable::new(8, 8).unwrap();
+    if !pages::supported() {
+        eprintln!("SKIP: this kernel has no MADV_POPULATE_READ (Linux 5.14), so no page check");
+        return;
+    }
+    let pool = t.relaxed_pool(PD, 2, 2).unwrap();
+    // SAFETY: a fresh inaccessible anonymous mapping of one page.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    // SAFETY: the registration must fail; nothing is registered.
+    let r = unsafe { t.register_relaxed(&pool, p.cast(), 64, RW) };
+    // SAFETY: mapped above.
+    assert_eq!(unsafe { libc::munmap(p, PAGE) }, 0);
+    assert_eq!(r.map_err(|e| e.errno()), Err(14));
+    assert_eq!(pool.available(), 2);
 }
 
 #[test]
 fn pool_pressure_flushes_a_batch_on_its_own() {
-    let p = Pages::new(1);
+    // Registrations of the fifth page never take back one of the first four.
+    let p = Pages::new(5);
     let t = MrTable::new(8, 5).unwrap();
     let pool = t.relaxed_pool(PD, 4, 2).unwrap();
-    let keys: Vec<_> = (0..4).map(|_| reg(&t, &pool, &p, 0, 64).unwrap()).collect();
+    let keys: Vec<_> = (0..4)
+        .map(|i| reg(&t, &pool, &p, i * PAGE, 64).unwrap())
+        .collect();
     t.deregister_relaxed(&pool, keys[0].lkey).unwrap();
-    assert!(matches!(reg(&t, &pool, &p, 0, 64), Err(Error::TryAgain(_))));
+    assert!(matches!(
+        reg(&t, &pool, &p, 4 * PAGE, 64),
+        Err(Error::TryAgain(_))
+    ));
     t.deregister_relaxed(&pool, keys[1].lkey).unwrap();
     // Two marked reach the threshold: the registration flushes both and succeeds.
-    reg(&t, &pool, &p, 0, 64).unwrap();
-    assert_eq!(pool.marked(), 0);
+    reg(&t, &pool, &p, 4 * PAGE, 64).unwrap();
+    assert_eq!(t.relaxed_marked(&pool), 0);
     assert_eq!(pool.available(), 1);
-    for k in &keys[..2] {
-        assert!(remote_write(&t, k.rkey, p.va(0), &[1]).is_err());
+    for (i, k) in keys[..2].iter().enumerate() {
+        assert!(remote_write(&t, k.rkey, p.va(i * PAGE), &[1]).is_err());
     }
 }
 

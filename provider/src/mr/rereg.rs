@@ -13,12 +13,13 @@
 //! (`EINVAL`; relaxed regions have their own life cycle), bound memory windows (`EBUSY`: a
 //! window's range was checked against the old translation and rights), bad new access flags
 //! or translation (`EINVAL`), persistence rights on anything but a mapped file
-//! (`EOPNOTSUPP`). A new translation is anonymous memory: it is no longer file-backed.
+//! (`EOPNOTSUPP`), new memory that is not mapped or not writable as the rights need
+//! (`EFAULT`, `pages.rs`). A new translation is anonymous memory: it is no longer file-backed.
 
 use std::sync::atomic::Ordering;
 
 use super::check::{check_index, tag, tag_key, MemPtr, State};
-use super::{write, Access, MrKeys, MrTable, PdHandle};
+use super::{pages, read, write, Access, MrKeys, MrTable, PdHandle};
 use crate::error::{Error, Result};
 
 /// What [`MrTable::reregister`] changes (`IBV_REREG_MR_CHANGE_*`); `None` keeps it.
@@ -67,6 +68,7 @@ impl MrTable {
         if let Some(t) = change.translation {
             check_translation(t, access.unwrap_or(Access(0)))?;
         }
+        self.fault_in_changed(slot, change, access)?;
         if slot.bound_windows.load(Ordering::SeqCst) != 0 {
             return Err(Error::Busy("memory windows are bound to the memory region"));
         }
@@ -114,6 +116,31 @@ impl MrTable {
             lkey: new_key,
             rkey: new_key,
         })
+    }
+}
+
+impl MrTable {
+    /// Faults in the pages the region will cover (`pages.rs`): a new translation, or the old
+    /// one when the new access makes it writable.
+    fn fault_in_changed(
+        &self,
+        slot: &super::Slot,
+        change: Rereg,
+        access: Option<Access>,
+    ) -> Result<()> {
+        let (addr, len, old) = {
+            let e = read(&slot.entry);
+            (e.addr.0 as usize, e.len, e.access)
+        };
+        let new = access.unwrap_or(old);
+        let writable = new.contains(Access::LOCAL_WRITE);
+        match change.translation {
+            Some(t) => pages::fault_in(t.addr as usize, t.len, writable),
+            None if writable && !old.contains(Access::LOCAL_WRITE) => {
+                pages::fault_in(addr, len, true)
+            }
+            None => Ok(()),
+        }
     }
 }
 

@@ -28,6 +28,62 @@ fn reg(table: &MrTable, buf: &mut [u8], access: Access) -> Result<MrKeys> {
     unsafe { table.register(PD, buf.as_mut_ptr(), buf.len(), buf.as_ptr() as u64, access) }
 }
 
+/// Memory that is not mapped, or lacks the permission the rights need, is refused with
+/// `EFAULT` (as `ib_umem_get` refuses it), and takes nothing from the table.
+#[test]
+fn register_refuses_memory_that_is_not_there() {
+    const PAGE: usize = 4096;
+    let t = MrTable::new(2, 9).unwrap();
+    if !pages::supported() {
+        eprintln!("SKIP: this kernel has no MADV_POPULATE_READ (Linux 5.14), so no page check");
+        return;
+    }
+    // SAFETY: a fresh anonymous read-only mapping of two pages.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            2 * PAGE,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    }
+    .cast::<u8>();
+    assert_ne!(p.cast(), libc::MAP_FAILED);
+    let errno = |r: Result<MrKeys>| r.map_err(|e| e.errno()).err();
+    // SAFETY (all calls): the region is refused, or deregistered before the unmapping.
+    unsafe {
+        // Read-only memory: fine for a region without write rights, not for one with them.
+        let k = t
+            .register(PD, p, 64, p as u64, Access::REMOTE_READ)
+            .unwrap();
+        t.deregister(k.lkey).unwrap();
+        assert_eq!(
+            errno(t.register(PD, p, 64, p as u64, Access::LOCAL_WRITE)),
+            Some(14)
+        );
+        // Half accessible: the second page is not.
+        assert_eq!(libc::mprotect(p.add(PAGE).cast(), PAGE, libc::PROT_NONE), 0);
+        assert_eq!(
+            errno(t.register(PD, p, PAGE + 1, p as u64, Access(0))),
+            Some(14)
+        );
+        assert_eq!(libc::munmap(p.cast(), 2 * PAGE), 0);
+        // Never mapped: below `vm.mmap_min_addr` (unmapped pages may be mapped again by
+        // another test thread at once).
+        let low = PAGE as *mut u8;
+        assert_eq!(
+            errno(t.register(PD, low, 64, low as u64, Access(0))),
+            Some(14)
+        );
+    }
+    // Both indices are still free.
+    let mut buf = buffer(64);
+    reg(&t, &mut buf, RW).unwrap();
+    reg(&t, &mut buf, RW).unwrap();
+}
+
 #[test]
 fn table_is_send_and_sync() {
     fn check<T: Send + Sync>() {}

@@ -149,9 +149,15 @@ int main(void)
     }
     errno = 0;
     CHECK(!ibv_reg_mr_relaxed(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE) && errno == ENOMEM, 61);
+    uint32_t marked_rkey = mrs[0]->rkey;
     CHECK(ibv_dereg_mr_relaxed(mrs[0]) == 0, 62);
+    /* The pages and rights of the marked MR: it is taken back, keys and all. */
+    mrs[0] = ibv_reg_mr_relaxed(pd, buf + 8, 32, IBV_ACCESS_LOCAL_WRITE);
+    CHECK(mrs[0] && mrs[0]->rkey == marked_rkey && mrs[0]->addr == buf + 8, 68);
+    CHECK(ibv_dereg_mr_relaxed(mrs[0]) == 0, 69);
+    /* Other pages: no free key, one awaiting invalidation. */
     errno = 0;
-    CHECK(!ibv_reg_mr_relaxed(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE) && errno == EAGAIN, 63);
+    CHECK(!ibv_reg_mr_relaxed(pd, buf + 4096, 64, IBV_ACCESS_LOCAL_WRITE) && errno == EAGAIN, 63);
     CHECK(ibv_flush_relaxed_mr(pd) == 0, 64);
     mrs[0] = ibv_reg_mr_relaxed(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
     CHECK(mrs[0], 65);
