@@ -45,6 +45,7 @@ fn perf_json_has_baselines_and_rc_lines_with_ratios() {
     assert!(pp["median_us"].as_f64() <= pp["p99_us"].as_f64());
 
     for (key, field, base) in [
+        ("raw_udp_rc_pattern", "mean_us", "raw_udp_pingpong"),
         ("rc_write_bw", "gbit_per_s", "raw_udp_bw"),
         ("rc_send_pingpong", "mean_us", "raw_udp_pingpong"),
         ("rc_send_pingpong_1t", "mean_us", "raw_udp_pingpong"),
@@ -52,7 +53,7 @@ fn perf_json_has_baselines_and_rc_lines_with_ratios() {
         let rc = &v[key];
         assert!(rc[field].as_f64().is_some_and(|x| x > 0.0), "{key}: {rc}");
         assert_eq!(rc["baseline"], base);
-        if key.starts_with("rc_send_pingpong") {
+        if key.starts_with("rc_send_pingpong") || key == "raw_udp_rc_pattern" {
             assert_eq!(rc["iters"], 200, "{key}: {rc}");
             assert!(rc["median_us"].as_f64() <= rc["p99_us"].as_f64(), "{rc}");
         }
@@ -71,7 +72,7 @@ fn perf_text_prints_one_line_per_measurement() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 5, "{text}");
+    assert_eq!(lines.len(), 6, "{text}");
     assert!(
         lines[0].starts_with("raw UDP  4 KiB sendmmsg/recvmmsg:"),
         "{text}"
@@ -82,11 +83,13 @@ fn perf_text_prints_one_line_per_measurement() {
         "{text}"
     );
     assert!(lines[1].contains(" us mean RTT (median "), "{text}");
-    assert!(lines[2].starts_with("RC RDMA WRITE 64 KiB"), "{text}");
-    assert!(lines[2].contains("x raw_udp_bw"), "{text}");
+    assert!(lines[2].starts_with("raw UDP  RC's datagrams"), "{text}");
+    assert!(lines[2].contains("x raw_udp_pingpong"), "{text}");
+    assert!(lines[3].starts_with("RC RDMA WRITE 64 KiB"), "{text}");
+    assert!(lines[3].contains("x raw_udp_bw"), "{text}");
     for (line, name) in [
-        (3, "RC SEND 64 B ping-pong:"),
-        (4, "RC SEND 64 B ping-pong, 1 thread:"),
+        (4, "RC SEND 64 B ping-pong:"),
+        (5, "RC SEND 64 B ping-pong, 1 thread:"),
     ] {
         assert!(lines[line].starts_with(name), "{text}");
         assert!(lines[line].contains("; median "), "{text}");

@@ -49,9 +49,14 @@ pub fn run(opts: &Options) -> io::Result<Report> {
         iters: opts.iters,
         ..Default::default()
     })?;
+    let pattern = raw_udp::udp_rc_pattern_pingpong(&raw_udp::PatternConfig {
+        iters: opts.iters,
+        ..Default::default()
+    })?;
     let mut report = Report::default();
     report.lines.push(bw.measurement());
     report.lines.push(lat.measurement());
+    report.lines.push(pattern.measurement());
     // RC over the same loopback, one process driving both devices from its poll loop.
     let a = "127.0.0.1".parse().expect("literal");
     let b = "127.0.0.2".parse().expect("literal");

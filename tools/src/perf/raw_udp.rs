@@ -11,16 +11,21 @@
 //! - [`udp_pingpong`]: two threads bounce a 64-byte datagram between 127.0.0.1 and 127.0.0.2,
 //!   each spinning on a non-blocking `recv`; the figure is the round trip. The RC SEND ping-pong
 //!   is compared with it.
+//! - [`udp_rc_pattern_pingpong`]: the same bounce with the datagrams softrnic's transport
+//!   sends for one RC SEND round trip (an 80-byte answer and a 20-byte ACK a hop, `sendmmsg`
+//!   and a busy `recvmmsg`): the kernel's share of the RC ping-pong, protocol left out.
 //!
-//! Both functions start their own threads and always end: every blocking call has a timeout
+//! All three start their own threads and always end: every blocking call has a timeout
 //! after which its thread looks at the clock and at the other side. The measured loops do not
 //! allocate: buffers, message headers and the sample vector are made before them.
 
 mod bandwidth;
 mod pingpong;
+mod rc_pattern;
 
 pub use bandwidth::{udp_bandwidth, BwConfig, BwResult};
 pub use pingpong::{udp_pingpong, LatConfig, LatResult};
+pub use rc_pattern::{udp_rc_pattern_pingpong, PatternConfig, PatternResult};
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
