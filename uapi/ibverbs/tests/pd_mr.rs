@@ -1,7 +1,8 @@
 //! PDs and MRs through the C ABI, from a C program compiled against the installed verbs.h:
 //! the inline `ibv_reg_mr` with `IBV_ACCESS_RELAXED_ORDERING` (which goes through
 //! `ibv_reg_mr_iova2`), the fields of `ibv_mr`, bad and stale pointers refused with `EINVAL`,
-//! and the verbs not done yet failing with `ENOSYS`.
+//! memory that is not there (or read-only, for a writable MR) refused with `EFAULT` as the
+//! kernel's `ib_umem_get` refuses it, and the verbs not done yet failing with `ENOSYS`.
 
 mod common;
 
@@ -9,6 +10,7 @@ const PROGRAM: &str = r#"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <infiniband/verbs.h>
 
 #include "softrnic_test.h"
@@ -35,6 +37,18 @@ int main(void)
     CHECK(!ibv_reg_mr(NULL, buf, len, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL, 16);
     CHECK(ibv_dereg_mr(mr) == 0, 17);
     CHECK(ibv_dereg_mr(mr) == EINVAL, 18);
+
+    // Read-only memory: an MR without write rights only. Inaccessible memory: none.
+    char *ro = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(ro != MAP_FAILED, 24);
+    struct ibv_mr *ro_mr = ibv_reg_mr(pd, ro, 8192, IBV_ACCESS_REMOTE_READ);
+    CHECK(ro_mr && ibv_dereg_mr(ro_mr) == 0, 25);
+    errno = 0;
+    CHECK(!ibv_reg_mr(pd, ro, 8192, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT, 26);
+    CHECK(mprotect(ro + 4096, 4096, PROT_NONE) == 0, 27);
+    errno = 0;
+    CHECK(!ibv_reg_mr(pd, ro, 4097, 0) && errno == EFAULT, 28);
+    CHECK(munmap(ro, 8192) == 0, 29);
 
     // An address vector without a GRH is refused (RoCE needs one); the unfinished verbs fail
     // with ENOSYS.
