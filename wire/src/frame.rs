@@ -128,6 +128,16 @@ impl IpHeader {
     /// Writes the header for a UDP datagram of `udp_len` bytes: payload length `udp_len`,
     /// protocol UDP, the IPv4 checksum filled in. Returns the header's length.
     pub fn emit(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+        self.emit_with(udp_len, buf, true)
+    }
+
+    /// [`emit`](Self::emit) with the IPv4 header checksum left 0: for a header that only
+    /// feeds an ICRC, which masks the checksum (a UDP socket's kernel writes the real one).
+    pub fn emit_for_icrc(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+        self.emit_with(udp_len, buf, false)
+    }
+
+    fn emit_with(&self, udp_len: usize, buf: &mut [u8], checksum: bool) -> Result<usize> {
         let ip_len = self.header_len();
         if buf.len() < ip_len {
             return Err(Error::BufferTooSmall {
@@ -155,7 +165,11 @@ impl IpHeader {
                 p.set_dscp(h.dscp);
                 p.set_ecn(h.ecn);
                 p.set_dont_frag(h.dont_frag);
-                p.fill_checksum();
+                if checksum {
+                    p.fill_checksum();
+                } else {
+                    p.set_checksum(0);
+                }
             }
             IpHeader::V6(h) => {
                 let mut p = Ipv6Packet::new_unchecked(&mut buf[..ip_len]);
@@ -395,6 +409,17 @@ impl DatagramRepr {
     /// and UDP lengths count `roce.payload_len` bytes of payload, the pad and the ICRC, which
     /// the caller sends after the headers (see [`DatagramRepr::icrc`]).
     pub fn emit_headers(&self, buf: &mut [u8]) -> Result<usize> {
+        self.emit_headers_with(buf, true)
+    }
+
+    /// [`emit_headers`](Self::emit_headers) with the IPv4 header checksum left 0, for
+    /// headers that only feed [`DatagramRepr::icrc`] (which masks the checksum): what a
+    /// sender over a UDP socket needs, whose kernel writes the IP header it sends.
+    pub fn emit_headers_for_icrc(&self, buf: &mut [u8]) -> Result<usize> {
+        self.emit_headers_with(buf, false)
+    }
+
+    fn emit_headers_with(&self, buf: &mut [u8], checksum: bool) -> Result<usize> {
         let need = self.header_len();
         if buf.len() < need {
             return Err(Error::BufferTooSmall {
@@ -410,7 +435,7 @@ impl DatagramRepr {
                 reason: "the datagram does not fit in an IP packet",
             });
         }
-        let outer_len = emit_outer(&self.ip, &self.udp, udp_len, buf)?;
+        let outer_len = emit_outer_with(&self.ip, &self.udp, udp_len, buf, checksum)?;
         let roce_len = self.roce.emit_headers(&mut buf[outer_len..])?;
         Ok(outer_len + roce_len)
     }
@@ -469,7 +494,18 @@ impl DatagramRepr {
 /// then `udp` — and returns their length. The one place outer headers are written: for whole
 /// frames, and for transports that rebuild what a socket sent.
 pub fn emit_outer(ip: &IpHeader, udp: &UdpHeader, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
-    let ip_len = ip.emit(udp_len, buf)?;
+    emit_outer_with(ip, udp, udp_len, buf, true)
+}
+
+/// [`emit_outer`], the IPv4 header checksum filled in or left 0 (for an ICRC only).
+fn emit_outer_with(
+    ip: &IpHeader,
+    udp: &UdpHeader,
+    udp_len: usize,
+    buf: &mut [u8],
+    checksum: bool,
+) -> Result<usize> {
+    let ip_len = ip.emit_with(udp_len, buf, checksum)?;
     Ok(ip_len + udp.emit(udp_len, &mut buf[ip_len..])?)
 }
 

@@ -267,6 +267,21 @@ proptest! {
     }
 
     #[test]
+    fn headers_for_an_icrc_differ_only_in_the_masked_checksum((repr, payload) in frame()) {
+        let d = &repr.datagram;
+        let (mut full, mut lean) = (vec![0u8; d.header_len()], vec![0u8; d.header_len()]);
+        let n = d.emit_headers(&mut full).unwrap();
+        prop_assert_eq!(d.emit_headers_for_icrc(&mut lean).unwrap(), n);
+        let icrc = |h: &[u8]| d.icrc(h, &[&payload[..]]).unwrap();
+        prop_assert_eq!(icrc(&full), icrc(&lean));
+        let differ: Vec<usize> = (0..n).filter(|&i| full[i] != lean[i]).collect();
+        match d.ip {
+            IpHeader::V4(_) => prop_assert!(differ.iter().all(|&i| i == 10 || i == 11), "{:?}", differ),
+            IpHeader::V6(_) => prop_assert!(differ.is_empty(), "{:?}", differ),
+        }
+    }
+
+    #[test]
     fn parsing_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = Frame::parse(&bytes);
         let _ = DatagramRepr::parse(&bytes);

@@ -234,7 +234,8 @@ impl Emitter {
             roce: tx.roce,
         };
         let buf = &mut self.headers[i];
-        let n = d.emit_headers(buf).map_err(drop)?;
+        // Only the ICRC reads the IP header: the transport sends from the BTH on.
+        let n = d.emit_headers_for_icrc(buf).map_err(drop)?;
         let icrc = match &tx.payload {
             Payload::None => d.icrc(&buf[..n], &[]),
             Payload::Inline { bytes, len } => d.icrc(&buf[..n], &[&bytes[..*len as usize]]),

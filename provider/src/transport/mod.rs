@@ -216,7 +216,7 @@ impl RecvPacket<'_> {
             IpHeaderOrigin::NotSeen => {
                 // Mixed address families: no socket sent that, so nothing can match.
                 let n = IpHeader::udp_socket(m.src.ip(), m.dst, HOP_LIMIT)
-                    .and_then(|h| h.emit(udp_len, &mut rebuilt).ok())
+                    .and_then(|h| h.emit_for_icrc(udp_len, &mut rebuilt).ok())
                     .unwrap_or(0);
                 &rebuilt[..n]
             }
