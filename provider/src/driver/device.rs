@@ -322,6 +322,9 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
         if txs.is_empty() {
             return moved;
         }
+        // Fewer than a batch: every QP had nothing more, and sending changes no QP, so
+        // another pass would find nothing.
+        let drained = txs.len() < emitter.batch();
         let mut done = 0;
         let mut stalls = 0;
         while done < txs.len() {
@@ -340,5 +343,8 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
             }
         }
         moved += done;
+        if drained {
+            return moved;
+        }
     }
 }
