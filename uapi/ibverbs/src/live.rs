@@ -1,24 +1,30 @@
 //! The objects of one kind a process has alive, by address: a C pointer is used only if it
 //! is one of them, so a stale or foreign pointer gets `EINVAL` instead of a crash.
+//!
+//! `ibv_post_send`, `ibv_poll_cq` and their kin look their object up on every call, so the set
+//! is a hash set: a program with thousands of QPs pays what a program with one does.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 
+use rustc_hash::FxBuildHasher;
+
 /// A set of live object addresses.
-pub(crate) struct Live(Mutex<Vec<usize>>);
+pub(crate) struct Live(Mutex<HashSet<usize, FxBuildHasher>>);
 
 impl Live {
     /// An empty set.
     pub const fn new() -> Live {
-        Live(Mutex::new(Vec::new()))
+        Live(Mutex::new(HashSet::with_hasher(FxBuildHasher)))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<usize, FxBuildHasher>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records `p` as alive.
     pub fn insert<T>(&self, p: *const T) {
-        self.lock().push(p as usize);
+        self.lock().insert(p as usize);
     }
 
     /// Whether `p` is alive.
@@ -28,23 +34,37 @@ impl Live {
 
     /// Forgets `p`; `false` if it was not alive (so the caller must not free it).
     pub fn remove<T>(&self, p: *const T) -> bool {
-        let mut all = self.lock();
-        match all.iter().position(|a| *a == p as usize) {
-            Some(i) => {
-                all.swap_remove(i);
-                true
-            }
-            None => false,
-        }
+        self.lock().remove(&(p as usize))
     }
 
-    /// The first live object for which `pred` holds, or NULL; `pred` runs under the set's
-    /// lock, so no object of the set can be removed (and freed) meanwhile.
+    /// A live object for which `pred` holds, or NULL; `pred` runs under the set's lock, so no
+    /// object of the set can be removed (and freed) meanwhile.
     pub fn find<T>(&self, pred: impl Fn(*const T) -> bool) -> *const T {
         self.lock()
             .iter()
             .map(|a| *a as *const T)
             .find(|p| pred(*p))
             .unwrap_or(std::ptr::null())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Live;
+
+    #[test]
+    fn insert_contains_remove_find() {
+        let set = Live::new();
+        let (a, b) = (0x1000 as *const u8, 0x2000 as *const u8);
+        assert!(!set.contains(a));
+        assert!(!set.contains(std::ptr::null::<u8>()));
+        set.insert(a);
+        set.insert(b);
+        assert!(set.contains(a) && set.contains(b));
+        assert_eq!(set.find(|p: *const u8| p as usize == 0x2000), b);
+        assert!(set.find(|p: *const u8| p as usize == 0x3000).is_null());
+        assert!(set.remove(a));
+        assert!(!set.remove(a), "only once");
+        assert!(!set.contains(a) && set.contains(b));
     }
 }
