@@ -261,8 +261,9 @@ impl MrTable {
         None
     }
 
-    /// How many regions of the pool are marked (their tags say deferred).
-    fn count_marked(&self, pool: &RelaxedPool) -> usize {
+    /// How many regions of `pool` are deregistered and wait for a flush (their tags say
+    /// deferred).
+    pub fn relaxed_marked(&self, pool: &RelaxedPool) -> usize {
         pool.indices
             .iter()
             .filter(|&&index| {
@@ -270,11 +271,6 @@ impl MrTable {
                 tag_state(t) == State::Deferred
             })
             .count()
-    }
-
-    /// How many regions of `pool` are deregistered and wait for a flush.
-    pub fn relaxed_marked(&self, pool: &RelaxedPool) -> usize {
-        self.count_marked(pool)
     }
 
     /// A free position of the pool for a region that covers `pages`, flushing a batch under
@@ -286,7 +282,7 @@ impl MrTable {
                 return Ok(pos);
             }
             drop(lists);
-            let marked = self.count_marked(pool);
+            let marked = self.relaxed_marked(pool);
             if marked == 0 {
                 return Err(Error::NoMemory("every key of the relaxed pool is in use"));
             }
