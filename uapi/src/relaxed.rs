@@ -5,7 +5,10 @@
 //! Each PD gets a pool of keys on its first relaxed registration
 //! ([`RELAXED_POOL_DEFAULT`] keys, or what [`Pd::init_relaxed_pool`] asked), given back when
 //! the last handle of the PD (regions included) is dropped. The range is rounded out to 4 KiB
-//! pages ([`RELAXED_PAGE`]): the keys reach every byte of the pages the region touches.
+//! pages ([`RELAXED_PAGE`]): the keys reach every byte of the pages the region touches. A
+//! registration of exactly the pages and rights of a region deregistered but not yet flushed
+//! takes that region back, keys and all, with no new key and no page check: the fast path of
+//! a loop that registers the same buffers over and over.
 //!
 //! **Window of vulnerability** (the provider's `mr/relaxed.rs` says it exactly): after
 //! `dereg_relaxed` (or dropping a relaxed region) returns, its keys keep reading and writing

@@ -19,8 +19,12 @@ extern "C" {
  * Relaxed memory regions, as Solaris OFED's ibv_reg_mr_relaxed(3).
  *
  * ibv_reg_mr_relaxed registers from a per-PD pool of keys; access extends to the 4 KiB pages
- * the range touches. NULL with errno: EINVAL (bad PD, NULL addr, zero length, bad flags),
- * EAGAIN (the pool is held by regions awaiting invalidation: flush and retry), ENOMEM.
+ * the range touches. A registration of exactly the pages and access flags of a region
+ * deregistered with ibv_dereg_mr_relaxed and not yet flushed takes that region back: same
+ * lkey and rkey, no new key, no page check (the cache of an FMR pool). NULL with errno:
+ * EINVAL (bad PD, NULL addr, zero length, bad flags), EFAULT (a page is not mapped, or not
+ * writable when IBV_ACCESS_LOCAL_WRITE is asked for), EAGAIN (the pool is held by regions
+ * awaiting invalidation: flush and retry), ENOMEM.
  *
  * ibv_dereg_mr_relaxed only marks the MR for invalidation and frees the struct ibv_mr:
  * 0, EINVAL (not a live relaxed MR), EBUSY (a memory window is bound).
