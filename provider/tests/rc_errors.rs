@@ -14,10 +14,10 @@ use common::wrs::{bytes, recv_wr, remote_of, send_wr, sge_of, wc_statuses};
 use common::*;
 use softrnic_provider::mr::{Access, PdHandle};
 use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
-use softrnic_provider::rc::QpAttr;
+use softrnic_provider::rc::{Qp, QpAttr};
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::{WcOpcode, WcStatus};
-use softrnic_provider::wr::{RemoteAddr, SendFlags, SendOpcode, Sge};
+use softrnic_provider::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 use softrnic_wire::aeth::{NakCode, RnrTimer, Syndrome};
 use softrnic_wire::{Opcode, Psn};
 
@@ -36,6 +36,11 @@ fn count(n: &Node, opcode: Opcode) -> usize {
     n.seen_of(opcode).filter(|s| !s.dropped).count()
 }
 
+/// The PSNs of the packets with `opcode` that reached the node (dropped ones included).
+fn psns(n: &Node, opcode: Opcode) -> Vec<Psn> {
+    n.seen_of(opcode).map(|s| s.psn).collect()
+}
+
 fn naks(n: &Node) -> Vec<Syndrome> {
     n.seen
         .iter()
@@ -52,6 +57,101 @@ fn ack_timeout(timeout: u8) -> Duration {
     Duration::from_nanos(4096 << timeout)
 }
 
+/// `length` bytes of `r` from `offset`, with a wrong key byte in the L_Key.
+fn bad_lkey_sge(r: &Region, offset: u64, length: u32) -> Sge {
+    Sge {
+        lkey: r.keys.lkey ^ 1,
+        ..sge_of(r, offset, length)
+    }
+}
+
+/// `(wr_id, status)` for each of `wr_ids`, as [`wc_statuses`] gives them.
+fn each(wr_ids: impl IntoIterator<Item = u64>, status: WcStatus) -> Vec<(u64, WcStatus)> {
+    wr_ids.into_iter().map(|i| (i, status)).collect()
+}
+
+/// A pair connected with `c` over a perfect network (no loss, duplicates or reordering).
+fn pair(seed: u64, c: Connect) -> Pair {
+    Pair::new(FabricConfig::default(), seed, c)
+}
+
+/// Moves the QP to `state` (ibv_modify_qp with the state alone).
+fn set_state(qp: &mut Qp, state: QpState) {
+    let attr = QpAttr {
+        qp_state: state,
+        ..QpAttr::default()
+    };
+    qp.modify(&attr, AttrMask::STATE, &LIMITS).unwrap();
+}
+
+/// Asserts the states of A's and of B's QP.
+#[track_caller]
+fn assert_states(p: &Pair, a: QpState, b: QpState) {
+    assert_eq!(p.a.qp.state(), a, "A's QP");
+    assert_eq!(p.b.qp.state(), b, "B's QP");
+}
+
+/// Shorthands on a node: a region filled with data, and posts of one signaled WR with one
+/// SGE (each panics if the post fails).
+trait NodeExt {
+    /// A region of `len` bytes with `access`, filled with `bytes(len, seed)`, returned too.
+    fn filled_with(&mut self, len: usize, access: Access, seed: u8) -> (Region, Vec<u8>);
+    /// Posts `wr` on the node's QP.
+    fn post_wr(&mut self, wr: &SendWr);
+    /// Posts a receive WR of the bytes `sge`.
+    fn post_recv(&mut self, wr_id: u64, sge: Sge);
+
+    /// A region of `len` bytes with every right, filled with `bytes(len, seed)`, returned too.
+    fn filled(&mut self, len: usize, seed: u8) -> (Region, Vec<u8>) {
+        self.filled_with(len, ALL, seed)
+    }
+    /// Posts `opcode` of the bytes `local` to or from `remote`.
+    fn post(&mut self, wr_id: u64, opcode: SendOpcode, local: Sge, remote: RemoteAddr) {
+        self.post_wr(&send_wr(wr_id, opcode, vec![local], remote));
+    }
+    /// Posts a SEND of the bytes `src` (a SEND names no remote address).
+    fn post_send(&mut self, wr_id: u64, src: Sge) {
+        self.post(wr_id, SendOpcode::Send, src, RemoteAddr::default());
+    }
+    /// Posts an RDMA WRITE of the bytes `src` to `dst`.
+    fn post_write(&mut self, wr_id: u64, src: Sge, dst: RemoteAddr) {
+        self.post(wr_id, SendOpcode::RdmaWrite, src, dst);
+    }
+    /// Posts an RDMA READ of `src` into the bytes `sink`.
+    fn post_read(&mut self, wr_id: u64, sink: Sge, src: RemoteAddr) {
+        self.post(wr_id, SendOpcode::RdmaRead, sink, src);
+    }
+    /// Posts a FETCH_ADD of `add` to the `word`, its original value into `sink`.
+    fn post_fetch_add(&mut self, wr_id: u64, sink: Sge, word: RemoteAddr, add: u64) {
+        let mut wr = send_wr(wr_id, SendOpcode::AtomicFetchAndAdd, vec![sink], word);
+        wr.compare_add = add;
+        self.post_wr(&wr);
+    }
+    /// Posts a CMP_SWAP of the `word` (`compare` for `swap`), its original value into `sink`.
+    fn post_cmp_swap(&mut self, wr_id: u64, sink: Sge, word: RemoteAddr, compare: u64, swap: u64) {
+        let mut wr = send_wr(wr_id, SendOpcode::AtomicCmpAndSwp, vec![sink], word);
+        (wr.compare_add, wr.swap) = (compare, swap);
+        self.post_wr(&wr);
+    }
+}
+
+impl NodeExt for Node {
+    fn filled_with(&mut self, len: usize, access: Access, seed: u8) -> (Region, Vec<u8>) {
+        let r = self.region(len, access);
+        let data = bytes(len, seed);
+        self.fill(&r, 0, &data);
+        (r, data)
+    }
+
+    fn post_wr(&mut self, wr: &SendWr) {
+        self.qp.post_send(wr, &self.mrs).unwrap();
+    }
+
+    fn post_recv(&mut self, wr_id: u64, sge: Sge) {
+        self.qp.post_recv(&recv_wr(wr_id, vec![sge])).unwrap();
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // RNR
 // ---------------------------------------------------------------------------------------
@@ -64,24 +164,14 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
         rnr_retry: 7,
         ..Connect::default()
     };
-    let mut p = Pair::new(FabricConfig::default(), 10, c);
+    let mut p = pair(10, c);
     let a_mem = p.a.region(8192, ALL);
     let b_mem = p.b.region(8192, ALL);
     let data = bytes(3000, 5); // three packets at MTU 1024
     p.a.fill(&a_mem, 0, &data);
     let untouched = bytes(8192, 77);
     p.b.fill(&b_mem, 0, &untouched);
-    p.a.qp
-        .post_send(
-            &send_wr(
-                1,
-                SendOpcode::Send,
-                vec![sge_of(&a_mem, 0, 3000)],
-                remote_of(&b_mem, 0),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_send(1, sge_of(&a_mem, 0, 3000));
 
     // The SEND arrives at a receive queue with nothing posted: RNR NAK with B's timer.
     p.run_until(1000, |p| !naks(&p.a).is_empty());
@@ -124,9 +214,7 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
     assert_eq!(p.b.read(&b_mem, 0, 8192), untouched, "nothing written yet");
 
     // The receiver becomes ready; the next resend succeeds.
-    p.b.qp
-        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 1000, 4000)]))
-        .unwrap();
+    p.b.post_recv(900, sge_of(&b_mem, 1000, 4000));
     let posted_at = p.fabric.now();
     p.run_to_quiescence(10_000);
     assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
@@ -147,8 +235,7 @@ fn rnr_nak_then_the_send_succeeds_once_a_receive_is_posted() {
         last >= posted_at && last - firsts[firsts.len() - 1] >= wait,
         "the good try also waited the RNR timer"
     );
-    assert_eq!(p.a.qp.state(), QpState::Rts);
-    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_states(&p, QpState::Rts, QpState::Rts);
     assert_eq!(count(&p.b, Opcode::RC_SEND_LAST), firsts.len() + 1);
 }
 
@@ -161,45 +248,14 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
             rnr_retry,
             ..Connect::default()
         };
-        let mut p = Pair::new(FabricConfig::default(), 11, c);
+        let mut p = pair(11, c);
         let a_mem = p.a.region(4096, ALL);
-        let b_mem = p.b.region(4096, ALL);
-        let untouched = bytes(4096, 3);
-        p.b.fill(&b_mem, 0, &untouched);
-        let qp = &mut p.a.qp;
-        let mrs = &p.a.mrs;
-        qp.post_send(
-            &send_wr(
-                1,
-                SendOpcode::Send,
-                vec![sge_of(&a_mem, 0, 100)],
-                remote_of(&b_mem, 0),
-            ),
-            mrs,
-        )
-        .unwrap();
+        let (b_mem, untouched) = p.b.filled(4096, 3);
+        p.a.post_send(1, sge_of(&a_mem, 0, 100));
         // Behind the SEND: a WRITE that must never execute (its PSN is never the expected
         // one at the receiver), and another SEND.
-        qp.post_send(
-            &send_wr(
-                2,
-                SendOpcode::RdmaWrite,
-                vec![sge_of(&a_mem, 0, 64)],
-                remote_of(&b_mem, 0),
-            ),
-            mrs,
-        )
-        .unwrap();
-        qp.post_send(
-            &send_wr(
-                3,
-                SendOpcode::Send,
-                vec![sge_of(&a_mem, 0, 10)],
-                remote_of(&b_mem, 0),
-            ),
-            mrs,
-        )
-        .unwrap();
+        p.a.post_write(2, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
+        p.a.post_send(3, sge_of(&a_mem, 0, 10));
         p.run_to_quiescence(10_000);
 
         let ctx = format!("rnr_retry {rnr_retry}");
@@ -235,17 +291,7 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
         assert!(p.b.recv_wcs.is_empty(), "{ctx}");
         assert_eq!(p.b.read(&b_mem, 0, 4096), untouched, "{ctx}");
         // Posting in ERR flushes at once.
-        p.a.qp
-            .post_send(
-                &send_wr(
-                    4,
-                    SendOpcode::Send,
-                    vec![sge_of(&a_mem, 0, 1)],
-                    remote_of(&b_mem, 0),
-                ),
-                &p.a.mrs,
-            )
-            .unwrap();
+        p.a.post_send(4, sge_of(&a_mem, 0, 1));
         p.run_to_quiescence(100);
         assert_eq!(
             wc_statuses(&p.a.send_wcs[3..]),
@@ -265,22 +311,12 @@ fn rnr_retry_7_retries_for_ever() {
         retry_cnt: 1,
         ..Connect::default()
     };
-    let mut p = Pair::new(FabricConfig::default(), 12, c);
+    let mut p = pair(12, c);
     let a_mem = p.a.region(4096, ALL);
     let b_mem = p.b.region(4096, ALL);
     let data = bytes(200, 9);
     p.a.fill(&a_mem, 0, &data);
-    p.a.qp
-        .post_send(
-            &send_wr(
-                1,
-                SendOpcode::Send,
-                vec![sge_of(&a_mem, 0, 200)],
-                remote_of(&b_mem, 0),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_send(1, sge_of(&a_mem, 0, 200));
     let long = Duration::from_secs(2);
     p.run_until(1_000_000, |p| p.elapsed() >= long);
     assert!(p.elapsed() >= long, "the requester kept a timer running");
@@ -294,9 +330,7 @@ fn rnr_retry_7_retries_for_ever() {
     );
     assert_eq!(naks(&p.a).len(), tries);
 
-    p.b.qp
-        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, 4096)]))
-        .unwrap();
+    p.b.post_recv(900, sge_of(&b_mem, 0, 4096));
     p.run_to_quiescence(10_000);
     assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
     assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
@@ -326,58 +360,21 @@ fn peer_gone(gone: Gone, retry_cnt: u8) {
         ..Connect::default()
     };
     let ctx = format!("{gone:?}, retry_cnt {retry_cnt}");
-    let mut p = Pair::new(FabricConfig::default(), 13, c);
+    let mut p = pair(13, c);
     let a_mem = p.a.region(4096, ALL);
-    let b_mem = p.b.region(4096, ALL);
-    let untouched = bytes(4096, 1);
-    p.b.fill(&b_mem, 0, &untouched);
-    p.b.qp
-        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, 4096)]))
-        .unwrap();
-    let state = |s| QpAttr {
-        qp_state: s,
-        ..QpAttr::default()
-    };
-    let limits = LIMITS;
+    let (b_mem, untouched) = p.b.filled(4096, 1);
+    p.b.post_recv(900, sge_of(&b_mem, 0, 4096));
     match gone {
         Gone::Loss => p.fabric.set_config(FabricConfig {
             loss: 1.0,
             ..FabricConfig::default()
         }),
-        Gone::PeerErr => {
-            p.b.qp
-                .modify(&state(QpState::Err), AttrMask::STATE, &limits)
-                .unwrap()
-        }
-        Gone::PeerReset => {
-            p.b.qp
-                .modify(&state(QpState::Reset), AttrMask::STATE, &limits)
-                .unwrap()
-        }
+        Gone::PeerErr => set_state(&mut p.b.qp, QpState::Err),
+        Gone::PeerReset => set_state(&mut p.b.qp, QpState::Reset),
     }
     let start = p.elapsed();
-    let qp = &mut p.a.qp;
-    let mrs = &p.a.mrs;
-    qp.post_send(
-        &send_wr(
-            1,
-            SendOpcode::Send,
-            vec![sge_of(&a_mem, 0, 100)],
-            remote_of(&b_mem, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
-    qp.post_send(
-        &send_wr(
-            2,
-            SendOpcode::RdmaWrite,
-            vec![sge_of(&a_mem, 0, 100)],
-            remote_of(&b_mem, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
+    p.a.post_send(1, sge_of(&a_mem, 0, 100));
+    p.a.post_write(2, sge_of(&a_mem, 0, 100), remote_of(&b_mem, 0));
     p.run_until(100_000, |p| !p.a.send_wcs.is_empty());
     let took = p.elapsed() - start;
     p.run_to_quiescence(1000);
@@ -539,12 +536,10 @@ const PAGE: usize = 4096;
 fn remote_violation(op: RemoteOp, fault: Fault) {
     assert!(fault.applies_to(op));
     let ctx = format!("{op:?} with {fault:?}");
-    let mut p = Pair::new(FabricConfig::default(), 20, Connect::default());
+    let mut p = pair(20, Connect::default());
 
     // B: a buffer only B itself may write (no remote rights), with the target in its middle.
-    let backing = p.b.region(3 * PAGE, Access::LOCAL_WRITE);
-    let before = bytes(3 * PAGE, 0x40);
-    p.b.fill(&backing, 0, &before);
+    let (backing, before) = p.b.filled_with(3 * PAGE, Access::LOCAL_WRITE, 0x40);
     let (pd, access) = match fault {
         Fault::WrongPd => (OTHER_PD, ALL),
         Fault::MissingRight => (PD, Access(ALL.0 & !op.right().0)),
@@ -552,19 +547,12 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     };
     let mut target = p.b.subregion(&backing, PAGE, PAGE, pd, access);
     // A region B's QP may write: the target of the valid WRITE behind the bad request.
-    let other = p.b.region(PAGE, ALL);
-    let other_before = bytes(PAGE, 0x80);
-    p.b.fill(&other, 0, &other_before);
-    p.b.qp
-        .post_recv(&recv_wr(900, vec![sge_of(&other, 0, PAGE as u32)]))
-        .unwrap();
+    let (other, other_before) = p.b.filled(PAGE, 0x80);
+    p.b.post_recv(900, sge_of(&other, 0, PAGE as u32));
 
     // A: the source of WRITEs, and the sink of READs and atomics (which must stay as it is).
-    let src = p.a.region(2 * PAGE, ALL);
-    p.a.fill(&src, 0, &bytes(2 * PAGE, 0x11));
-    let sink = p.a.region(2 * PAGE, ALL);
-    let sink_before = bytes(2 * PAGE, 0x22);
-    p.a.fill(&sink, 0, &sink_before);
+    let (src, _) = p.a.filled(2 * PAGE, 0x11);
+    let (sink, sink_before) = p.a.filled(2 * PAGE, 0x22);
 
     let mut len = op.len();
     let mut rkey = target.keys.rkey;
@@ -633,41 +621,11 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     );
     bad.compare_add = u64::from_ne_bytes(before[PAGE + 64..PAGE + 72].try_into().unwrap());
     bad.swap = 0x0123_4567_89ab_cdef;
-    let qp = &mut p.a.qp;
-    let mrs = &p.a.mrs;
-    qp.post_send(&bad, mrs).unwrap();
-    qp.post_send(
-        &send_wr(
-            2,
-            SendOpcode::RdmaWrite,
-            vec![sge_of(&src, 0, 64)],
-            remote_of(&other, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
-    qp.post_send(
-        &send_wr(
-            3,
-            SendOpcode::Send,
-            vec![sge_of(&src, 0, 64)],
-            remote_of(&other, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
+    p.a.post_wr(&bad);
+    p.a.post_write(2, sge_of(&src, 0, 64), remote_of(&other, 0));
+    p.a.post_send(3, sge_of(&src, 0, 64));
     p.run_to_quiescence(10_000);
-    p.a.qp
-        .post_send(
-            &send_wr(
-                4,
-                SendOpcode::Send,
-                vec![sge_of(&src, 0, 64)],
-                remote_of(&other, 0),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_send(4, sge_of(&src, 0, 64));
     p.run_to_quiescence(100);
 
     assert_eq!(
@@ -729,13 +687,9 @@ fn atomic_rkey_violations() {
 #[test]
 fn zero_length_write_and_read_need_no_valid_rkey() {
     // IBTA C9-88: a zero-length RDMA WRITE or READ is not checked against any R_Key.
-    let mut p = Pair::new(FabricConfig::default(), 21, Connect::default());
-    let b_mem = p.b.region(PAGE, ALL);
-    let before = bytes(PAGE, 0x33);
-    p.b.fill(&b_mem, 0, &before);
-    let a_mem = p.a.region(PAGE, ALL);
-    let a_before = bytes(PAGE, 0x44);
-    p.a.fill(&a_mem, 0, &a_before);
+    let mut p = pair(21, Connect::default());
+    let (b_mem, before) = p.b.filled(PAGE, 0x33);
+    let (a_mem, a_before) = p.a.filled(PAGE, 0x44);
     let bogus = [
         RemoteAddr {
             addr: b_mem.addr(),
@@ -750,25 +704,17 @@ fn zero_length_write_and_read_need_no_valid_rkey() {
     for r in bogus {
         for op in [SendOpcode::RdmaWrite, SendOpcode::RdmaRead] {
             id += 1;
-            p.a.qp
-                .post_send(&send_wr(id, op, vec![], r), &p.a.mrs)
-                .unwrap();
+            p.a.post_wr(&send_wr(id, op, vec![], r));
             id += 1;
             // A zero-length SGE is allowed too.
-            p.a.qp
-                .post_send(&send_wr(id, op, vec![sge_of(&a_mem, 0, 0)], r), &p.a.mrs)
-                .unwrap();
+            p.a.post(id, op, sge_of(&a_mem, 0, 0), r);
         }
     }
     p.run_to_quiescence(1000);
-    assert_eq!(
-        wc_statuses(&p.a.send_wcs),
-        (1..=id).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
-    );
+    assert_eq!(wc_statuses(&p.a.send_wcs), each(1..=id, WcStatus::Success));
     assert!(p.a.send_wcs.iter().all(|w| w.byte_len == 0));
     assert!(naks(&p.a).is_empty());
-    assert_eq!(p.a.qp.state(), QpState::Rts);
-    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_states(&p, QpState::Rts, QpState::Rts);
     assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
     assert_eq!(p.a.read(&a_mem, 0, PAGE), a_before);
 }
@@ -782,13 +728,7 @@ fn send_with_a_bad_lkey_fails_locally() {
     /// Makes the bad SGE from the node and a good source region.
     type BadSge = Box<dyn Fn(&mut Node, &Region) -> Sge>;
     let cases: Vec<(&str, BadSge)> = vec![
-        (
-            "wrong key byte",
-            Box::new(|_, r| Sge {
-                lkey: r.keys.lkey ^ 1,
-                ..sge_of(r, 0, 100)
-            }),
-        ),
+        ("wrong key byte", Box::new(|_, r| bad_lkey_sge(r, 0, 100))),
         (
             "key index beyond the table",
             Box::new(|_, r| Sge {
@@ -817,32 +757,13 @@ fn send_with_a_bad_lkey_fails_locally() {
         ),
     ];
     for (what, bad_sge) in cases {
-        let mut p = Pair::new(FabricConfig::default(), 30, Connect::default());
+        let mut p = pair(30, Connect::default());
         let src = p.a.region(PAGE, ALL);
-        let b_mem = p.b.region(PAGE, ALL);
-        let before = bytes(PAGE, 0x55);
-        p.b.fill(&b_mem, 0, &before);
-        p.b.qp
-            .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, PAGE as u32)]))
-            .unwrap();
+        let (b_mem, before) = p.b.filled(PAGE, 0x55);
+        p.b.post_recv(900, sge_of(&b_mem, 0, PAGE as u32));
         let bad = bad_sge(&mut p.a, &src);
-        let qp = &mut p.a.qp;
-        let mrs = &p.a.mrs;
-        qp.post_send(
-            &send_wr(1, SendOpcode::Send, vec![bad], remote_of(&b_mem, 0)),
-            mrs,
-        )
-        .unwrap();
-        qp.post_send(
-            &send_wr(
-                2,
-                SendOpcode::Send,
-                vec![sge_of(&src, 0, 10)],
-                remote_of(&b_mem, 0),
-            ),
-            mrs,
-        )
-        .unwrap();
+        p.a.post_send(1, bad);
+        p.a.post_send(2, sge_of(&src, 0, 10));
         p.run_to_quiescence(1000);
         assert_eq!(
             wc_statuses(&p.a.send_wcs),
@@ -861,48 +782,16 @@ fn send_with_a_bad_lkey_fails_locally() {
 fn a_local_error_completes_after_the_wrs_before_it() {
     // Send completions come in posting order: a bad lkey found while earlier WRs are still
     // in flight is reported after they complete, not before (as rxe's completer does).
-    let mut p = Pair::new(FabricConfig::default(), 31, Connect::default());
+    let mut p = pair(31, Connect::default());
     let src = p.a.region(PAGE, ALL);
     let data = bytes(100, 6);
     p.a.fill(&src, 0, &data);
     let b_mem = p.b.region(PAGE, ALL);
-    p.b.qp
-        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 0, 2000)]))
-        .unwrap();
-    p.b.qp
-        .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 2000, 2000)]))
-        .unwrap();
-    let qp = &mut p.a.qp;
-    let mrs = &p.a.mrs;
-    qp.post_send(
-        &send_wr(
-            1,
-            SendOpcode::Send,
-            vec![sge_of(&src, 0, 100)],
-            remote_of(&b_mem, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
-    let bad = Sge {
-        lkey: src.keys.lkey ^ 1,
-        ..sge_of(&src, 0, 100)
-    };
-    qp.post_send(
-        &send_wr(2, SendOpcode::Send, vec![bad], remote_of(&b_mem, 0)),
-        mrs,
-    )
-    .unwrap();
-    qp.post_send(
-        &send_wr(
-            3,
-            SendOpcode::Send,
-            vec![sge_of(&src, 0, 100)],
-            remote_of(&b_mem, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
+    p.b.post_recv(900, sge_of(&b_mem, 0, 2000));
+    p.b.post_recv(901, sge_of(&b_mem, 2000, 2000));
+    p.a.post_send(1, sge_of(&src, 0, 100));
+    p.a.post_send(2, bad_lkey_sge(&src, 0, 100));
+    p.a.post_send(3, sge_of(&src, 0, 100));
     p.run_to_quiescence(1000);
     assert_eq!(
         wc_statuses(&p.a.send_wcs),
@@ -922,69 +811,38 @@ fn a_local_error_completes_after_the_wrs_before_it() {
 fn a_waiting_local_error_is_flushed_when_a_wr_before_it_fails() {
     // The WRITE before the bad SEND fails remotely: the QP enters ERR with the SEND still
     // waiting, which is then flushed like any other WR behind the failure.
-    let mut p = Pair::new(FabricConfig::default(), 34, Connect::default());
+    let mut p = pair(34, Connect::default());
     let src = p.a.region(PAGE, ALL);
-    let b_mem = p.b.region(PAGE, ALL);
-    let before = bytes(PAGE, 0x19);
-    p.b.fill(&b_mem, 0, &before);
-    let qp = &mut p.a.qp;
-    let mrs = &p.a.mrs;
+    let (b_mem, before) = p.b.filled(PAGE, 0x19);
     let bad_rkey = RemoteAddr {
         rkey: b_mem.keys.rkey ^ 1,
         ..remote_of(&b_mem, 0)
     };
-    qp.post_send(
-        &send_wr(
-            1,
-            SendOpcode::RdmaWrite,
-            vec![sge_of(&src, 0, 100)],
-            bad_rkey,
-        ),
-        mrs,
-    )
-    .unwrap();
-    let bad_lkey = Sge {
-        lkey: src.keys.lkey ^ 1,
-        ..sge_of(&src, 0, 100)
-    };
-    qp.post_send(
-        &send_wr(2, SendOpcode::Send, vec![bad_lkey], remote_of(&b_mem, 0)),
-        mrs,
-    )
-    .unwrap();
+    p.a.post_write(1, sge_of(&src, 0, 100), bad_rkey);
+    p.a.post_send(2, bad_lkey_sge(&src, 0, 100));
     p.run_to_quiescence(1000);
     assert_eq!(
         wc_statuses(&p.a.send_wcs),
         vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
     );
-    assert_eq!(p.a.qp.state(), QpState::Err);
-    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_states(&p, QpState::Err, QpState::Err);
     assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
 }
 
 #[test]
 fn read_or_atomic_into_a_sink_without_local_write_fails_locally() {
     for op in [RemoteOp::Read, RemoteOp::CmpSwap, RemoteOp::FetchAdd] {
-        let mut p = Pair::new(FabricConfig::default(), 32, Connect::default());
-        let b_mem = p.b.region(PAGE, ALL);
-        let b_before = bytes(PAGE, 0x66);
-        p.b.fill(&b_mem, 0, &b_before);
+        let mut p = pair(32, Connect::default());
+        let (b_mem, b_before) = p.b.filled(PAGE, 0x66);
         // Remote read is no local write right.
-        let backing = p.a.region(PAGE, Access::LOCAL_WRITE);
-        let sink_before = bytes(PAGE, 0x77);
-        p.a.fill(&backing, 0, &sink_before);
+        let (backing, sink_before) = p.a.filled_with(PAGE, Access::LOCAL_WRITE, 0x77);
         let sink = p.a.subregion(&backing, 0, PAGE, PD, Access::REMOTE_READ);
-        p.a.qp
-            .post_send(
-                &send_wr(
-                    1,
-                    op.opcode(),
-                    vec![sge_of(&sink, 0, op.len())],
-                    remote_of(&b_mem, 8),
-                ),
-                &p.a.mrs,
-            )
-            .unwrap();
+        p.a.post(
+            1,
+            op.opcode(),
+            sge_of(&sink, 0, op.len()),
+            remote_of(&b_mem, 8),
+        );
         p.run_to_quiescence(1000);
         assert_eq!(
             wc_statuses(&p.a.send_wcs),
@@ -1005,40 +863,13 @@ fn send_longer_than_the_receive_buffer() {
     // last overflows.
     for (len, room) in [(100u32, 64u32), (3000, 2500)] {
         let ctx = format!("{len} bytes into {room}");
-        let mut p = Pair::new(FabricConfig::default(), 33, Connect::default());
-        let src = p.a.region(PAGE, ALL);
-        p.a.fill(&src, 0, &bytes(PAGE, 0x12));
-        let b_mem = p.b.region(2 * PAGE, ALL);
-        let before = bytes(2 * PAGE, 0x34);
-        p.b.fill(&b_mem, 0, &before);
-        p.b.qp
-            .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 1000, room)]))
-            .unwrap();
-        p.b.qp
-            .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 5000, 3000)]))
-            .unwrap();
-        let qp = &mut p.a.qp;
-        let mrs = &p.a.mrs;
-        qp.post_send(
-            &send_wr(
-                1,
-                SendOpcode::Send,
-                vec![sge_of(&src, 0, len)],
-                remote_of(&b_mem, 0),
-            ),
-            mrs,
-        )
-        .unwrap();
-        qp.post_send(
-            &send_wr(
-                2,
-                SendOpcode::Send,
-                vec![sge_of(&src, 0, 10)],
-                remote_of(&b_mem, 0),
-            ),
-            mrs,
-        )
-        .unwrap();
+        let mut p = pair(33, Connect::default());
+        let (src, _) = p.a.filled(PAGE, 0x12);
+        let (b_mem, before) = p.b.filled(2 * PAGE, 0x34);
+        p.b.post_recv(900, sge_of(&b_mem, 1000, room));
+        p.b.post_recv(901, sge_of(&b_mem, 5000, 3000));
+        p.a.post_send(1, sge_of(&src, 0, len));
+        p.a.post_send(2, sge_of(&src, 0, 10));
         p.run_to_quiescence(1000);
         assert_eq!(
             wc_statuses(&p.b.recv_wcs),
@@ -1092,23 +923,11 @@ fn a_lost_read_response_is_answered_again_with_the_same_data() {
         timeout: TIMEOUT,
         ..Connect::default()
     };
-    let mut p = Pair::new(FabricConfig::default(), 40, c);
-    let b_mem = p.b.region(PAGE, ALL);
-    let data = bytes(PAGE, 0x21);
-    p.b.fill(&b_mem, 0, &data);
+    let mut p = pair(40, c);
+    let (b_mem, data) = p.b.filled(PAGE, 0x21);
     let sink = p.a.region(PAGE, ALL);
     drop_nth(&mut p.a, Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0);
-    p.a.qp
-        .post_send(
-            &send_wr(
-                1,
-                SendOpcode::RdmaRead,
-                vec![sge_of(&sink, 100, 500)],
-                remote_of(&b_mem, 7),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_read(1, sge_of(&sink, 100, 500), remote_of(&b_mem, 7));
     p.run_to_quiescence(10_000);
 
     assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
@@ -1117,10 +936,7 @@ fn a_lost_read_response_is_answered_again_with_the_same_data() {
     assert_eq!(p.a.read(&sink, 0, 100), vec![0; 100]);
     assert_eq!(p.a.read(&sink, 600, PAGE - 600), vec![0; PAGE - 600]);
     // The responder saw the same request twice and answered both.
-    let reqs: Vec<Psn> =
-        p.b.seen_of(Opcode::RC_RDMA_READ_REQUEST)
-            .map(|s| s.psn)
-            .collect();
+    let reqs = psns(&p.b, Opcode::RC_RDMA_READ_REQUEST);
     assert_eq!(reqs, vec![Psn::new(c.a_psn); 2]);
     let resps: Vec<_> =
         p.a.seen_of(Opcode::RC_RDMA_READ_RESPONSE_ONLY)
@@ -1138,8 +954,7 @@ fn a_lost_read_response_is_answered_again_with_the_same_data() {
         "resent after a timeout"
     );
     assert_eq!(p.b.read(&b_mem, 0, PAGE), data, "a READ writes nothing");
-    assert_eq!(p.a.qp.state(), QpState::Rts);
-    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_states(&p, QpState::Rts, QpState::Rts);
 }
 
 #[test]
@@ -1147,31 +962,16 @@ fn a_lost_middle_read_response_is_asked_for_again() {
     // Three responses, the middle one lost: the requester asks again for the rest only
     // (IBTA 9.7.6.2.2) and the responder answers the duplicate from its saved READ.
     let c = Connect::default();
-    let mut p = Pair::new(FabricConfig::default(), 41, c);
-    let b_mem = p.b.region(PAGE, ALL);
-    let data = bytes(PAGE, 0x31);
-    p.b.fill(&b_mem, 0, &data);
+    let mut p = pair(41, c);
+    let (b_mem, data) = p.b.filled(PAGE, 0x31);
     let sink = p.a.region(PAGE, ALL);
     drop_nth(&mut p.a, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0);
-    p.a.qp
-        .post_send(
-            &send_wr(
-                1,
-                SendOpcode::RdmaRead,
-                vec![sge_of(&sink, 0, 3000)],
-                remote_of(&b_mem, 50),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_read(1, sge_of(&sink, 0, 3000), remote_of(&b_mem, 50));
     p.run_to_quiescence(10_000);
     assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
     assert_eq!(p.a.read(&sink, 0, 3000), data[50..3050]);
     assert_eq!(p.a.read(&sink, 3000, PAGE - 3000), vec![0; PAGE - 3000]);
-    let reqs: Vec<Psn> =
-        p.b.seen_of(Opcode::RC_RDMA_READ_REQUEST)
-            .map(|s| s.psn)
-            .collect();
+    let reqs = psns(&p.b, Opcode::RC_RDMA_READ_REQUEST);
     assert_eq!(
         reqs,
         vec![Psn::new(c.a_psn), Psn::new(c.a_psn + 1)],
@@ -1188,24 +988,18 @@ fn a_lost_atomic_ack_is_replayed_not_executed_again() {
             timeout: TIMEOUT,
             ..Connect::default()
         };
-        let mut p = Pair::new(FabricConfig::default(), 42, c);
+        let mut p = pair(42, c);
         let b_mem = p.b.region(PAGE, ALL);
         p.b.fill(&b_mem, 64, &42u64.to_ne_bytes());
         let sink = p.a.region(PAGE, ALL);
         p.a.fill(&sink, 0, &u64::MAX.to_ne_bytes());
         drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
-        let mut w = send_wr(
-            1,
-            op.opcode(),
-            vec![sge_of(&sink, 0, 8)],
-            remote_of(&b_mem, 64),
-        );
         // FAA adds 10; CAS swaps 42 for 7 (run twice, the second would see 7 and fail).
-        (w.compare_add, w.swap) = match op {
-            RemoteOp::FetchAdd => (10, 0),
-            _ => (42, 7),
-        };
-        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        let (sge, word) = (sge_of(&sink, 0, 8), remote_of(&b_mem, 64));
+        match op {
+            RemoteOp::FetchAdd => p.a.post_fetch_add(1, sge, word, 10),
+            _ => p.a.post_cmp_swap(1, sge, word, 42, 7),
+        }
         p.run_to_quiescence(10_000);
 
         let after = if op == RemoteOp::FetchAdd { 52u64 } else { 7 };
@@ -1229,7 +1023,7 @@ fn a_lost_atomic_ack_is_replayed_not_executed_again() {
         } else {
             Opcode::RC_COMPARE_SWAP
         };
-        let reqs: Vec<Psn> = p.b.seen_of(op_code).map(|s| s.psn).collect();
+        let reqs = psns(&p.b, op_code);
         assert_eq!(reqs, vec![Psn::new(c.a_psn); 2], "{op:?}: a duplicate");
         let acks: Vec<_> =
             p.a.seen_of(Opcode::RC_ATOMIC_ACKNOWLEDGE)
@@ -1244,8 +1038,7 @@ fn a_lost_atomic_ack_is_replayed_not_executed_again() {
             "{op:?}: the replayed ACK carries the saved original value"
         );
         assert!(p.elapsed() >= ack_timeout(TIMEOUT));
-        assert_eq!(p.a.qp.state(), QpState::Rts);
-        assert_eq!(p.b.qp.state(), QpState::Rts);
+        assert_states(&p, QpState::Rts, QpState::Rts);
     }
 }
 
@@ -1256,60 +1049,23 @@ fn every_packet_twice_executes_every_request_once() {
         ..FabricConfig::default()
     };
     let mut p = Pair::new(fabric, 43, Connect::default());
-    let src = p.a.region(PAGE, ALL);
-    let data = bytes(PAGE, 0x5a);
-    p.a.fill(&src, 0, &data);
+    let (src, data) = p.a.filled(PAGE, 0x5a);
     let sink = p.a.region(PAGE, ALL);
     let b_mem = p.b.region(4 * PAGE, ALL);
     let b_data = bytes(PAGE, 0x6b);
     p.b.fill(&b_mem, 0, &b_data);
     p.b.fill(&b_mem, PAGE, &100u64.to_ne_bytes());
-    p.b.qp
-        .post_recv(&recv_wr(900, vec![sge_of(&b_mem, 2 * PAGE as u64, 3000)]))
-        .unwrap();
-    p.b.qp
-        .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 3 * PAGE as u64, 3000)]))
-        .unwrap();
+    p.b.post_recv(900, sge_of(&b_mem, 2 * PAGE as u64, 3000));
+    p.b.post_recv(901, sge_of(&b_mem, 3 * PAGE as u64, 3000));
     let word = remote_of(&b_mem, PAGE as u64);
-    let mut wrs = Vec::new();
     for i in 0..3u64 {
-        let mut w = send_wr(
-            1 + i,
-            SendOpcode::AtomicFetchAndAdd,
-            vec![sge_of(&sink, 8 * i, 8)],
-            word,
-        );
-        w.compare_add = 5;
-        wrs.push(w);
+        p.a.post_fetch_add(1 + i, sge_of(&sink, 8 * i, 8), word, 5);
     }
-    let mut w = send_wr(
-        4,
-        SendOpcode::AtomicCmpAndSwp,
-        vec![sge_of(&sink, 24, 8)],
-        word,
-    );
-    (w.compare_add, w.swap) = (115, 1);
-    wrs.push(w);
-    wrs.push(send_wr(
-        5,
-        SendOpcode::RdmaRead,
-        vec![sge_of(&sink, 100, 3000)],
-        remote_of(&b_mem, 0),
-    ));
-    wrs.push(send_wr(
-        6,
-        SendOpcode::Send,
-        vec![sge_of(&src, 0, 2500)],
-        remote_of(&b_mem, 0),
-    ));
-    for w in &wrs {
-        p.a.qp.post_send(w, &p.a.mrs).unwrap();
-    }
+    p.a.post_cmp_swap(4, sge_of(&sink, 24, 8), word, 115, 1);
+    p.a.post_read(5, sge_of(&sink, 100, 3000), remote_of(&b_mem, 0));
+    p.a.post_send(6, sge_of(&src, 0, 2500));
     p.run_to_quiescence(10_000);
-    assert_eq!(
-        wc_statuses(&p.a.send_wcs),
-        (1..=6).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
-    );
+    assert_eq!(wc_statuses(&p.a.send_wcs), each(1..=6, WcStatus::Success));
     assert!(p.fabric.stats().duplicated > 0);
     // 100 + 5 + 5 + 5 = 115, then CAS 115 -> 1: each atomic ran once.
     assert_eq!(p.b.read(&b_mem, PAGE, 8), 1u64.to_ne_bytes());
@@ -1322,21 +1078,12 @@ fn every_packet_twice_executes_every_request_once() {
     assert_eq!(wc_statuses(&p.b.recv_wcs), vec![(900, WcStatus::Success)]);
     assert_eq!(p.b.read(&b_mem, 2 * PAGE, 2500), data[..2500]);
     assert_eq!(p.b.read(&b_mem, 3 * PAGE, 3000), vec![0; 3000]);
-    assert_eq!(p.a.qp.state(), QpState::Rts);
-    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_states(&p, QpState::Rts, QpState::Rts);
 }
 
 // ---------------------------------------------------------------------------------------
 // Flush on ERR
 // ---------------------------------------------------------------------------------------
-
-fn to_err(qp: &mut softrnic_provider::rc::Qp) {
-    let attr = QpAttr {
-        qp_state: QpState::Err,
-        ..QpAttr::default()
-    };
-    qp.modify(&attr, AttrMask::STATE, &LIMITS).unwrap();
-}
 
 #[test]
 fn modify_to_err_flushes_every_outstanding_wr_once() {
@@ -1346,15 +1093,11 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
         min_rnr_timer: 14,
         ..Connect::default()
     };
-    let mut p = Pair::new(FabricConfig::default(), 50, c);
-    let a_mem = p.a.region(4 * PAGE, ALL);
+    let mut p = pair(50, c);
+    let (a_mem, a_before) = p.a.filled(4 * PAGE, 0x71);
     let b_mem = p.b.region(4 * PAGE, ALL);
-    let a_before = bytes(4 * PAGE, 0x71);
-    p.a.fill(&a_mem, 0, &a_before);
     for id in 100..104 {
-        p.a.qp
-            .post_recv(&recv_wr(id, vec![sge_of(&a_mem, 0, 64)]))
-            .unwrap();
+        p.a.post_recv(id, sge_of(&a_mem, 0, 64));
     }
     // B has no receive posted: the first SEND is RNR-NAKed for ever, and everything behind
     // it stays outstanding.
@@ -1381,14 +1124,14 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
         if id == 4 {
             w.flags = SendFlags(0);
         }
-        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        p.a.post_wr(&w);
     }
     p.run_until(1000, |p| naks(&p.a).len() >= 2);
     assert_eq!(naks(&p.a).len(), 2);
     assert!(p.a.send_wcs.is_empty() && p.a.recv_wcs.is_empty());
     assert_eq!(p.a.qp.send_queue_len(), 6);
 
-    to_err(&mut p.a.qp);
+    set_state(&mut p.a.qp, QpState::Err);
     assert_eq!(p.a.qp.state(), QpState::Err);
     assert_eq!(p.a.qp.send_queue_len(), 0);
     p.run_until(10_000, |p| {
@@ -1396,9 +1139,7 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
     });
     assert_eq!(
         wc_statuses(&p.a.send_wcs),
-        (1..=6)
-            .map(|i| (i, WcStatus::WrFlushErr))
-            .collect::<Vec<_>>(),
+        each(1..=6, WcStatus::WrFlushErr),
         "every send WR, signaled or not, in order"
     );
     let opcodes: Vec<_> = p.a.send_wcs.iter().map(|w| w.opcode).collect();
@@ -1415,9 +1156,7 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
     );
     assert_eq!(
         wc_statuses(&p.a.recv_wcs),
-        (100..104)
-            .map(|i| (i, WcStatus::WrFlushErr))
-            .collect::<Vec<_>>()
+        each(100..104, WcStatus::WrFlushErr)
     );
     assert!(p
         .a
@@ -1427,20 +1166,8 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
         .all(|w| w.qp_num == p.a.qp.qpn()));
 
     // Posting in ERR completes at once with a flush, exactly once.
-    p.a.qp
-        .post_send(
-            &send_wr(
-                7,
-                SendOpcode::RdmaWrite,
-                vec![sge_of(&a_mem, 0, 10)],
-                remote_of(&b_mem, 0),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
-    p.a.qp
-        .post_recv(&recv_wr(104, vec![sge_of(&a_mem, 0, 64)]))
-        .unwrap();
+    p.a.post_write(7, sge_of(&a_mem, 0, 10), remote_of(&b_mem, 0));
+    p.a.post_recv(104, sge_of(&a_mem, 0, 64));
     // Time goes on: nothing else completes, nothing is sent.
     let sent = p.fabric.stats().sent;
     let horizon = p.fabric.now() + 1_000_000_000;
@@ -1462,35 +1189,21 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
 fn modify_to_err_flushes_a_receive_in_progress() {
     // B is in the middle of a three-packet SEND (its LAST packet lost) when it enters ERR:
     // the receive WQE in use is flushed once, with the ones behind it.
-    let mut p = Pair::new(FabricConfig::default(), 51, Connect::default());
+    let mut p = pair(51, Connect::default());
     let src = p.a.region(PAGE, ALL);
     let b_mem = p.b.region(2 * PAGE, ALL);
     drop_nth(&mut p.b, Opcode::RC_SEND_LAST, 0);
     for id in 900..903 {
-        p.b.qp
-            .post_recv(&recv_wr(id, vec![sge_of(&b_mem, 0, PAGE as u32)]))
-            .unwrap();
+        p.b.post_recv(id, sge_of(&b_mem, 0, PAGE as u32));
     }
-    p.a.qp
-        .post_send(
-            &send_wr(
-                1,
-                SendOpcode::Send,
-                vec![sge_of(&src, 0, 3000)],
-                remote_of(&b_mem, 0),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_send(1, sge_of(&src, 0, 3000));
     p.run_until(1000, |p| p.b.seen.iter().any(|s| s.dropped));
     assert!(p.b.recv_wcs.is_empty());
-    to_err(&mut p.b.qp);
+    set_state(&mut p.b.qp, QpState::Err);
     p.run_until(1000, |p| p.b.recv_wcs.len() >= 3);
     assert_eq!(
         wc_statuses(&p.b.recv_wcs),
-        (900..903)
-            .map(|i| (i, WcStatus::WrFlushErr))
-            .collect::<Vec<_>>()
+        each(900..903, WcStatus::WrFlushErr)
     );
     // The requester retries into silence and gives up; B completes nothing more.
     p.run_to_quiescence(100_000);
@@ -1509,10 +1222,8 @@ fn rnr_nak_on_write_with_immediate_then_success() {
             rnr_retry: 7,
             ..Connect::default()
         };
-        let mut p = Pair::new(FabricConfig::default(), 14, c);
-        let src = p.a.region(PAGE, ALL);
-        let data = bytes(PAGE, 0x2c);
-        p.a.fill(&src, 0, &data);
+        let mut p = pair(14, c);
+        let (src, data) = p.a.filled(PAGE, 0x2c);
         let b_mem = p.b.region(PAGE, ALL);
         let mut w = send_wr(
             1,
@@ -1521,7 +1232,7 @@ fn rnr_nak_on_write_with_immediate_then_success() {
             remote_of(&b_mem, 500),
         );
         w.imm_data_or_inv_rkey = 0x1234_5678;
-        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        p.a.post_wr(&w);
         p.run_until(1000, |p| naks(&p.a).len() >= 2);
         assert_eq!(
             naks(&p.a),
@@ -1555,8 +1266,7 @@ fn rnr_nak_on_write_with_immediate_then_success() {
         assert_eq!(p.b.read(&b_mem, 0, 500), vec![0; 500], "{len}");
         let end = 500 + len as usize;
         assert_eq!(p.b.read(&b_mem, end, PAGE - end), vec![0; PAGE - end]);
-        assert_eq!(p.a.qp.state(), QpState::Rts);
-        assert_eq!(p.b.qp.state(), QpState::Rts);
+        assert_states(&p, QpState::Rts, QpState::Rts);
     }
 }
 
@@ -1565,20 +1275,13 @@ fn replayed_atomics_answer_with_their_saved_values_not_the_current_word() {
     // Two FETCH_ADDs in flight; the first one's ACK is lost. The second ACK shows the gap,
     // the requester resends both, and the responder replays both from its saved results
     // (100 and 105) although the word is 110 by then.
-    let mut p = Pair::new(FabricConfig::default(), 44, Connect::default());
+    let mut p = pair(44, Connect::default());
     let b_mem = p.b.region(PAGE, ALL);
     p.b.fill(&b_mem, 0, &100u64.to_ne_bytes());
     let sink = p.a.region(PAGE, ALL);
     drop_nth(&mut p.a, Opcode::RC_ATOMIC_ACKNOWLEDGE, 0);
     for i in 0..2u64 {
-        let mut w = send_wr(
-            1 + i,
-            SendOpcode::AtomicFetchAndAdd,
-            vec![sge_of(&sink, 8 * i, 8)],
-            remote_of(&b_mem, 0),
-        );
-        w.compare_add = 5;
-        p.a.qp.post_send(&w, &p.a.mrs).unwrap();
+        p.a.post_fetch_add(1 + i, sge_of(&sink, 8 * i, 8), remote_of(&b_mem, 0), 5);
     }
     p.run_to_quiescence(10_000);
     assert_eq!(
@@ -1595,8 +1298,7 @@ fn replayed_atomics_answer_with_their_saved_values_not_the_current_word() {
             .map(|s| s.atomic_orig.unwrap())
             .collect();
     assert_eq!(replayed, vec![105, 100, 105]);
-    assert_eq!(p.a.qp.state(), QpState::Rts);
-    assert_eq!(p.b.qp.state(), QpState::Rts);
+    assert_states(&p, QpState::Rts, QpState::Rts);
 }
 
 #[test]
@@ -1608,13 +1310,9 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
         timeout: 10,
         ..Connect::default()
     };
-    let mut p = Pair::new(FabricConfig::default(), 35, c);
-    let src = p.a.region(PAGE, ALL);
-    let data = bytes(PAGE, 0x4d);
-    p.a.fill(&src, 0, &data);
-    let backing = p.b.region(PAGE, Access::LOCAL_WRITE);
-    let before = bytes(PAGE, 0x5e);
-    p.b.fill(&backing, 0, &before);
+    let mut p = pair(35, c);
+    let (src, data) = p.a.filled(PAGE, 0x4d);
+    let (backing, before) = p.b.filled_with(PAGE, Access::LOCAL_WRITE, 0x5e);
     let target = p.b.subregion(&backing, 0, PAGE, PD, ALL);
     let mut lost = 0;
     p.b.drop_if = Some(Box::new(move |pkt| {
@@ -1628,17 +1326,7 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
         }
         false
     }));
-    p.a.qp
-        .post_send(
-            &send_wr(
-                1,
-                SendOpcode::RdmaWrite,
-                vec![sge_of(&src, 0, 3000)],
-                remote_of(&target, 100),
-            ),
-            &p.a.mrs,
-        )
-        .unwrap();
+    p.a.post_write(1, sge_of(&src, 0, 3000), remote_of(&target, 100));
     p.run_until(1000, |p| p.b.seen.iter().filter(|s| s.dropped).count() == 2);
     assert_eq!(count(&p.b, Opcode::RC_RDMA_WRITE_FIRST), 1);
     p.b.mrs.deregister(target.keys.rkey).unwrap();
@@ -1651,8 +1339,7 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
     assert_eq!(naks(&p.a), vec![Syndrome::Nak(NakCode::RemoteAccessError)]);
     let nak = p.a.seen.iter().find(|s| s.syndrome.is_some()).unwrap();
     assert_eq!(nak.psn, Psn::new(c.a_psn + 1), "the MIDDLE packet's PSN");
-    assert_eq!(p.a.qp.state(), QpState::Err);
-    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_states(&p, QpState::Err, QpState::Err);
     let mut expect = before.clone();
     expect[100..1124].copy_from_slice(&data[..1024]); // the FIRST packet, while registered
     assert_eq!(p.b.read(&backing, 0, PAGE), expect);
@@ -1662,41 +1349,13 @@ fn a_region_deregistered_in_the_middle_of_a_write_stops_it_there() {
 fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
     // The SEND's data cannot be placed: the receive completes with IBV_WC_LOC_PROT_ERR, the
     // requester gets NAK Remote Operational Error (IBV_WC_REM_OP_ERR), both QPs enter ERR.
-    let mut p = Pair::new(FabricConfig::default(), 36, Connect::default());
+    let mut p = pair(36, Connect::default());
     let src = p.a.region(PAGE, ALL);
-    let b_mem = p.b.region(PAGE, ALL);
-    let before = bytes(PAGE, 0x6f);
-    p.b.fill(&b_mem, 0, &before);
-    let bad = Sge {
-        lkey: b_mem.keys.lkey ^ 1,
-        ..sge_of(&b_mem, 0, 2000)
-    };
-    p.b.qp.post_recv(&recv_wr(900, vec![bad])).unwrap();
-    p.b.qp
-        .post_recv(&recv_wr(901, vec![sge_of(&b_mem, 2000, 2000)]))
-        .unwrap();
-    let qp = &mut p.a.qp;
-    let mrs = &p.a.mrs;
-    qp.post_send(
-        &send_wr(
-            1,
-            SendOpcode::Send,
-            vec![sge_of(&src, 0, 100)],
-            remote_of(&b_mem, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
-    qp.post_send(
-        &send_wr(
-            2,
-            SendOpcode::Send,
-            vec![sge_of(&src, 0, 100)],
-            remote_of(&b_mem, 0),
-        ),
-        mrs,
-    )
-    .unwrap();
+    let (b_mem, before) = p.b.filled(PAGE, 0x6f);
+    p.b.post_recv(900, bad_lkey_sge(&b_mem, 0, 2000));
+    p.b.post_recv(901, sge_of(&b_mem, 2000, 2000));
+    p.a.post_send(1, sge_of(&src, 0, 100));
+    p.a.post_send(2, sge_of(&src, 0, 100));
     p.run_to_quiescence(1000);
     assert_eq!(
         wc_statuses(&p.b.recv_wcs),
@@ -1710,7 +1369,6 @@ fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
         naks(&p.a),
         vec![Syndrome::Nak(NakCode::RemoteOperationalError)]
     );
-    assert_eq!(p.a.qp.state(), QpState::Err);
-    assert_eq!(p.b.qp.state(), QpState::Err);
+    assert_states(&p, QpState::Err, QpState::Err);
     assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
 }
