@@ -1,6 +1,6 @@
 //! The layout shared by RTU (IBTA 12.6.9) and DREP (12.6.11): two communication IDs and 224
-//! bytes of private data. [`comm_ids_message!`] writes the view and `Repr` of such a message
-//! once; `rtu` and `drep` each invoke it with their name.
+//! bytes of private data, no reserved bits. [`comm_ids_message!`] writes it once; `rtu` and
+//! `drep` each invoke it with their name, and [`comm_ids_tests!`] with their capture frame.
 //!
 //! ```text
 //!  byte 0-3   | Local Communication ID       |
@@ -12,109 +12,76 @@
 /// RTU/DREP layout; `$what` ("CM RTU") names it in errors and `Display`, `$name` in docs.
 macro_rules! comm_ids_message {
     ($what:literal, $name:literal, $repr:ident) => {
-        use core::fmt;
-
-        use $crate::cm::{get_array, get_u32, MSG_LEN};
-        use $crate::Result;
+        use $crate::cm::MSG_LEN;
 
         /// Bytes of private data.
         pub const PRIVATE_DATA_LEN: usize = 224;
 
-        mod field {
-            use $crate::cm::Field;
-
-            pub const LOCAL_COMM_ID: Field = 0..4;
-            pub const REMOTE_COMM_ID: Field = 4..8;
-            pub const PRIVATE_DATA: Field = 8..232;
-        }
-
-        $crate::fixed_view!($what, MSG_LEN);
-
-        impl<T: AsRef<[u8]>> Packet<T> {
-            fn b(&self) -> &[u8] {
-                self.buffer.as_ref()
+        $crate::cm::layout::message! {
+            $what, MSG_LEN;
+            #[doc = concat!("A parsed ", $name, ": every field of the message.")]
+            pub struct $repr {
+                /// Local Communication ID: the sender's handle for the connection.
+                value local_comm_id / set_local_comm_id: u32 = 0..4,
+                /// Remote Communication ID: the receiver's handle for the connection.
+                value remote_comm_id / set_remote_comm_id: u32 = 4..8,
+                /// Private Data (224 bytes).
+                bytes private_data / private_data_mut: [u8; PRIVATE_DATA_LEN] = 8..232,
             }
-            /// The Local Communication ID field.
-            pub fn local_comm_id(&self) -> u32 {
-                get_u32(self.b(), field::LOCAL_COMM_ID)
-            }
-            /// The Remote Communication ID field.
-            pub fn remote_comm_id(&self) -> u32 {
-                get_u32(self.b(), field::REMOTE_COMM_ID)
-            }
-            /// The Private Data field (224 bytes).
-            pub fn private_data(&self) -> &[u8] {
-                &self.b()[field::PRIVATE_DATA]
-            }
+            display(r) "local_comm_id={:#010x} remote_comm_id={:#010x}",
+                r.local_comm_id, r.remote_comm_id;
         }
 
         impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-            fn b_mut(&mut self) -> &mut [u8] {
-                self.buffer.as_mut()
-            }
             /// Zeroes every reserved bit: this message has none, so this does nothing.
             pub fn clear_reserved(&mut self) {}
-            /// Sets the Local Communication ID field.
-            pub fn set_local_comm_id(&mut self, v: u32) {
-                self.b_mut()[field::LOCAL_COMM_ID].copy_from_slice(&v.to_be_bytes());
-            }
-            /// Sets the Remote Communication ID field.
-            pub fn set_remote_comm_id(&mut self, v: u32) {
-                self.b_mut()[field::REMOTE_COMM_ID].copy_from_slice(&v.to_be_bytes());
-            }
-            /// The Private Data field, writable.
-            pub fn private_data_mut(&mut self) -> &mut [u8] {
-                &mut self.b_mut()[field::PRIVATE_DATA]
-            }
-        }
-
-        #[doc = concat!("A parsed ", $name, ": every field of the message.")]
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub struct $repr {
-            /// Local Communication ID: the sender's handle for the connection.
-            pub local_comm_id: u32,
-            /// Remote Communication ID: the receiver's handle for the connection.
-            pub remote_comm_id: u32,
-            /// Private Data.
-            pub private_data: [u8; PRIVATE_DATA_LEN],
-        }
-
-        impl $repr {
-            #[doc = concat!("Parses a ", $name, " from the 232 bytes of MAD data.")]
-            pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<$repr> {
-                packet.check_len()?;
-                Ok($repr {
-                    local_comm_id: packet.local_comm_id(),
-                    remote_comm_id: packet.remote_comm_id(),
-                    private_data: get_array(packet.b(), field::PRIVATE_DATA),
-                })
-            }
-
-            /// The message length (always 232).
-            pub const fn buffer_len(&self) -> usize {
-                MSG_LEN
-            }
-
-            /// Writes all 232 bytes.
-            pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-                packet.clear_reserved();
-                packet.set_local_comm_id(self.local_comm_id);
-                packet.set_remote_comm_id(self.remote_comm_id);
-                packet
-                    .private_data_mut()
-                    .copy_from_slice(&self.private_data);
-            }
-        }
-
-        impl fmt::Display for $repr {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(
-                    f,
-                    concat!($what, " local_comm_id={:#010x} remote_comm_id={:#010x}"),
-                    self.local_comm_id, self.remote_comm_id
-                )
-            }
         }
     };
 }
 pub(crate) use comm_ids_message;
+
+/// The tests of an RTU or DREP: the message of capture frame `$frame` starts with `$bytes`
+/// (zero private data follows), whose communication IDs tshark shows as `$local` and
+/// `$remote`.
+#[cfg(test)]
+macro_rules! comm_ids_tests {
+    (
+        $repr:ident, $what:literal, frame $frame:literal, $bytes:expr,
+        $local:literal, $remote:literal
+    ) => {
+        use $crate::cm::test_util::zero_padded;
+
+        static PACKET_BYTES: [u8; MSG_LEN] = zero_padded(&$bytes);
+
+        fn repr() -> $repr {
+            $repr {
+                local_comm_id: $local,
+                remote_comm_id: $remote,
+                private_data: [0; PRIVATE_DATA_LEN],
+            }
+        }
+
+        $crate::cm::layout::message_tests!($repr, $what, 232, frame $frame);
+
+        /// The values tshark shows for the frame.
+        #[test]
+        fn test_deconstruct() {
+            let p = Packet::new_checked(&PACKET_BYTES[..]).unwrap();
+            assert_eq!(p.local_comm_id(), $local);
+            assert_eq!(p.remote_comm_id(), $remote);
+            assert_eq!(p.private_data(), &[0u8; PRIVATE_DATA_LEN][..]);
+        }
+
+        #[test]
+        fn test_construct() {
+            let mut bytes = [0xa5u8; MSG_LEN];
+            let mut p = Packet::new_unchecked(&mut bytes[..]);
+            p.set_local_comm_id($local);
+            p.set_remote_comm_id($remote);
+            p.private_data_mut().fill(0);
+            assert_eq!(bytes, PACKET_BYTES);
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use comm_ids_tests;

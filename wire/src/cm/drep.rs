@@ -1,78 +1,21 @@
 //! DisconnectReply, DREP (IBTA 12.6.11, table "DREP message contents"): the answer to a
-//! DREQ; both sides then enter TimeWait.
-//!
-//! ```text
-//!  byte 0-3   | Local Communication ID       |
-//!  byte 4-7   | Remote Communication ID      |
-//!  byte 8-231 | Private Data (224)           |
-//! ```
+//! DREQ; both sides then enter TimeWait. The layout (two communication IDs, 224 bytes of
+//! private data) is the RTU's, written once in `comm_ids`.
 
 super::comm_ids::comm_ids_message!("CM DREP", "DREP", DrepRepr);
 
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::cm::test_util::{capture_data, zero_padded};
-    use crate::Error;
 
-    // The DREP of frame 65 of tests/data/rping_rdmacm.pcap (MAD data; zero private data).
-    static PACKET_BYTES: [u8; MSG_LEN] =
-        zero_padded(&[0xb9, 0xa6, 0xe9, 0x21, 0x35, 0x70, 0xa4, 0x9b]);
-
-    fn repr() -> DrepRepr {
-        DrepRepr {
-            local_comm_id: 0xb9a6_e921,
-            remote_comm_id: 0x3570_a49b,
-            private_data: [0; PRIVATE_DATA_LEN],
-        }
-    }
-
-    #[test]
-    fn test_capture_bytes() {
-        assert_eq!(PACKET_BYTES, capture_data(65));
-    }
-
-    /// The values tshark shows for frame 65 ("CM DisconnectReply").
-    #[test]
-    fn test_deconstruct() {
-        let p = Packet::new_checked(&PACKET_BYTES[..]).unwrap();
-        assert_eq!(p.local_comm_id(), 0xb9a6e921);
-        assert_eq!(p.remote_comm_id(), 0x3570a49b);
-        assert_eq!(p.private_data(), &[0u8; PRIVATE_DATA_LEN][..]);
-    }
-
-    #[test]
-    fn test_construct() {
-        let mut bytes = [0xa5u8; MSG_LEN];
-        let mut p = Packet::new_unchecked(&mut bytes[..]);
-        p.set_local_comm_id(0xb9a6e921);
-        p.set_remote_comm_id(0x3570a49b);
-        p.private_data_mut().fill(0);
-        assert_eq!(bytes, PACKET_BYTES);
-    }
-
-    #[test]
-    fn test_parse() {
-        let p = Packet::new_unchecked(&PACKET_BYTES[..]);
-        assert_eq!(DrepRepr::parse(&p).unwrap(), repr());
-    }
-
-    #[test]
-    fn test_emit() {
-        let mut bytes = [0xa5u8; MSG_LEN];
-        repr().emit(&mut Packet::new_unchecked(&mut bytes[..]));
-        assert_eq!(bytes, PACKET_BYTES);
-    }
-
-    #[test]
-    fn test_truncated() {
-        assert_eq!(
-            Packet::new_checked(&PACKET_BYTES[..231]).unwrap_err(),
-            Error::Truncated {
-                what: "CM DREP",
-                need: 232,
-                have: 231
-            }
-        );
-    }
+    // The DREP of frame 65 of tests/data/rping_rdmacm.pcap (MAD data; zero private data);
+    // tshark: "CM DisconnectReply".
+    crate::cm::comm_ids::comm_ids_tests!(
+        DrepRepr,
+        "CM DREP",
+        frame 65,
+        [0xb9, 0xa6, 0xe9, 0x21, 0x35, 0x70, 0xa4, 0x9b],
+        0xb9a6e921,
+        0x3570a49b
+    );
 }

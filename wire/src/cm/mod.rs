@@ -16,9 +16,8 @@
 //! bits are emitted as zero (and each view's `clear_reserved` zeroes them). [`CmMessage`] picks
 //! the message by attribute ID. MRA, LAP, APR and the SIDR messages are not implemented.
 //!
-//! The field tables of IBTA 12.6 number bits from the most significant bit of each 32-bit
-//! word; the private `field` modules here give byte ranges for whole bytes and a `Bits`
-//! (byte, lowest bit, width) for fields narrower than a byte.
+//! Each module writes its message as the IBTA field table, in order; the private `layout`
+//! module turns such a table into the view and the `Repr` (and says how bits are numbered).
 
 use core::fmt;
 
@@ -30,6 +29,7 @@ use crate::{Error, Result};
 mod comm_ids;
 pub mod drep;
 pub mod dreq;
+mod layout;
 pub mod path;
 pub mod rej;
 pub mod rep;
@@ -56,63 +56,6 @@ pub const TRANSPORT_RC: u8 = 0;
 pub const TRANSPORT_UC: u8 = 1;
 /// Transport Service Type of a REQ: Reliable Datagram.
 pub const TRANSPORT_RD: u8 = 2;
-
-/// A field narrower than a byte: `width` bits of byte `byte`, the lowest at bit `shift`
-/// (bit 0 is the least significant).
-#[derive(Debug, Clone, Copy)]
-struct Bits {
-    byte: usize,
-    shift: u8,
-    width: u8,
-}
-
-impl Bits {
-    const fn new(byte: usize, shift: u8, width: u8) -> Bits {
-        Bits { byte, shift, width }
-    }
-    const fn mask(self) -> u8 {
-        (((1u16 << self.width) - 1) as u8) << self.shift
-    }
-    fn get(self, b: &[u8]) -> u8 {
-        (b[self.byte] & self.mask()) >> self.shift
-    }
-    fn set(self, b: &mut [u8], v: u8) {
-        let m = self.mask();
-        b[self.byte] = (b[self.byte] & !m) | ((v << self.shift) & m);
-    }
-    fn get_bool(self, b: &[u8]) -> bool {
-        self.get(b) != 0
-    }
-    fn set_bool(self, b: &mut [u8], v: bool) {
-        self.set(b, v.into());
-    }
-}
-
-/// A byte range inside a message.
-type Field = core::ops::Range<usize>;
-
-fn get_u16(b: &[u8], f: Field) -> u16 {
-    u16::from_be_bytes(b[f].try_into().expect("2-byte field"))
-}
-fn get_u32(b: &[u8], f: Field) -> u32 {
-    u32::from_be_bytes(b[f].try_into().expect("4-byte field"))
-}
-fn get_u64(b: &[u8], f: Field) -> u64 {
-    u64::from_be_bytes(b[f].try_into().expect("8-byte field"))
-}
-fn get_array<const N: usize>(b: &[u8], f: Field) -> [u8; N] {
-    b[f].try_into().expect("field length")
-}
-
-/// Zeroes the reserved bytes and bits listed by a message's `field` module.
-fn clear(b: &mut [u8], bytes: &[Field], bits: &[Bits]) {
-    for f in bytes {
-        b[f.clone()].fill(0);
-    }
-    for r in bits {
-        r.set(b, 0);
-    }
-}
 
 /// A parsed CM message of one of the kinds this crate implements.
 #[derive(Debug, Clone, PartialEq, Eq)]

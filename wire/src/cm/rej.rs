@@ -11,10 +11,8 @@
 //!  byte 84-231 | Private Data (148)                                      |
 //! ```
 
-use core::fmt;
-
-use super::{get_array, get_u16, get_u32, MSG_LEN};
-use crate::{fixed_view, Result};
+use super::layout::{self, message, Bits};
+use super::MSG_LEN;
 
 /// Bytes of Additional Reject Information.
 pub const ARI_LEN: usize = 72;
@@ -95,166 +93,50 @@ pub const REASON_INVALID_FLOW_LABEL: u16 = 32;
 /// Reason: invalid alternate flow label.
 pub const REASON_INVALID_ALT_FLOW_LABEL: u16 = 33;
 
-mod field {
-    use crate::cm::{Bits, Field};
-
-    pub const LOCAL_COMM_ID: Field = 0..4;
-    pub const REMOTE_COMM_ID: Field = 4..8;
-    pub const MESSAGE_REJECTED: Bits = Bits::new(8, 6, 2);
-    pub const REJECT_INFO_LENGTH: Bits = Bits::new(9, 1, 7);
-    pub const REASON: Field = 10..12;
-    pub const ARI: Field = 12..84;
-    pub const PRIVATE_DATA: Field = 84..232;
-
-    pub const RESERVED_BITS: [Bits; 2] = [Bits::new(8, 0, 6), Bits::new(9, 0, 1)];
-}
-
-fixed_view!("CM REJ", MSG_LEN);
-
-impl<T: AsRef<[u8]>> Packet<T> {
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
+message! {
+    "CM REJ", MSG_LEN;
+    /// A parsed REJ: every field of the message.
+    pub struct RejRepr {
+        /// Local Communication ID: the sender's handle (0 if it never had one).
+        value local_comm_id / set_local_comm_id: u32 = 0..4,
+        /// Remote Communication ID: the receiver's handle.
+        value remote_comm_id / set_remote_comm_id: u32 = 4..8,
+        /// Message REJected (2 bits, `MSG_REJECTED_*`).
+        value message_rejected / set_message_rejected: u8 = Bits::new(8, 6, 2),
+        /// Reject Info Length: meaningful bytes of `ari` (7 bits).
+        value reject_info_length / set_reject_info_length: u8 = Bits::new(9, 1, 7),
+        /// Reason (`REASON_*`).
+        value reason / set_reason: u16 = 10..12,
+        /// Additional Reject Information, all 72 bytes as sent.
+        bytes ari / ari_mut: [u8; ARI_LEN] = 12..84,
+        /// Private Data (148 bytes).
+        bytes private_data / private_data_mut: [u8; PRIVATE_DATA_LEN] = 84..232,
     }
-    /// The Local Communication ID field.
-    pub fn local_comm_id(&self) -> u32 {
-        get_u32(self.b(), field::LOCAL_COMM_ID)
-    }
-    /// The Remote Communication ID field.
-    pub fn remote_comm_id(&self) -> u32 {
-        get_u32(self.b(), field::REMOTE_COMM_ID)
-    }
-    /// The Message REJected field (2 bits, `MSG_REJECTED_*`).
-    pub fn message_rejected(&self) -> u8 {
-        field::MESSAGE_REJECTED.get(self.b())
-    }
-    /// The Reject Info Length field (7 bits): how many bytes of the ARI are meaningful.
-    pub fn reject_info_length(&self) -> u8 {
-        field::REJECT_INFO_LENGTH.get(self.b())
-    }
-    /// The Reason field (`REASON_*`).
-    pub fn reason(&self) -> u16 {
-        get_u16(self.b(), field::REASON)
-    }
-    /// The Additional Reject Information field (all 72 bytes).
-    pub fn ari(&self) -> &[u8] {
-        &self.b()[field::ARI]
-    }
-    /// The Private Data field (148 bytes).
-    pub fn private_data(&self) -> &[u8] {
-        &self.b()[field::PRIVATE_DATA]
-    }
+    display(r) "local_comm_id={:#010x} remote_comm_id={:#010x} rejected={} reason={}",
+        r.local_comm_id, r.remote_comm_id, r.message_rejected_name(), r.reason;
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    fn b_mut(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
-    }
-    /// Zeroes every reserved bit.
+    /// Zeroes every reserved bit: the low 6 bits of byte 8 and the lowest of byte 9.
     pub fn clear_reserved(&mut self) {
-        super::clear(self.b_mut(), &[], &field::RESERVED_BITS);
+        layout::clear(self.b_mut(), &[], &[Bits::new(8, 0, 6), Bits::new(9, 0, 1)]);
     }
-    /// Sets the Local Communication ID field.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        self.b_mut()[field::LOCAL_COMM_ID].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the Remote Communication ID field.
-    pub fn set_remote_comm_id(&mut self, v: u32) {
-        self.b_mut()[field::REMOTE_COMM_ID].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the Message REJected field (low 2 bits of `v`).
-    pub fn set_message_rejected(&mut self, v: u8) {
-        field::MESSAGE_REJECTED.set(self.b_mut(), v);
-    }
-    /// Sets the Reject Info Length field (low 7 bits of `v`).
-    pub fn set_reject_info_length(&mut self, v: u8) {
-        field::REJECT_INFO_LENGTH.set(self.b_mut(), v);
-    }
-    /// Sets the Reason field.
-    pub fn set_reason(&mut self, v: u16) {
-        self.b_mut()[field::REASON].copy_from_slice(&v.to_be_bytes());
-    }
-    /// The Additional Reject Information field, writable.
-    pub fn ari_mut(&mut self) -> &mut [u8] {
-        &mut self.b_mut()[field::ARI]
-    }
-    /// The Private Data field, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.b_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// A parsed REJ: every field of the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RejRepr {
-    /// Local Communication ID: the sender's handle (0 if it never had one).
-    pub local_comm_id: u32,
-    /// Remote Communication ID: the receiver's handle.
-    pub remote_comm_id: u32,
-    /// Message REJected (2 bits, `MSG_REJECTED_*`).
-    pub message_rejected: u8,
-    /// Reject Info Length: meaningful bytes of `ari` (7 bits).
-    pub reject_info_length: u8,
-    /// Reason (`REASON_*`).
-    pub reason: u16,
-    /// Additional Reject Information, all 72 bytes as sent.
-    pub ari: [u8; ARI_LEN],
-    /// Private Data.
-    pub private_data: [u8; PRIVATE_DATA_LEN],
 }
 
 impl RejRepr {
-    /// Parses a REJ from the 232 bytes of MAD data.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<RejRepr> {
-        packet.check_len()?;
-        Ok(RejRepr {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            message_rejected: packet.message_rejected(),
-            reject_info_length: packet.reject_info_length(),
-            reason: packet.reason(),
-            ari: get_array(packet.b(), field::ARI),
-            private_data: get_array(packet.b(), field::PRIVATE_DATA),
-        })
-    }
-
     /// The meaningful part of the ARI: its first `reject_info_length` bytes (at most 72).
     pub fn ari_info(&self) -> &[u8] {
         &self.ari[..usize::from(self.reject_info_length).min(ARI_LEN)]
     }
 
-    /// The message length (always 232).
-    pub const fn buffer_len(&self) -> usize {
-        MSG_LEN
-    }
-
-    /// Writes all 232 bytes, reserved bits as zero.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.clear_reserved();
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_remote_comm_id(self.remote_comm_id);
-        packet.set_message_rejected(self.message_rejected);
-        packet.set_reject_info_length(self.reject_info_length);
-        packet.set_reason(self.reason);
-        packet.ari_mut().copy_from_slice(&self.ari);
-        packet
-            .private_data_mut()
-            .copy_from_slice(&self.private_data);
-    }
-}
-
-impl fmt::Display for RejRepr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let msg = match self.message_rejected {
+    /// Which message Message REJected names, for `Display`.
+    fn message_rejected_name(&self) -> &'static str {
+        match self.message_rejected {
             MSG_REJECTED_REQ => "REQ",
             MSG_REJECTED_REP => "REP",
             MSG_REJECTED_OTHER => "other",
             _ => "reserved",
-        };
-        write!(
-            f,
-            "CM REJ local_comm_id={:#010x} remote_comm_id={:#010x} rejected={} reason={}",
-            self.local_comm_id, self.remote_comm_id, msg, self.reason
-        )
+        }
     }
 }
 
@@ -262,7 +144,6 @@ impl fmt::Display for RejRepr {
 mod test {
     use super::*;
     use crate::cm::test_util::zero_padded;
-    use crate::Error;
 
     // The capture has no REJ, so this one is made up: the passive side of the capture
     // rejecting its REQ because of the primary remote GID (reason 12), giving the acceptable
@@ -331,31 +212,15 @@ mod test {
         assert_eq!(bytes, PACKET_BYTES);
     }
 
+    crate::cm::layout::message_tests!(RejRepr, "CM REJ", 232);
+
+    /// The first `reject_info_length` bytes of the parsed ARI: the GID.
     #[test]
-    fn test_parse() {
+    fn test_ari_info() {
         let p = Packet::new_unchecked(&PACKET_BYTES[..]);
         let r = RejRepr::parse(&p).unwrap();
         assert_eq!(r, repr());
         assert_eq!(r.ari_info(), &GID[..]);
-    }
-
-    #[test]
-    fn test_emit() {
-        let mut bytes = [0xa5u8; MSG_LEN];
-        repr().emit(&mut Packet::new_unchecked(&mut bytes[..]));
-        assert_eq!(bytes, PACKET_BYTES);
-    }
-
-    #[test]
-    fn test_truncated() {
-        assert_eq!(
-            Packet::new_checked(&PACKET_BYTES[..231]).unwrap_err(),
-            Error::Truncated {
-                what: "CM REJ",
-                need: 232,
-                have: 231
-            }
-        );
     }
 
     #[test]

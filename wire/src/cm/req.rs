@@ -20,425 +20,98 @@
 //!  byte 140-231| Private Data (92)                                                 |
 //! ```
 
-use core::fmt;
-
-use super::path::{self, PathRepr};
-use super::{get_array, get_u16, get_u32, get_u64, MSG_LEN};
-use crate::{fixed_view, read_u24, write_u24, Psn, Result};
+use super::layout::{self, message, Bits};
+use super::{PathRepr, MSG_LEN};
+use crate::Psn;
 
 /// Bytes of private data in a REQ.
 pub const PRIVATE_DATA_LEN: usize = 92;
 
-mod field {
-    use crate::cm::{Bits, Field};
+/// The SAP Supported bit, in the reserved bits of the alternate path's Local ACK Timeout byte
+/// (Linux `CM_REQ_SAP_SUPPORTED`).
+const SAP_SUPPORTED: Bits = Bits::new(139, 2, 1);
 
-    pub const LOCAL_COMM_ID: Field = 0..4;
-    pub const SERVICE_ID: Field = 8..16;
-    pub const LOCAL_CA_GUID: Field = 16..24;
-    pub const LOCAL_Q_KEY: Field = 28..32;
-    pub const LOCAL_QPN: Field = 32..35;
-    pub const RESPONDER_RESOURCES: usize = 35;
-    pub const LOCAL_EECN: Field = 36..39;
-    pub const INITIATOR_DEPTH: usize = 39;
-    pub const REMOTE_EECN: Field = 40..43;
-    pub const REMOTE_CM_RESPONSE_TIMEOUT: Bits = Bits::new(43, 3, 5);
-    pub const TRANSPORT_SERVICE_TYPE: Bits = Bits::new(43, 1, 2);
-    pub const END_TO_END_FLOW_CONTROL: Bits = Bits::new(43, 0, 1);
-    pub const STARTING_PSN: Field = 44..47;
-    pub const LOCAL_CM_RESPONSE_TIMEOUT: Bits = Bits::new(47, 3, 5);
-    pub const RETRY_COUNT: Bits = Bits::new(47, 0, 3);
-    pub const PARTITION_KEY: Field = 48..50;
-    pub const PATH_MTU: Bits = Bits::new(50, 4, 4);
-    pub const RDC_EXISTS: Bits = Bits::new(50, 3, 1);
-    pub const RNR_RETRY_COUNT: Bits = Bits::new(50, 0, 3);
-    pub const MAX_CM_RETRIES: Bits = Bits::new(51, 4, 4);
-    pub const SRQ: Bits = Bits::new(51, 3, 1);
-    pub const EXTENDED_TRANSPORT_TYPE: Bits = Bits::new(51, 0, 3);
-    pub const PRIMARY_PATH: Field = 52..96;
-    pub const ALTERNATE_PATH: Field = 96..140;
-    /// In the reserved bits of the alternate path's Local ACK Timeout byte.
-    pub const SAP_SUPPORTED: Bits = Bits::new(139, 2, 1);
-    pub const PRIVATE_DATA: Field = 140..232;
-
-    pub const RESERVED_BYTES: [Field; 2] = [4..8, 24..28];
-}
-
-fixed_view!("CM REQ", MSG_LEN);
-
-impl<T: AsRef<[u8]>> Packet<T> {
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
+message! {
+    "CM REQ", MSG_LEN;
+    /// A parsed REQ: every field of the message.
+    pub struct ReqRepr {
+        /// Local Communication ID: the sender's handle for this connection.
+        value local_comm_id / set_local_comm_id: u32 = 0..4,
+        /// ServiceID the passive side listens on (rdma_cm: 0x0000000001 | port space | port).
+        value service_id / set_service_id: u64 = 8..16,
+        /// Local CA GUID.
+        value local_ca_guid / set_local_ca_guid: u64 = 16..24,
+        /// Local Q_Key (used for RD only).
+        value local_q_key / set_local_q_key: u32 = 28..32,
+        /// Local QPN: the sender's QP (24 bits).
+        value local_qpn / set_local_qpn: u32 = 32..35,
+        /// Responder Resources: RDMA Read / atomic requests the sender accepts at once.
+        value responder_resources / set_responder_resources: u8 = 35,
+        /// Local EECN (RD only; 24 bits).
+        value local_eecn / set_local_eecn: u32 = 36..39,
+        /// Initiator Depth: RDMA Read / atomic requests the sender issues at once.
+        value initiator_depth / set_initiator_depth: u8 = 39,
+        /// Remote EECN (RD only; 24 bits).
+        value remote_eecn / set_remote_eecn: u32 = 40..43,
+        /// Remote CM Response Timeout (5 bits; 4.096 µs · 2^value).
+        value remote_cm_response_timeout / set_remote_cm_response_timeout: u8 =
+            Bits::new(43, 3, 5),
+        /// Transport Service Type (2 bits, `TRANSPORT_*`).
+        value transport_service_type / set_transport_service_type: u8 = Bits::new(43, 1, 2),
+        /// End-to-End Flow Control.
+        value end_to_end_flow_control / set_end_to_end_flow_control: bool = Bits::new(43, 0, 1),
+        /// Starting PSN: the first PSN the sender will send.
+        value starting_psn / set_starting_psn: Psn = 44..47,
+        /// Local CM Response Timeout (5 bits).
+        value local_cm_response_timeout / set_local_cm_response_timeout: u8 =
+            Bits::new(47, 3, 5),
+        /// Retry Count (3 bits).
+        value retry_count / set_retry_count: u8 = Bits::new(47, 0, 3),
+        /// Partition Key.
+        value partition_key / set_partition_key: u16 = 48..50,
+        /// Path Packet Payload MTU (4 bits, IBTA encoding: 3 = 1024 bytes).
+        value path_mtu / set_path_mtu: u8 = Bits::new(50, 4, 4),
+        /// RDC Exists.
+        value rdc_exists / set_rdc_exists: bool = Bits::new(50, 3, 1),
+        /// RNR Retry Count (3 bits; 7 = infinite).
+        value rnr_retry_count / set_rnr_retry_count: u8 = Bits::new(50, 0, 3),
+        /// Max CM Retries (4 bits).
+        value max_cm_retries / set_max_cm_retries: u8 = Bits::new(51, 4, 4),
+        /// SRQ: the sender's QP uses a shared receive queue.
+        value srq / set_srq: bool = Bits::new(51, 3, 1),
+        /// Extended Transport Type (3 bits; 0 unless XRC).
+        value extended_transport_type / set_extended_transport_type: u8 = Bits::new(51, 0, 3),
+        /// Primary path.
+        path primary_path / primary_path_mut: PathRepr = 52..96,
+        /// Alternate path (all zeros: none).
+        path alternate_path / alternate_path_mut: PathRepr = 96..140,
+        /// SAP Supported (bit 2 of byte 139; written after the alternate path, whose view
+        /// counts it as reserved).
+        value sap_supported / set_sap_supported: bool = SAP_SUPPORTED,
+        /// Private Data (92 bytes; rdma_cm puts its IP header here).
+        bytes private_data / private_data_mut: [u8; PRIVATE_DATA_LEN] = 140..232,
     }
-    /// The Local Communication ID field.
-    pub fn local_comm_id(&self) -> u32 {
-        get_u32(self.b(), field::LOCAL_COMM_ID)
-    }
-    /// The ServiceID field.
-    pub fn service_id(&self) -> u64 {
-        get_u64(self.b(), field::SERVICE_ID)
-    }
-    /// The Local CA GUID field.
-    pub fn local_ca_guid(&self) -> u64 {
-        get_u64(self.b(), field::LOCAL_CA_GUID)
-    }
-    /// The Local Q_Key field.
-    pub fn local_q_key(&self) -> u32 {
-        get_u32(self.b(), field::LOCAL_Q_KEY)
-    }
-    /// The Local QPN field (24 bits).
-    pub fn local_qpn(&self) -> u32 {
-        read_u24(&self.b()[field::LOCAL_QPN])
-    }
-    /// The Responder Resources field.
-    pub fn responder_resources(&self) -> u8 {
-        self.b()[field::RESPONDER_RESOURCES]
-    }
-    /// The Local EECN field (24 bits).
-    pub fn local_eecn(&self) -> u32 {
-        read_u24(&self.b()[field::LOCAL_EECN])
-    }
-    /// The Initiator Depth field.
-    pub fn initiator_depth(&self) -> u8 {
-        self.b()[field::INITIATOR_DEPTH]
-    }
-    /// The Remote EECN field (24 bits).
-    pub fn remote_eecn(&self) -> u32 {
-        read_u24(&self.b()[field::REMOTE_EECN])
-    }
-    /// The Remote CM Response Timeout field (5 bits).
-    pub fn remote_cm_response_timeout(&self) -> u8 {
-        field::REMOTE_CM_RESPONSE_TIMEOUT.get(self.b())
-    }
-    /// The Transport Service Type field (2 bits, `TRANSPORT_*`).
-    pub fn transport_service_type(&self) -> u8 {
-        field::TRANSPORT_SERVICE_TYPE.get(self.b())
-    }
-    /// The End-to-End Flow Control bit.
-    pub fn end_to_end_flow_control(&self) -> bool {
-        field::END_TO_END_FLOW_CONTROL.get_bool(self.b())
-    }
-    /// The Starting PSN field.
-    pub fn starting_psn(&self) -> Psn {
-        Psn::new(read_u24(&self.b()[field::STARTING_PSN]))
-    }
-    /// The Local CM Response Timeout field (5 bits).
-    pub fn local_cm_response_timeout(&self) -> u8 {
-        field::LOCAL_CM_RESPONSE_TIMEOUT.get(self.b())
-    }
-    /// The Retry Count field (3 bits).
-    pub fn retry_count(&self) -> u8 {
-        field::RETRY_COUNT.get(self.b())
-    }
-    /// The Partition Key field.
-    pub fn partition_key(&self) -> u16 {
-        get_u16(self.b(), field::PARTITION_KEY)
-    }
-    /// The Path Packet Payload MTU field (4 bits, IBTA encoding: 3 = 1024 bytes).
-    pub fn path_mtu(&self) -> u8 {
-        field::PATH_MTU.get(self.b())
-    }
-    /// The RDC Exists bit.
-    pub fn rdc_exists(&self) -> bool {
-        field::RDC_EXISTS.get_bool(self.b())
-    }
-    /// The RNR Retry Count field (3 bits).
-    pub fn rnr_retry_count(&self) -> u8 {
-        field::RNR_RETRY_COUNT.get(self.b())
-    }
-    /// The Max CM Retries field (4 bits).
-    pub fn max_cm_retries(&self) -> u8 {
-        field::MAX_CM_RETRIES.get(self.b())
-    }
-    /// The SRQ bit.
-    pub fn srq(&self) -> bool {
-        field::SRQ.get_bool(self.b())
-    }
-    /// The Extended Transport Type field (3 bits).
-    pub fn extended_transport_type(&self) -> u8 {
-        field::EXTENDED_TRANSPORT_TYPE.get(self.b())
-    }
-    /// A view of the primary path information.
-    pub fn primary_path(&self) -> path::Packet<&[u8]> {
-        path::Packet::new_unchecked(&self.b()[field::PRIMARY_PATH])
-    }
-    /// A view of the alternate path information.
-    pub fn alternate_path(&self) -> path::Packet<&[u8]> {
-        path::Packet::new_unchecked(&self.b()[field::ALTERNATE_PATH])
-    }
-    /// The SAP Supported bit (bit 2 of byte 139; Linux `CM_REQ_SAP_SUPPORTED`).
-    pub fn sap_supported(&self) -> bool {
-        field::SAP_SUPPORTED.get_bool(self.b())
-    }
-    /// The Private Data field (92 bytes).
-    pub fn private_data(&self) -> &[u8] {
-        &self.b()[field::PRIVATE_DATA]
-    }
+    display(r) "local_comm_id={:#010x} service_id={:#x} qpn={:#x} psn={}",
+        r.local_comm_id, r.service_id, r.local_qpn, r.starting_psn;
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    fn b_mut(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
-    }
     /// Zeroes every reserved bit, those of both paths included (but not SAP Supported).
     pub fn clear_reserved(&mut self) {
-        super::clear(self.b_mut(), &field::RESERVED_BYTES, &[]);
+        layout::clear(self.b_mut(), &[4..8, 24..28], &[]);
         self.primary_path_mut().clear_reserved();
         let sap = self.sap_supported();
         self.alternate_path_mut().clear_reserved();
         self.set_sap_supported(sap);
-    }
-    /// Sets the Local Communication ID field.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        self.b_mut()[field::LOCAL_COMM_ID].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the ServiceID field.
-    pub fn set_service_id(&mut self, v: u64) {
-        self.b_mut()[field::SERVICE_ID].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the Local CA GUID field.
-    pub fn set_local_ca_guid(&mut self, v: u64) {
-        self.b_mut()[field::LOCAL_CA_GUID].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the Local Q_Key field.
-    pub fn set_local_q_key(&mut self, v: u32) {
-        self.b_mut()[field::LOCAL_Q_KEY].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the Local QPN field (low 24 bits of `v`).
-    pub fn set_local_qpn(&mut self, v: u32) {
-        write_u24(&mut self.b_mut()[field::LOCAL_QPN], v);
-    }
-    /// Sets the Responder Resources field.
-    pub fn set_responder_resources(&mut self, v: u8) {
-        self.b_mut()[field::RESPONDER_RESOURCES] = v;
-    }
-    /// Sets the Local EECN field (low 24 bits of `v`).
-    pub fn set_local_eecn(&mut self, v: u32) {
-        write_u24(&mut self.b_mut()[field::LOCAL_EECN], v);
-    }
-    /// Sets the Initiator Depth field.
-    pub fn set_initiator_depth(&mut self, v: u8) {
-        self.b_mut()[field::INITIATOR_DEPTH] = v;
-    }
-    /// Sets the Remote EECN field (low 24 bits of `v`).
-    pub fn set_remote_eecn(&mut self, v: u32) {
-        write_u24(&mut self.b_mut()[field::REMOTE_EECN], v);
-    }
-    /// Sets the Remote CM Response Timeout field (low 5 bits of `v`).
-    pub fn set_remote_cm_response_timeout(&mut self, v: u8) {
-        field::REMOTE_CM_RESPONSE_TIMEOUT.set(self.b_mut(), v);
-    }
-    /// Sets the Transport Service Type field (low 2 bits of `v`).
-    pub fn set_transport_service_type(&mut self, v: u8) {
-        field::TRANSPORT_SERVICE_TYPE.set(self.b_mut(), v);
-    }
-    /// Sets the End-to-End Flow Control bit.
-    pub fn set_end_to_end_flow_control(&mut self, v: bool) {
-        field::END_TO_END_FLOW_CONTROL.set_bool(self.b_mut(), v);
-    }
-    /// Sets the Starting PSN field.
-    pub fn set_starting_psn(&mut self, v: Psn) {
-        write_u24(&mut self.b_mut()[field::STARTING_PSN], v.value());
-    }
-    /// Sets the Local CM Response Timeout field (low 5 bits of `v`).
-    pub fn set_local_cm_response_timeout(&mut self, v: u8) {
-        field::LOCAL_CM_RESPONSE_TIMEOUT.set(self.b_mut(), v);
-    }
-    /// Sets the Retry Count field (low 3 bits of `v`).
-    pub fn set_retry_count(&mut self, v: u8) {
-        field::RETRY_COUNT.set(self.b_mut(), v);
-    }
-    /// Sets the Partition Key field.
-    pub fn set_partition_key(&mut self, v: u16) {
-        self.b_mut()[field::PARTITION_KEY].copy_from_slice(&v.to_be_bytes());
-    }
-    /// Sets the Path Packet Payload MTU field (low 4 bits of `v`).
-    pub fn set_path_mtu(&mut self, v: u8) {
-        field::PATH_MTU.set(self.b_mut(), v);
-    }
-    /// Sets the RDC Exists bit.
-    pub fn set_rdc_exists(&mut self, v: bool) {
-        field::RDC_EXISTS.set_bool(self.b_mut(), v);
-    }
-    /// Sets the RNR Retry Count field (low 3 bits of `v`).
-    pub fn set_rnr_retry_count(&mut self, v: u8) {
-        field::RNR_RETRY_COUNT.set(self.b_mut(), v);
-    }
-    /// Sets the Max CM Retries field (low 4 bits of `v`).
-    pub fn set_max_cm_retries(&mut self, v: u8) {
-        field::MAX_CM_RETRIES.set(self.b_mut(), v);
-    }
-    /// Sets the SRQ bit.
-    pub fn set_srq(&mut self, v: bool) {
-        field::SRQ.set_bool(self.b_mut(), v);
-    }
-    /// Sets the Extended Transport Type field (low 3 bits of `v`).
-    pub fn set_extended_transport_type(&mut self, v: u8) {
-        field::EXTENDED_TRANSPORT_TYPE.set(self.b_mut(), v);
-    }
-    /// A writable view of the primary path information.
-    pub fn primary_path_mut(&mut self) -> path::Packet<&mut [u8]> {
-        path::Packet::new_unchecked(&mut self.b_mut()[field::PRIMARY_PATH])
-    }
-    /// A writable view of the alternate path information.
-    pub fn alternate_path_mut(&mut self) -> path::Packet<&mut [u8]> {
-        path::Packet::new_unchecked(&mut self.b_mut()[field::ALTERNATE_PATH])
-    }
-    /// Sets the SAP Supported bit.
-    pub fn set_sap_supported(&mut self, v: bool) {
-        field::SAP_SUPPORTED.set_bool(self.b_mut(), v);
-    }
-    /// The Private Data field, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.b_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// A parsed REQ: every field of the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReqRepr {
-    /// Local Communication ID: the sender's handle for this connection.
-    pub local_comm_id: u32,
-    /// ServiceID the passive side listens on (rdma_cm: 0x0000000001 | port space | port).
-    pub service_id: u64,
-    /// Local CA GUID.
-    pub local_ca_guid: u64,
-    /// Local Q_Key (used for RD only).
-    pub local_q_key: u32,
-    /// Local QPN: the sender's QP (24 bits).
-    pub local_qpn: u32,
-    /// Responder Resources: RDMA Read / atomic requests the sender accepts at once.
-    pub responder_resources: u8,
-    /// Local EECN (RD only; 24 bits).
-    pub local_eecn: u32,
-    /// Initiator Depth: RDMA Read / atomic requests the sender issues at once.
-    pub initiator_depth: u8,
-    /// Remote EECN (RD only; 24 bits).
-    pub remote_eecn: u32,
-    /// Remote CM Response Timeout (5 bits; 4.096 µs · 2^value).
-    pub remote_cm_response_timeout: u8,
-    /// Transport Service Type (2 bits, `TRANSPORT_*`).
-    pub transport_service_type: u8,
-    /// End-to-End Flow Control.
-    pub end_to_end_flow_control: bool,
-    /// Starting PSN: the first PSN the sender will send.
-    pub starting_psn: Psn,
-    /// Local CM Response Timeout (5 bits).
-    pub local_cm_response_timeout: u8,
-    /// Retry Count (3 bits).
-    pub retry_count: u8,
-    /// Partition Key.
-    pub partition_key: u16,
-    /// Path Packet Payload MTU (4 bits, IBTA encoding).
-    pub path_mtu: u8,
-    /// RDC Exists.
-    pub rdc_exists: bool,
-    /// RNR Retry Count (3 bits; 7 = infinite).
-    pub rnr_retry_count: u8,
-    /// Max CM Retries (4 bits).
-    pub max_cm_retries: u8,
-    /// SRQ: the sender's QP uses a shared receive queue.
-    pub srq: bool,
-    /// Extended Transport Type (3 bits; 0 unless XRC).
-    pub extended_transport_type: u8,
-    /// Primary path.
-    pub primary_path: PathRepr,
-    /// Alternate path (all zeros: none).
-    pub alternate_path: PathRepr,
-    /// SAP Supported (bit 2 of byte 139).
-    pub sap_supported: bool,
-    /// Private Data (rdma_cm puts its IP header here).
-    pub private_data: [u8; PRIVATE_DATA_LEN],
-}
-
-impl ReqRepr {
-    /// Parses a REQ from the 232 bytes of MAD data.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<ReqRepr> {
-        packet.check_len()?;
-        Ok(ReqRepr {
-            local_comm_id: packet.local_comm_id(),
-            service_id: packet.service_id(),
-            local_ca_guid: packet.local_ca_guid(),
-            local_q_key: packet.local_q_key(),
-            local_qpn: packet.local_qpn(),
-            responder_resources: packet.responder_resources(),
-            local_eecn: packet.local_eecn(),
-            initiator_depth: packet.initiator_depth(),
-            remote_eecn: packet.remote_eecn(),
-            remote_cm_response_timeout: packet.remote_cm_response_timeout(),
-            transport_service_type: packet.transport_service_type(),
-            end_to_end_flow_control: packet.end_to_end_flow_control(),
-            starting_psn: packet.starting_psn(),
-            local_cm_response_timeout: packet.local_cm_response_timeout(),
-            retry_count: packet.retry_count(),
-            partition_key: packet.partition_key(),
-            path_mtu: packet.path_mtu(),
-            rdc_exists: packet.rdc_exists(),
-            rnr_retry_count: packet.rnr_retry_count(),
-            max_cm_retries: packet.max_cm_retries(),
-            srq: packet.srq(),
-            extended_transport_type: packet.extended_transport_type(),
-            primary_path: PathRepr::parse(&packet.primary_path())?,
-            alternate_path: PathRepr::parse(&packet.alternate_path())?,
-            sap_supported: packet.sap_supported(),
-            private_data: get_array(packet.b(), field::PRIVATE_DATA),
-        })
-    }
-
-    /// The message length (always 232).
-    pub const fn buffer_len(&self) -> usize {
-        MSG_LEN
-    }
-
-    /// Writes all 232 bytes, reserved bits as zero.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.clear_reserved();
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_service_id(self.service_id);
-        packet.set_local_ca_guid(self.local_ca_guid);
-        packet.set_local_q_key(self.local_q_key);
-        packet.set_local_qpn(self.local_qpn);
-        packet.set_responder_resources(self.responder_resources);
-        packet.set_local_eecn(self.local_eecn);
-        packet.set_initiator_depth(self.initiator_depth);
-        packet.set_remote_eecn(self.remote_eecn);
-        packet.set_remote_cm_response_timeout(self.remote_cm_response_timeout);
-        packet.set_transport_service_type(self.transport_service_type);
-        packet.set_end_to_end_flow_control(self.end_to_end_flow_control);
-        packet.set_starting_psn(self.starting_psn);
-        packet.set_local_cm_response_timeout(self.local_cm_response_timeout);
-        packet.set_retry_count(self.retry_count);
-        packet.set_partition_key(self.partition_key);
-        packet.set_path_mtu(self.path_mtu);
-        packet.set_rdc_exists(self.rdc_exists);
-        packet.set_rnr_retry_count(self.rnr_retry_count);
-        packet.set_max_cm_retries(self.max_cm_retries);
-        packet.set_srq(self.srq);
-        packet.set_extended_transport_type(self.extended_transport_type);
-        self.primary_path.emit(&mut packet.primary_path_mut());
-        self.alternate_path.emit(&mut packet.alternate_path_mut());
-        packet.set_sap_supported(self.sap_supported);
-        packet
-            .private_data_mut()
-            .copy_from_slice(&self.private_data);
-    }
-}
-
-impl fmt::Display for ReqRepr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "CM REQ local_comm_id={:#010x} service_id={:#x} qpn={:#x} psn={}",
-            self.local_comm_id, self.service_id, self.local_qpn, self.starting_psn
-        )
     }
 }
 
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::cm::test_util::{capture_data, zero_padded};
+    use crate::cm::path;
+    use crate::cm::test_util::zero_padded;
     use crate::cm::TRANSPORT_RC;
-    use crate::Error;
 
     // The REQ of frame 1 of tests/data/rping_rdmacm.pcap (MAD data; zeros from byte 176 on).
     static PACKET_BYTES: [u8; MSG_LEN] = zero_padded(&[
@@ -497,10 +170,7 @@ mod test {
         }
     }
 
-    #[test]
-    fn test_capture_bytes() {
-        assert_eq!(PACKET_BYTES, capture_data(1));
-    }
+    crate::cm::layout::message_tests!(ReqRepr, "CM REQ", 232, frame 1);
 
     /// The values tshark shows for frame 1 (`tshark -V`, "CM ConnectRequest").
     #[test]
@@ -584,31 +254,6 @@ mod test {
         p.set_sap_supported(false);
         p.private_data_mut().copy_from_slice(&private_data());
         assert_eq!(bytes, PACKET_BYTES);
-    }
-
-    #[test]
-    fn test_parse() {
-        let p = Packet::new_unchecked(&PACKET_BYTES[..]);
-        assert_eq!(ReqRepr::parse(&p).unwrap(), repr());
-    }
-
-    #[test]
-    fn test_emit() {
-        let mut bytes = [0xa5u8; MSG_LEN];
-        repr().emit(&mut Packet::new_unchecked(&mut bytes[..]));
-        assert_eq!(bytes, PACKET_BYTES);
-    }
-
-    #[test]
-    fn test_truncated() {
-        assert_eq!(
-            Packet::new_checked(&PACKET_BYTES[..231]).unwrap_err(),
-            Error::Truncated {
-                what: "CM REQ",
-                need: 232,
-                have: 231
-            }
-        );
     }
 
     #[test]
