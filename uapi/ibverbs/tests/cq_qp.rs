@@ -20,17 +20,11 @@ const PROGRAM: &str = r#"
 
 int main(void)
 {
-    int n = -1;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    CHECK(list && n == 1, 10);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
-    CHECK(ctx, 11);
-    struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    CHECK(pd, 12);
-    char *buf = aligned_alloc(4096, 8192);
-    memset(buf, 0, 8192);
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
-    CHECK(mr, 13);
+    struct ibv_device **list;
+    struct ibv_context *ctx = open_only_device(&list);
+    char *buf;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd = pd_with_buffer(ctx, 8192, IBV_ACCESS_LOCAL_WRITE, &buf, &mr);
 
     errno = 0;
     CHECK(!ibv_create_cq(ctx, 0, NULL, NULL, 0) && errno == EINVAL, 14);
@@ -80,10 +74,7 @@ int main(void)
     memset(&attr, 0, sizeof attr);
     attr.qp_state = IBV_QPS_RTS;
     CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL, 24);
-    attr.qp_state = IBV_QPS_INIT;
-    attr.port_num = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_ACCESS_FLAGS) == 0, 25);
+    CHECK(modify_to_init(qp, &attr, 0) == 0, 25);
     CHECK(qp->state == IBV_QPS_INIT, 26);
 
     struct ibv_sge rsge = { .addr = (uintptr_t)buf + 4096, .length = 4096, .lkey = mr->lkey };
@@ -92,20 +83,7 @@ int main(void)
 
     union ibv_gid gid;
     CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0, 28);
-    memset(&attr, 0, sizeof attr);
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
-    attr.dest_qp_num = qp->qp_num;
-    attr.rq_psn = 1;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.is_global = 1;
-    attr.ah_attr.grh.dgid = gid;
-    attr.ah_attr.grh.sgid_index = 1;
-    attr.ah_attr.grh.hop_limit = 1;
-    attr.ah_attr.port_num = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, 29);
+    CHECK(modify_to_rtr_self(qp, &attr, gid) == 0, 29);
 
     /* Not in RTS yet: the send is refused and bad_wr names it. */
     strcpy(buf, "hello softrnic");
@@ -115,14 +93,7 @@ int main(void)
                                .imm_data = htonl(0x01020304) }, *bad_swr = NULL;
     CHECK(ibv_post_send(qp, &swr, &bad_swr) != 0 && bad_swr == &swr, 30);
 
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.sq_psn = 1;
-    attr.max_rd_atomic = 1;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0, 31);
+    CHECK(modify_to_rts(qp, &attr) == 0, 31);
     CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE, &got) == 0 && attr.qp_state == IBV_QPS_RTS, 32);
     CHECK(attr.dest_qp_num == qp->qp_num && attr.path_mtu == IBV_MTU_1024 && attr.timeout == 14, 33);
 
@@ -163,10 +134,7 @@ int main(void)
     CHECK(ibv_destroy_cq(cq) == EINVAL, 45);
     CHECK(ibv_destroy_comp_channel(ch) == 0, 56);
     CHECK(ibv_destroy_comp_channel(ch) == EINVAL, 57);
-    CHECK(ibv_dereg_mr(mr) == 0, 46);
-    CHECK(ibv_dealloc_pd(pd) == 0, 47);
-    CHECK(ibv_close_device(ctx) == 0, 48);
-    ibv_free_device_list(list);
+    close_mr_and_device(list, ctx, pd, mr, 46);
     free(buf);
     puts("ok");
     return 0;

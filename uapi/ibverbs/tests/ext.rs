@@ -50,11 +50,8 @@ void *malloc(size_t n)
 
 int main(void)
 {
-    int n = -1;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    CHECK(list && n == 1, 10);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
-    CHECK(ctx, 11);
+    struct ibv_device **list;
+    struct ibv_context *ctx = open_only_device(&list);
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     CHECK(pd, 12);
     char *buf = aligned_alloc(4096, 16384);
@@ -165,9 +162,7 @@ int main(void)
         CHECK(ibv_dereg_mr_relaxed(mrs[i]) == 0, 66);
     CHECK(ibv_flush_relaxed_mr(pd) == 0, 67);
 
-    CHECK(ibv_dealloc_pd(pd) == 0, 70);
-    CHECK(ibv_close_device(ctx) == 0, 71);
-    ibv_free_device_list(list);
+    close_device(list, ctx, pd, 70);
     free(buf);
     puts("ok");
     return 0;

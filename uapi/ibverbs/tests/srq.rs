@@ -24,11 +24,8 @@ const PROGRAM: &str = r#"
 
 int main(void)
 {
-    int n = -1;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    CHECK(list && n == 1, 10);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
-    CHECK(ctx, 11);
+    struct ibv_device **list;
+    struct ibv_context *ctx = open_only_device(&list);
     CHECK(ctx->async_fd >= 0, 60);
     int flags = fcntl(ctx->async_fd, F_GETFL);
     CHECK(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0, 61);
@@ -37,12 +34,9 @@ int main(void)
     CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, 62);
     errno = 0;
     CHECK(ibv_get_async_event(NULL, &ev) == -1 && errno == EINVAL, 63);
-    struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    CHECK(pd, 12);
-    char *buf = aligned_alloc(4096, 8192);
-    memset(buf, 0, 8192);
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
-    CHECK(mr, 13);
+    char *buf;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd = pd_with_buffer(ctx, 8192, IBV_ACCESS_LOCAL_WRITE, &buf, &mr);
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(cq, 14);
 
@@ -141,10 +135,7 @@ int main(void)
     CHECK(ibv_destroy_srq(srq) == EINVAL, 44);
     CHECK(ibv_query_srq(srq, &sattr) == EINVAL, 45);
     CHECK(ibv_destroy_cq(cq) == 0, 46);
-    CHECK(ibv_dereg_mr(mr) == 0, 47);
-    CHECK(ibv_dealloc_pd(pd) == 0, 48);
-    CHECK(ibv_close_device(ctx) == 0, 49);
-    ibv_free_device_list(list);
+    close_mr_and_device(list, ctx, pd, mr, 47);
     free(buf);
     puts("ok");
     return 0;

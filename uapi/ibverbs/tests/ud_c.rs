@@ -40,17 +40,11 @@ static int send_to(struct ibv_qp *qp, struct ibv_ah *ah, struct ibv_mr *mr, char
 
 int main(void)
 {
-    int n = -1;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    CHECK(list && n == 1, 10);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
-    CHECK(ctx, 11);
-    struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    CHECK(pd, 12);
-    char *buf = aligned_alloc(4096, 8192);
-    memset(buf, 0, 8192);
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
-    CHECK(mr, 13);
+    struct ibv_device **list;
+    struct ibv_context *ctx = open_only_device(&list);
+    char *buf;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd = pd_with_buffer(ctx, 8192, IBV_ACCESS_LOCAL_WRITE, &buf, &mr);
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(cq, 14);
     struct ibv_qp_init_attr init = {
@@ -122,10 +116,7 @@ int main(void)
     CHECK(ibv_destroy_ah(ah) == EINVAL, 40);
     CHECK(ibv_destroy_qp(qp) == 0, 41);
     CHECK(ibv_destroy_cq(cq) == 0, 42);
-    CHECK(ibv_dereg_mr(mr) == 0, 43);
-    CHECK(ibv_dealloc_pd(pd) == 0, 44);
-    CHECK(ibv_close_device(ctx) == 0, 45);
-    ibv_free_device_list(list);
+    close_mr_and_device(list, ctx, pd, mr, 43);
     free(buf);
     puts("ok");
     return 0;

@@ -68,18 +68,12 @@ static struct seen *find(struct seen *s, int n, uint64_t wr_id)
 
 int main(void)
 {
-    int n = -1;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    CHECK(list && n == 1, 10);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
-    CHECK(ctx, 11);
-    struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    CHECK(pd, 12);
-    char *buf = aligned_alloc(4096, 16384);
-    memset(buf, 0, 16384);
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-    CHECK(mr, 13);
+    struct ibv_device **list;
+    struct ibv_context *ctx = open_only_device(&list);
+    char *buf;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd = pd_with_buffer(ctx, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, &buf, &mr);
 
     struct ibv_cq_init_attr_ex cattr = {
         .cqe = 16, .cq_context = (void *)0x1234,
@@ -181,6 +175,7 @@ int main(void)
 
     /* The same object as an ibv_cq: the classic poll sees the next completion. */
     CHECK(ibv_post_send(qp, &w2, &bad_swr) == 0, 36);
+    int n = -1;
     for (long i = 0; i < 100000000 && (n = ibv_poll_cq(cq, 1, &wc)) == 0; i++)
         ;
     CHECK(n == 1 && wc.wr_id == 3 && wc.opcode == IBV_WC_RDMA_WRITE && wc.status == 0, 37);
@@ -303,10 +298,7 @@ int main(void)
     CHECK(ibv_destroy_cq(cq) == 0, 91);
     CHECK(ibv_destroy_cq(cq) == EINVAL, 92);
     CHECK(ibv_destroy_comp_channel(ch) == 0, 96);
-    CHECK(ibv_dereg_mr(mr) == 0, 93);
-    CHECK(ibv_dealloc_pd(pd) == 0, 94);
-    CHECK(ibv_close_device(ctx) == 0, 95);
-    ibv_free_device_list(list);
+    close_mr_and_device(list, ctx, pd, mr, 93);
     free(buf);
     puts("ok");
     return 0;

@@ -1,6 +1,7 @@
 /* What the C test programs of uapi/ibverbs/tests share: the CHECK macro (print the failed
- * condition and errno, return the given exit code), polling one completion with a bound,
- * and an RC QP connected to itself through its device's GID 1. */
+ * condition and errno, return the given exit code), opening the only device, a PD with a
+ * registered buffer, closing them again, polling one completion with a bound, and an RC QP
+ * brought to RTS connected to itself through its device's GID 1 (at once or step by step). */
 #ifndef SOFTRNIC_TEST_H
 #define SOFTRNIC_TEST_H
 
@@ -23,41 +24,111 @@ static inline int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
     return 0;
 }
 
+/* CHECK for the helpers below, which return no exit code: exits with `code` instead. */
+#define REQUIRE(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); exit(code); } } while (0)
+
+/* The device list, which must hold exactly one device (else exit 10), and that device opened
+ * (else exit 11). */
+static inline struct ibv_context *open_only_device(struct ibv_device ***list_out)
+{
+    int n = -1;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    REQUIRE(list && n == 1, 10);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    REQUIRE(ctx, 11);
+    *list_out = list;
+    return ctx;
+}
+
+/* A PD on `ctx` (else exit 12) and `len` zeroed page-aligned bytes in `*buf_out`, registered
+ * in it with `access` as `*mr_out` (else exit 13). */
+static inline struct ibv_pd *pd_with_buffer(struct ibv_context *ctx, size_t len, int access,
+                                            char **buf_out, struct ibv_mr **mr_out)
+{
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd, 12);
+    char *buf = aligned_alloc(4096, len);
+    memset(buf, 0, len);
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, access);
+    REQUIRE(mr, 13);
+    *buf_out = buf;
+    *mr_out = mr;
+    return pd;
+}
+
+/* Deallocates `pd` (else exit `code`), closes `ctx` (else exit `code` + 1), frees `list`. */
+static inline void close_device(struct ibv_device **list, struct ibv_context *ctx,
+                                struct ibv_pd *pd, int code)
+{
+    REQUIRE(ibv_dealloc_pd(pd) == 0, code);
+    REQUIRE(ibv_close_device(ctx) == 0, code + 1);
+    ibv_free_device_list(list);
+}
+
+/* Deregisters `mr` (else exit `code`), then close_device from `code` + 1. */
+static inline void close_mr_and_device(struct ibv_device **list, struct ibv_context *ctx,
+                                       struct ibv_pd *pd, struct ibv_mr *mr, int code)
+{
+    REQUIRE(ibv_dereg_mr(mr) == 0, code);
+    close_device(list, ctx, pd, code + 1);
+}
+
+/* RESET -> INIT on port 1 with `access` for the peer, through `attr`: ibv_modify_qp's result. */
+static inline int modify_to_init(struct ibv_qp *qp, struct ibv_qp_attr *attr, int access)
+{
+    *attr = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
+                                  .qp_access_flags = access };
+    return ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                         IBV_QP_ACCESS_FLAGS);
+}
+
+/* INIT -> RTR towards the QP itself at `gid` (GID index 1, MTU 1024, PSN 1), through `attr`
+ * (cleared first): ibv_modify_qp's result. */
+static inline int modify_to_rtr_self(struct ibv_qp *qp, struct ibv_qp_attr *attr, union ibv_gid gid)
+{
+    memset(attr, 0, sizeof *attr);
+    attr->qp_state = IBV_QPS_RTR;
+    attr->path_mtu = IBV_MTU_1024;
+    attr->dest_qp_num = qp->qp_num;
+    attr->rq_psn = 1;
+    attr->max_dest_rd_atomic = 1;
+    attr->min_rnr_timer = 12;
+    attr->ah_attr.is_global = 1;
+    attr->ah_attr.grh.dgid = gid;
+    attr->ah_attr.grh.sgid_index = 1;
+    attr->ah_attr.grh.hop_limit = 1;
+    attr->ah_attr.port_num = 1;
+    return ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+/* RTR -> RTS (timeout 14, retries 7, PSN 1), through `attr` as RTR left it: ibv_modify_qp's
+ * result. */
+static inline int modify_to_rts(struct ibv_qp *qp, struct ibv_qp_attr *attr)
+{
+    attr->qp_state = IBV_QPS_RTS;
+    attr->timeout = 14;
+    attr->retry_cnt = 7;
+    attr->rnr_retry = 7;
+    attr->sq_psn = 1;
+    attr->max_rd_atomic = 1;
+    return ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                         IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
 /* RESET -> INIT (with `access` for the peer) -> RTR -> RTS, the peer being the QP itself:
  * 0, or the step that failed (1 INIT, 2 GID, 3 RTR, 4 RTS). */
 static inline int connect_to_self(struct ibv_context *ctx, struct ibv_qp *qp, int access)
 {
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-                                .qp_access_flags = access };
-    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                      IBV_QP_ACCESS_FLAGS) != 0)
+    struct ibv_qp_attr attr;
+    if (modify_to_init(qp, &attr, access) != 0)
         return 1;
     union ibv_gid gid;
     if (ibv_query_gid(ctx, 1, 1, &gid) != 0)
         return 2;
-    memset(&attr, 0, sizeof attr);
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
-    attr.dest_qp_num = qp->qp_num;
-    attr.rq_psn = 1;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.is_global = 1;
-    attr.ah_attr.grh.dgid = gid;
-    attr.ah_attr.grh.sgid_index = 1;
-    attr.ah_attr.grh.hop_limit = 1;
-    attr.ah_attr.port_num = 1;
-    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+    if (modify_to_rtr_self(qp, &attr, gid) != 0)
         return 3;
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.sq_psn = 1;
-    attr.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+    if (modify_to_rts(qp, &attr) != 0)
         return 4;
     return 0;
 }
