@@ -94,7 +94,9 @@ pub fn texts(out: &Output) -> (String, String) {
 /// Compiles the C program `source` against the installed `<infiniband/verbs.h>` and links it
 /// with the built library (so it imports our versioned symbols, as programs linked against
 /// rdma-core do); `None`, after saying on stderr that `test` skips, without cc or headers.
-/// Programs may `#include "softrnic_test.h"` (`tests/c/`: CHECK, poll_one, connect_to_self).
+/// Programs may `#include "softrnic_test.h"` (`tests/c/`: CHECK and REQUIRE, opening the only
+/// device, a PD with a registered buffer, QP state changes, `connect_to_self`, `poll_one`,
+/// teardown).
 pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         eprintln!("SKIP {test}: no <infiniband/verbs.h> (apt-get install libibverbs-dev)");
