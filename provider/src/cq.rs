@@ -7,10 +7,15 @@
 //! Completion events (IBTA 11.4.2.2 "Request Completion Notification"): a CQ with a
 //! [`Notifier`] that the consumer has armed calls it once for the next completion queued,
 //! then is disarmed until armed again (the completion channel of verbs).
+//!
+//! Resizing (IBTA 11.2.8.3 "Resize Completion Queue"; `ibv_resize_cq(3)`): [`Cq::resize`]
+//! allocates the new ring there and then and moves the waiting completions into it, in order,
+//! so completing still never allocates.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::error::Error;
 use crate::wc::WorkCompletion;
 
 /// Why a completion could not be queued.
@@ -79,6 +84,30 @@ impl Cq {
     /// Whether the CQ has overflowed (the async CQ error was raised).
     pub fn overflowed(&self) -> bool {
         self.overflowed
+    }
+
+    /// Resizes the CQ to hold `cqe` completions, keeping those waiting, oldest first; returns
+    /// the new capacity (exactly `cqe`; `ibv_resize_cq(3)` lets it be more). An overflowed CQ
+    /// can be resized too and stays in error: the lost completion is not brought back (rxe
+    /// checks nothing but the sizes either).
+    ///
+    /// # Errors
+    /// `EINVAL`, leaving the CQ unchanged, for 0 or fewer than the completions waiting (what
+    /// rxe's `rxe_cq_chk_attr` refuses; the device's `max_cqe` is the NIC's to check).
+    pub fn resize(&mut self, cqe: usize) -> crate::error::Result<usize> {
+        if cqe == 0 {
+            return Err(Error::InvalidArgument("cqe must be at least 1"));
+        }
+        if cqe < self.entries.len() {
+            return Err(Error::InvalidArgument(
+                "cqe is smaller than the completions in the CQ",
+            ));
+        }
+        let mut ring = VecDeque::with_capacity(cqe);
+        ring.extend(self.entries.drain(..));
+        self.entries = ring;
+        self.cqe = cqe;
+        Ok(cqe)
     }
 
     /// Queues a completion; fails, and marks the CQ in error, when it is full.
@@ -159,6 +188,78 @@ mod test {
         cq.arm();
         cq.push(wc(4)).unwrap();
         assert_eq!(count.load(Ordering::Relaxed), 2);
+    }
+
+    fn ids(cq: &mut Cq) -> Vec<u64> {
+        let mut out = [wc(0); 16];
+        let n = cq.poll(&mut out);
+        out[..n].iter().map(|w| w.wr_id).collect()
+    }
+
+    #[test]
+    fn resizing_up_keeps_the_completions_in_order_and_makes_room() {
+        let mut cq = Cq::new(3);
+        for id in 0..3 {
+            cq.push(wc(id)).unwrap();
+        }
+        assert_eq!(cq.resize(8), Ok(8));
+        assert_eq!(cq.capacity(), 8);
+        for id in 3..8 {
+            cq.push(wc(id)).unwrap();
+        }
+        assert_eq!(cq.push(wc(8)), Err(CqOverflow), "full at the new size");
+        assert_eq!(ids(&mut cq), (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn resizing_down_to_what_is_waiting_keeps_it_in_order() {
+        let mut cq = Cq::new(8);
+        for id in 0..5 {
+            cq.push(wc(id)).unwrap();
+        }
+        let mut out = [wc(0); 2];
+        assert_eq!(
+            cq.poll(&mut out),
+            2,
+            "the ring's head is no longer at slot 0"
+        );
+        assert_eq!(cq.resize(3), Ok(3));
+        assert_eq!(cq.push(wc(5)), Err(CqOverflow));
+        assert_eq!(ids(&mut cq), [2, 3, 4]);
+    }
+
+    #[test]
+    fn resizing_below_what_is_waiting_or_to_zero_is_einval_and_changes_nothing() {
+        let mut cq = Cq::new(4);
+        for id in 0..3 {
+            cq.push(wc(id)).unwrap();
+        }
+        for cqe in [0, 1, 2] {
+            assert_eq!(cq.resize(cqe).map_err(|e| e.errno()), Err(22), "cqe {cqe}");
+            assert_eq!((cq.capacity(), cq.len()), (4, 3));
+        }
+        assert_eq!(ids(&mut cq), [0, 1, 2]);
+    }
+
+    #[test]
+    fn an_overflowed_cq_resizes_and_stays_in_error() {
+        let mut cq = Cq::new(1);
+        cq.push(wc(1)).unwrap();
+        assert_eq!(cq.push(wc(2)), Err(CqOverflow));
+        assert_eq!(cq.resize(4), Ok(4));
+        assert!(cq.overflowed(), "the lost completion is not brought back");
+        assert_eq!(ids(&mut cq), [1]);
+    }
+
+    #[test]
+    fn a_resized_cq_does_not_allocate_when_completing() {
+        let mut cq = Cq::new(2);
+        cq.resize(8).unwrap();
+        let cap = cq.entries.capacity();
+        for id in 0..8 {
+            cq.push(wc(id)).unwrap();
+        }
+        assert_eq!(cq.entries.capacity(), cap);
     }
 
     #[test]

@@ -155,6 +155,24 @@ impl Nic {
         Ok(())
     }
 
+    /// `ibv_resize_cq`: makes `cq` hold `cqe` completions, keeping those in it (moving the
+    /// QPs' fresh completions in first, as [`Nic::poll_cq`] does, so they count); returns the
+    /// new capacity. See [`Cq::resize`].
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown CQ, `cqe` of 0 or above the device's `max_cqe`, or fewer than
+    /// the completions in the CQ (rxe's `rxe_cq_chk_attr`); the CQ is then unchanged.
+    pub fn resize_cq(&mut self, cq: CqId, cqe: usize) -> Result<usize> {
+        if cqe > Limits::MAX_CQE as usize {
+            return Err(Error::InvalidArgument("cqe is above max_cqe"));
+        }
+        self.route_completions();
+        self.cqs
+            .get_mut(&cq.0)
+            .ok_or(Error::InvalidArgument("no such CQ"))?
+            .resize(cqe)
+    }
+
     /// `ibv_destroy_cq`.
     ///
     /// # Errors
@@ -469,7 +487,27 @@ impl Nic {
 
 #[cfg(test)]
 mod tests {
-    use super::pkey_matches;
+    use super::*;
+
+    fn nic() -> Nic {
+        let mrs = Arc::new(MrTable::new(4, 1).unwrap());
+        Nic::new(IpAddr::from([127, 0, 31, 1]), mrs, 4)
+    }
+
+    #[test]
+    fn resize_cq_checks_the_size_against_max_cqe_and_one() {
+        let mut nic = nic();
+        let cq = nic.create_cq(4);
+        let max = Limits::MAX_CQE as usize;
+        for cqe in [0, max + 1] {
+            let e = nic.resize_cq(cq, cqe).unwrap_err();
+            assert_eq!(e.errno(), libc::EINVAL, "cqe {cqe}");
+        }
+        assert_eq!(nic.resize_cq(cq, max), Ok(max));
+        assert_eq!(nic.resize_cq(cq, 1), Ok(1));
+        let unknown = CqId(cq.0 + 1);
+        assert_eq!(nic.resize_cq(unknown, 4).unwrap_err().errno(), libc::EINVAL);
+    }
 
     #[test]
     fn pkey_matching_follows_ibta_10_9_3() {
