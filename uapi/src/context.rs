@@ -1,5 +1,5 @@
 //! Devices, protection domains and completion queues (`ibv_open_device`, `ibv_alloc_pd`,
-//! `ibv_create_cq`, `ibv_poll_cq`).
+//! `ibv_create_cq`, `ibv_resize_cq`, `ibv_poll_cq`).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -277,6 +277,23 @@ impl Cq {
     pub fn req_notify(&self) {
         let r = self.inner.ctx.inner.device.nic().arm_cq(self.inner.id);
         debug_assert!(r.is_ok(), "a Cq handle's CQ exists: {r:?}");
+    }
+
+    /// `ibv_resize_cq`: makes the CQ hold at least `cqe` completions, keeping those in it, in
+    /// order; returns the new capacity, which `ibv_resize_cq(3)` allows to be more than `cqe`
+    /// (softrnic's is exactly `cqe`). The new ring is allocated here, so completing still
+    /// never allocates. An overflowed CQ can be resized and stays in error.
+    ///
+    /// # Errors
+    /// `EINVAL` for 0, more than `max_cqe`, or fewer than the completions in the CQ; the CQ
+    /// is then unchanged.
+    pub fn resize(&self, cqe: usize) -> Result<usize> {
+        self.inner
+            .ctx
+            .inner
+            .device
+            .nic()
+            .resize_cq(self.inner.id, cqe)
     }
 
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. If the CQ
