@@ -83,7 +83,8 @@ fn open_list() -> std::sync::MutexGuard<'static, Vec<usize>> {
 }
 
 /// The ops of `ibv_context_ops` that inline code calls without a NULL check: the CQ, QP,
-/// SRQ and memory-window ones.
+/// SRQ and memory-window ones; and `_compat_resize_cq`, which rdma-core also fills with the
+/// provider's `resize_cq` (its `verbs_set_ops`).
 fn context_ops() -> ibv_context_ops {
     ibv_context_ops {
         alloc_mw: Some(mw::op_alloc_mw),
@@ -91,6 +92,7 @@ fn context_ops() -> ibv_context_ops {
         dealloc_mw: Some(mw::op_dealloc_mw),
         poll_cq: Some(cq::op_poll_cq),
         req_notify_cq: Some(cq::op_req_notify_cq),
+        _compat_resize_cq: Some(cq::op_resize_cq),
         post_srq_recv: Some(srq::op_post_srq_recv),
         post_send: Some(post::op_post_send),
         post_recv: Some(post::op_post_recv),

@@ -59,6 +59,8 @@ pub struct ibv_device {
 pub type PollCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
 /// `int (*req_notify_cq)(struct ibv_cq *, int)`.
 pub type ReqNotifyCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+/// `int (*resize_cq)(struct ibv_cq *, int cqe)`.
+pub type ResizeCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
 /// `int (*post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **)`.
 pub type PostSendFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
@@ -96,7 +98,7 @@ pub struct ibv_context_ops {
     pub poll_cq: Option<PollCqFn>,
     pub req_notify_cq: Option<ReqNotifyCqFn>,
     pub _compat_cq_event: OpaqueFn,
-    pub _compat_resize_cq: OpaqueFn,
+    pub _compat_resize_cq: Option<ResizeCqFn>,
     pub _compat_destroy_cq: OpaqueFn,
     pub _compat_create_srq: OpaqueFn,
     pub _compat_modify_srq: OpaqueFn,

@@ -1,5 +1,6 @@
-//! Completion queues: `ibv_create_cq`, `ibv_destroy_cq`, and the ops `poll_cq` and
-//! `req_notify_cq` that verbs.h's inline `ibv_poll_cq` / `ibv_req_notify_cq` call.
+//! Completion queues: `ibv_create_cq`, `ibv_resize_cq`, `ibv_destroy_cq`, and the ops
+//! `poll_cq` and `req_notify_cq` that verbs.h's inline `ibv_poll_cq` / `ibv_req_notify_cq`
+//! call.
 //!
 //! A [`SoftCq`] is the C `ibv_cq` followed by the `softrnic_uapi` [`Cq`]; QPs hold the CQ
 //! inside the uapi object, so `ibv_destroy_cq` is `EBUSY` while a QP uses it. A CQ created
@@ -120,6 +121,38 @@ pub(crate) fn create(
     }
     CQS.insert(p);
     p
+}
+
+export! { "IBVERBS_1.1";
+    /// `int ibv_resize_cq(struct ibv_cq *, int cqe)` (`ibv_resize_cq(3)`): 0, with `cq->cqe`
+    /// set to the new size; `EINVAL` for a pointer that is not a live CQ, `cqe` out of
+    /// 1..=max_cqe, or fewer than the completions in the CQ (which is then unchanged).
+    /// rdma-core's calls the provider's `resize_cq` op, as this does.
+    unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+        // SAFETY: the caller's arguments, passed on as they came.
+        unsafe { op_resize_cq(cq, cqe) }
+    }
+}
+
+/// `ibv_context_ops._compat_resize_cq`, the provider's `resize_cq`: see [`ibv_resize_cq`].
+pub(crate) unsafe extern "C" fn op_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    catch(libc::EIO, || {
+        let Some(inner) = cq_of(cq).and_then(|c| c.cq.as_ref()) else {
+            return libc::EINVAL;
+        };
+        let Ok(cqe) = usize::try_from(cqe) else {
+            return libc::EINVAL;
+        };
+        match inner.resize(cqe) {
+            Ok(n) => {
+                // SAFETY: `cq` is live (checked above); the application does not race a
+                // resize with other uses of `cqe`, as with rdma-core's providers.
+                unsafe { (*cq).cqe = n as c_int };
+                0
+            }
+            Err(e) => e.errno(),
+        }
+    })
 }
 
 export! { "IBVERBS_1.1";

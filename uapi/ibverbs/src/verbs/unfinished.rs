@@ -4,12 +4,11 @@
 //! verb: NULL with `errno = ENOSYS` or an `ENOSYS` return value.
 //!
 //! Unfinished (next steps of issue 4):
-//! * resizing CQs: `ibv_resize_cq`;
-//! * multicast (UD): `ibv_attach_mcast`, `ibv_detach_mcast`;
+//! * multicast (UD): `ibv_attach_mcast`, `ibv_detach_mcast`.
 
 use libc::{c_int, c_void};
 
-use crate::abi::objects::{ibv_cq, ibv_qp};
+use crate::abi::objects::ibv_qp;
 use crate::export::export;
 use crate::ffi::set_errno;
 
@@ -33,7 +32,6 @@ macro_rules! errno_stubs {
 }
 
 errno_stubs! {
-    "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int);
     "IBVERBS_1.1" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
     "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const c_void, lid: u16);
 }
