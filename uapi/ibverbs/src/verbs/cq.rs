@@ -134,7 +134,7 @@ export! { "IBVERBS_1.1";
     }
 }
 
-/// `ibv_context_ops._compat_resize_cq`, the provider's `resize_cq`: see [`ibv_resize_cq`].
+/// `ibv_context_ops._compat_resize_cq`, the provider's `resize_cq`: `ibv_resize_cq` above.
 pub(crate) unsafe extern "C" fn op_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
     catch(libc::EIO, || {
         let Some(inner) = cq_of(cq).and_then(|c| c.cq.as_ref()) else {
