@@ -34,7 +34,10 @@ use std::time::{Duration, Instant};
 
 use super::emit::Emitter;
 use super::ingress::{accept, Rejected};
+use crate::device::Gid;
+use crate::error::{Error, Result};
 use crate::mr::MrTable;
+use crate::nic::mcast::Membership;
 use crate::nic::Nic;
 use crate::rc::Transmit;
 use crate::transport::{RecvBatch, Transport};
@@ -198,6 +201,56 @@ impl Device {
         }
     }
 
+    /// `ibv_attach_mcast` (IBTA 10.5, 11.3): attaches UD QP `qpn` to the multicast group
+    /// `mgid`; the group's first QP makes the transport join the group's IP address.
+    ///
+    /// # Errors
+    /// `EINVAL` as [`Nic::attach_mcast`]; the transport's error (`EOPNOTSUPP` for one without
+    /// multicast), the QP then not attached.
+    pub fn attach_mcast(&self, qpn: u32, mgid: &Gid) -> Result<()> {
+        // The transport lock first, as the rounds of progress take it: the NIC's membership
+        // and the transport's change together.
+        let mut io = lock(&self.inner.io);
+        let mut nic = lock(&self.inner.nic);
+        if let Membership::Join(group) = nic.attach_mcast(qpn, mgid)? {
+            if let Err(e) = io.transport.join_multicast(group) {
+                let _ = nic.detach_mcast(qpn, mgid);
+                return Err(transport_error(&e));
+            }
+        }
+        Ok(())
+    }
+
+    /// `ibv_detach_mcast`: detaches QP `qpn` from `mgid`; the group's last QP makes the
+    /// transport leave it.
+    ///
+    /// # Errors
+    /// `EINVAL` as [`Nic::detach_mcast`] (the QP is not attached, ...).
+    pub fn detach_mcast(&self, qpn: u32, mgid: &Gid) -> Result<()> {
+        let mut io = lock(&self.inner.io);
+        let membership = lock(&self.inner.nic).detach_mcast(qpn, mgid)?;
+        if let Membership::Leave(group) = membership {
+            // Detached in any case: a transport that fails to leave only receives more.
+            let _ = io.transport.leave_multicast(group);
+        }
+        Ok(())
+    }
+
+    /// `ibv_destroy_qp`: destroys QP `qpn`, detaching it from its multicast groups (and the
+    /// transport leaves those it was the last QP of).
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown QP.
+    pub fn destroy_qp(&self, qpn: u32) -> Result<()> {
+        let mut io = lock(&self.inner.io);
+        let mut left = Vec::new();
+        lock(&self.inner.nic).destroy_qp_leaving(qpn, &mut left)?;
+        for group in left {
+            let _ = io.transport.leave_multicast(group);
+        }
+        Ok(())
+    }
+
     /// The transport's counters.
     pub fn transport_stats(&self) -> crate::transport::TransportStats {
         lock(&self.inner.io).transport.stats()
@@ -216,6 +269,15 @@ impl Drop for Device {
             t.thread().unpark();
             let _ = t.join();
         }
+    }
+}
+
+/// A transport's error as the verbs return it: its errno, `EIO` if it has none.
+fn transport_error(e: &io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => Error::NotSupported("the transport has no multicast"),
+        Some(errno) => Error::Io(errno),
+        None => Error::Io(libc::EIO),
     }
 }
 
@@ -245,7 +307,8 @@ fn receive(inner: &Inner, io: &mut Io, now: Instant) -> (usize, usize) {
             for pkt in io.batch.iter() {
                 match accept(&pkt) {
                     Ok((p, verified)) => {
-                        nic.handle_packet_from(now, &p, verified, pkt.meta.src.ip())
+                        let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
+                        nic.handle_packet_to(now, &p, verified, src, dst);
                     }
                     Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
                     Err(Rejected::Malformed) => nic.rx.malformed += 1,

@@ -1,7 +1,8 @@
 //! The software NIC of one device, sans-IO: its QPs and CQs, the demultiplexing of received
 //! packets to QPs by destination QPN (IBTA 9.6.1.1 "BTH: DestQP"), and the routing of each QP's
 //! completions to its send or receive CQ, its shared receive queues (IBTA 10.2.9) and its
-//! asynchronous event queue (IBTA 11.6.3). The driver ([`crate::driver::device`]) feeds it
+//! asynchronous event queue (IBTA 11.6.3), and of multicast packets to the UD QPs attached to
+//! their group (IBTA 10.5, [`mcast`]). The driver ([`crate::driver::device`]) feeds it
 //! packets and time under a lock and sends what it emits.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -11,7 +12,10 @@ use std::time::Instant;
 
 use softrnic_wire::roce::RocePacket;
 
+pub mod mcast;
+
 use crate::cq::{Cq, Notifier};
+use crate::device::Gid;
 use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventQueue, EventType};
@@ -21,6 +25,7 @@ use crate::rc::{Completion, CqSide, Qp, QpCaps, Transmit};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
+use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
@@ -57,6 +62,8 @@ pub struct RxStats {
     /// Packets dropped because their BTH P_Key does not match the port's (IBTA 10.9.3;
     /// `ibv_port_attr.bad_pkey_cntr`).
     pub bad_pkey: u64,
+    /// Multicast packets (DestQP 0xFFFFFF) to a group no QP is attached to.
+    pub no_group: u64,
 }
 
 /// The port's one P_Key: the default partition, full member (kernel rxe's and RoCE's).
@@ -82,6 +89,7 @@ pub struct Nic {
     qps: HashMap<u32, QpEntry>,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
+    mcast: McastTable,
     events: EventQueue,
     /// Called when events become pending and none was signalled since the consumer last
     /// drained them ([`Nic::set_event_notifier`]).
@@ -103,6 +111,7 @@ impl Nic {
             qps: HashMap::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
+            mcast: McastTable::default(),
             events: EventQueue::new(EVENT_QUEUE_LEN),
             event_notifier: None,
             event_signalled: false,
@@ -340,15 +349,68 @@ impl Nic {
         Ok(qpn)
     }
 
-    /// `ibv_destroy_qp`. Its events not yet collected go with it.
+    /// `ibv_destroy_qp`. Its events not yet collected go with it, and it is detached from
+    /// its multicast groups (use [`crate::driver::Device::destroy_qp`] so that the device also
+    /// leaves the groups this empties).
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        self.destroy_qp_leaving(qpn, &mut Vec::new())
+    }
+
+    /// [`Nic::destroy_qp`], appending to `left` the IP addresses of the multicast groups it
+    /// leaves without QPs (for the transport to leave).
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown QP.
+    pub fn destroy_qp_leaving(&mut self, qpn: u32, left: &mut Vec<IpAddr>) -> Result<()> {
         self.qps
             .remove(&qpn)
-            .map(drop)
-            .ok_or(Error::InvalidArgument("no such QP"))
+            .ok_or(Error::InvalidArgument("no such QP"))?;
+        self.mcast.detach_all(qpn, left);
+        Ok(())
+    }
+
+    /// `ibv_attach_mcast` (IBTA 11.3): attaches UD QP `qpn` to the multicast group `mgid`;
+    /// says whether the device must now join the group on the network.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown QP, a QP that is not UD, or a GID that is not multicast.
+    pub fn attach_mcast(&mut self, qpn: u32, mgid: &Gid) -> Result<Membership> {
+        self.check_mcast(qpn, mgid)?;
+        Ok(self.mcast.attach(qpn, mgid))
+    }
+
+    /// `ibv_detach_mcast`: detaches QP `qpn` from `mgid`; says whether the device must now
+    /// leave the group on the network.
+    ///
+    /// # Errors
+    /// `EINVAL` as [`Nic::attach_mcast`], or if the QP is not attached to `mgid`.
+    pub fn detach_mcast(&mut self, qpn: u32, mgid: &Gid) -> Result<Membership> {
+        self.check_mcast(qpn, mgid)?;
+        self.mcast.detach(qpn, mgid)
+    }
+
+    /// Whether QP `qpn` is attached to `mgid`.
+    pub fn is_attached(&self, qpn: u32, mgid: &Gid) -> bool {
+        self.mcast.is_attached(qpn, mgid)
+    }
+
+    fn check_mcast(&self, qpn: u32, mgid: &Gid) -> Result<()> {
+        let e = self
+            .qps
+            .get(&qpn)
+            .ok_or(Error::InvalidArgument("no such QP"))?;
+        if e.qp.qp_type() != QpType::Ud {
+            return Err(Error::InvalidArgument(
+                "only a UD QP joins a multicast group",
+            ));
+        }
+        if !is_multicast_gid(mgid) {
+            return Err(Error::InvalidArgument("not a multicast GID"));
+        }
+        Ok(())
     }
 
     /// The QP `qpn`.
@@ -421,8 +483,8 @@ impl Nic {
         self.handle_packet_from(now, pkt, verified, none);
     }
 
-    /// [`Nic::handle_packet`] for a packet from IP address `src` (a UD QP's receive GRH
-    /// names it).
+    /// [`Nic::handle_packet`] for a packet from IP address `src` to the device's address (a
+    /// UD QP's receive GRH names them).
     pub fn handle_packet_from(
         &mut self,
         now: Instant,
@@ -430,19 +492,55 @@ impl Nic {
         verified: bool,
         src: IpAddr,
     ) {
-        let Some(e) = self.qps.get_mut(&pkt.repr.bth.dest_qp) else {
+        let local = self.local;
+        self.handle_packet_to(now, pkt, verified, src, local);
+    }
+
+    /// [`Nic::handle_packet`] for a packet from IP address `src` to `dst`: the device's
+    /// address, or a multicast group's. A packet with DestQP 0xFFFFFF to a group goes to
+    /// every QP attached to the group, each checking it (its Q_Key) as a unicast datagram
+    /// and completing its own receive WQE (IBTA 10.5; rxe's `rxe_rcv_mcast_pkt`).
+    pub fn handle_packet_to(
+        &mut self,
+        now: Instant,
+        pkt: &RocePacket<'_>,
+        verified: bool,
+        src: IpAddr,
+        dst: IpAddr,
+    ) {
+        let dest_qp = pkt.repr.bth.dest_qp;
+        let pkey_ok = pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY);
+        if dest_qp == MULTICAST_QPN && dst.is_multicast() {
+            let members = self.mcast.members(dst);
+            if members.is_empty() {
+                self.rx.no_group += 1;
+                return;
+            }
+            if !pkey_ok {
+                self.rx.bad_pkey += 1;
+                return;
+            }
+            self.rx.delivered += 1;
+            self.rx.unverified += u64::from(!verified);
+            for qpn in members {
+                if let Some(e) = self.qps.get_mut(qpn) {
+                    e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
+                }
+            }
+            return;
+        }
+        let Some(e) = self.qps.get_mut(&dest_qp) else {
             self.rx.no_qp += 1;
             return;
         };
-        if !pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY) {
+        if !pkey_ok {
             // Silently dropped and counted, as IBTA 9.6.1.1 and rxe's check_keys do.
             self.rx.bad_pkey += 1;
             return;
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        let local = self.local;
-        e.qp.handle_packet_from(now, pkt, src, local, &self.mrs, &mut self.srqs);
+        e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
     }
 
     /// Runs the QPs' due timers.

@@ -12,6 +12,11 @@
 //! is held back until `reorder_by` later packets to the same endpoint have arrived, or
 //! `reorder_hold_ns` passed), and a fixed one-way delay.
 //!
+//! Multicast (IBTA 10.5 over RoCE v2's IP multicast, annex A17): an endpoint joins a group
+//! address with [`Transport::join_multicast`], and a datagram sent to a multicast address
+//! reaches every endpoint that joined it — the sender too, as with `IP_MULTICAST_LOOP` —
+//! each its own copy with its own fault draws, and [`super::RecvMeta::dst`] the group.
+//!
 //! Time is virtual: nanoseconds that the test harness passes to [`Fabric::advance_to`]; sends
 //! are stamped with the fabric's current time. With zero delay a packet is in the destination's
 //! inbox when `send_batch` returns. Endpoints are [`Transport`]s, so driver code runs over the
@@ -79,7 +84,8 @@ pub struct FabricStats {
     pub reordered: u64,
     /// Packets with a bit flipped.
     pub corrupted: u64,
-    /// Packets to an address no endpoint has, or to a port other than 4791.
+    /// Packets to an address no endpoint has (a multicast group no endpoint joined), or to a
+    /// port other than 4791.
     pub unroutable: u64,
 }
 
@@ -113,6 +119,8 @@ struct Datagram {
     bytes: Vec<u8>,
     ip_len: usize,
     src: SocketAddr,
+    /// The destination IP address: the endpoint's, or a multicast group's.
+    dst: IpAddr,
 }
 
 #[derive(Debug)]
@@ -134,6 +142,8 @@ struct Held {
 #[derive(Debug)]
 struct Endpoint {
     addr: IpAddr,
+    /// The multicast groups joined.
+    groups: Vec<IpAddr>,
     inbox: VecDeque<Datagram>,
     held: Vec<Held>,
     stats: TransportStats,
@@ -208,6 +218,7 @@ impl Fabric {
         }
         f.endpoints.push(Endpoint {
             addr,
+            groups: Vec::new(),
             inbox: VecDeque::new(),
             held: Vec::new(),
             stats: TransportStats::default(),
@@ -268,6 +279,24 @@ impl FabricEndpoint {
     }
 }
 
+/// Writes the whole datagram of `p` — IP header `ip`, UDP header, payload — into `bytes`;
+/// returns the IP header's length.
+fn emit_datagram(ip: &IpHeader, p: &OutPacket<'_>, bytes: &mut Vec<u8>) -> io::Result<usize> {
+    let udp = UdpHeader {
+        src_port: p.src_port,
+        dst_port: ROCE_V2_UDP_PORT,
+        checksum: 0, // none, as RoCEv2 senders send it
+    };
+    let mut outer = [0u8; IPV6_HEADER_LEN + UDP_HEADER_LEN];
+    let outer_len = emit_outer(ip, &udp, UDP_HEADER_LEN + p.len(), &mut outer)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    bytes.extend_from_slice(&outer[..outer_len]);
+    for piece in p.pieces {
+        bytes.extend_from_slice(piece);
+    }
+    Ok(ip.header_len())
+}
+
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     // A panic elsewhere (a failed test assertion) must not hide behind a poisoned lock.
     inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -305,8 +334,15 @@ impl Inner {
             st.tx_packets += 1;
             st.tx_bytes += payload_len as u64;
         }
-        let dst = self.endpoints.iter().position(|e| e.addr == p.dst.ip());
-        let Some(dst) = dst.filter(|_| p.dst.port() == ROCE_V2_UDP_PORT) else {
+        if p.dst.port() != ROCE_V2_UDP_PORT {
+            self.stats.unroutable += 1;
+            return Ok(());
+        }
+        let src = SocketAddr::new(src_ip, p.src_port);
+        if p.dst.ip().is_multicast() {
+            return self.send_multicast(&ip, src, p);
+        }
+        let Some(dst) = self.endpoints.iter().position(|e| e.addr == p.dst.ip()) else {
             self.stats.unroutable += 1;
             return Ok(());
         };
@@ -315,40 +351,74 @@ impl Inner {
             return Ok(());
         }
         let mut bytes = self.buffer();
-        let udp = UdpHeader {
-            src_port: p.src_port,
-            dst_port: ROCE_V2_UDP_PORT,
-            checksum: 0, // none, as RoCEv2 senders send it
+        let ip_len = emit_datagram(&ip, p, &mut bytes)?;
+        let datagram = Datagram {
+            bytes,
+            ip_len,
+            src,
+            dst: p.dst.ip(),
         };
-        let mut outer = [0u8; IPV6_HEADER_LEN + UDP_HEADER_LEN];
-        let outer_len = emit_outer(&ip, &udp, udp_len, &mut outer)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let ip_len = ip.header_len();
-        bytes.extend_from_slice(&outer[..outer_len]);
-        for piece in p.pieces {
-            bytes.extend_from_slice(piece);
+        self.fault_and_launch(dst, datagram);
+        Ok(())
+    }
+
+    /// Sends a copy of a packet to a multicast group to every endpoint that joined it, each
+    /// through its own faults.
+    fn send_multicast(
+        &mut self,
+        ip: &IpHeader,
+        src: SocketAddr,
+        p: &OutPacket<'_>,
+    ) -> io::Result<()> {
+        let group = p.dst.ip();
+        let mut template = self.buffer();
+        let ip_len = emit_datagram(ip, p, &mut template)?;
+        let mut reached = false;
+        for dst in 0..self.endpoints.len() {
+            if !self.endpoints[dst].groups.contains(&group) {
+                continue;
+            }
+            reached = true;
+            if self.rng.chance(self.config.loss) {
+                self.stats.lost += 1;
+                continue;
+            }
+            let mut bytes = self.buffer();
+            bytes.extend_from_slice(&template);
+            let datagram = Datagram {
+                bytes,
+                ip_len,
+                src,
+                dst: group,
+            };
+            self.fault_and_launch(dst, datagram);
         }
+        self.stats.unroutable += u64::from(!reached);
+        self.pool.push(template);
+        Ok(())
+    }
+
+    /// Corrupts and duplicates a datagram by the faults' draws and puts it (and its copy) on
+    /// its way to endpoint `dst`.
+    fn fault_and_launch(&mut self, dst: usize, mut datagram: Datagram) {
+        let at = datagram.ip_len + UDP_HEADER_LEN;
+        let payload_len = datagram.bytes.len() - at;
         if payload_len > 0 && self.rng.chance(self.config.corrupt) {
             let bit = self.rng.below(payload_len as u64 * 8) as usize;
-            bytes[ip_len + UDP_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
+            datagram.bytes[at + bit / 8] ^= 1 << (bit % 8);
             self.stats.corrupted += 1;
         }
-        let src = SocketAddr::new(src_ip, p.src_port);
         if self.rng.chance(self.config.duplicate) {
             self.stats.duplicated += 1;
             let mut copy = self.buffer();
-            copy.extend_from_slice(&bytes);
-            self.launch(
-                dst,
-                Datagram {
-                    bytes: copy,
-                    ip_len,
-                    src,
-                },
-            );
+            copy.extend_from_slice(&datagram.bytes);
+            let dup = Datagram {
+                bytes: copy,
+                ..datagram
+            };
+            self.launch(dst, dup);
         }
-        self.launch(dst, Datagram { bytes, ip_len, src });
-        Ok(())
+        self.launch(dst, datagram);
     }
 
     /// Puts a datagram on its way to endpoint `dst`.
@@ -460,7 +530,7 @@ impl Transport for FabricEndpoint {
             let len = payload.len().min(buf.len());
             buf[..len].copy_from_slice(&payload[..len]);
             meta.src = d.src;
-            meta.dst = self.addr;
+            meta.dst = d.dst;
             meta.len = len;
             meta.truncated = len < payload.len();
             meta.set_ip_header(&d.bytes[..d.ip_len]);
@@ -485,6 +555,38 @@ impl Transport for FabricEndpoint {
 
     fn local_addr(&self) -> IpAddr {
         self.addr
+    }
+
+    /// Joins `group` (a multicast address; `InvalidInput` otherwise, `AddrInUse` if joined).
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        if !group.is_multicast() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a multicast address",
+            ));
+        }
+        let mut f = lock(&self.inner);
+        let groups = &mut f.endpoints[self.index].groups;
+        if groups.contains(&group) {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "group already joined",
+            ));
+        }
+        groups.push(group);
+        Ok(())
+    }
+
+    /// Leaves `group` (`InvalidInput` if not joined).
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let mut f = lock(&self.inner);
+        let groups = &mut f.endpoints[self.index].groups;
+        let i = groups
+            .iter()
+            .position(|&g| g == group)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "group not joined"))?;
+        groups.swap_remove(i);
+        Ok(())
     }
 
     fn stats(&self) -> TransportStats {

@@ -250,3 +250,40 @@ fn held_packet_is_released_by_count_or_deadline() {
     fabric.advance_to(10_000);
     assert!(b.poll(None).unwrap().recv);
 }
+
+#[test]
+fn a_multicast_datagram_reaches_every_endpoint_that_joined_the_group() {
+    let group = IpAddr::V4(std::net::Ipv4Addr::new(239, 1, 32, 1));
+    let c_addr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 3));
+    let fabric = Fabric::new(FabricConfig::default(), 9);
+    let mut a = fabric.attach(A).unwrap();
+    let mut b = fabric.attach(B).unwrap();
+    let mut c = fabric.attach(c_addr).unwrap();
+    let not_multicast = b.join_multicast(A).unwrap_err();
+    assert_eq!(not_multicast.kind(), io::ErrorKind::InvalidInput);
+    b.join_multicast(group).unwrap();
+    c.join_multicast(group).unwrap();
+    assert!(c.join_multicast(group).is_err(), "joined twice");
+    send_many(&fabric, &mut a, group, 3);
+    for ep in [&mut b, &mut c] {
+        let mut batch = RecvBatch::new(8, 2048);
+        assert_eq!(ep.recv_batch(&mut batch).unwrap(), 3);
+        for p in batch.iter() {
+            assert_eq!(p.meta.dst, group, "delivered to the group's address");
+            assert_eq!(p.meta.src.ip(), A);
+            assert_eq!(p.icrc_status(), IcrcStatus::Ok, "the ICRC covers the group");
+        }
+    }
+    assert!(drain(&mut a).is_empty(), "the sender did not join");
+    assert_eq!(fabric.stats().delivered, 6);
+
+    // C leaves: only B gets the next one; with nobody left it is unroutable.
+    c.leave_multicast(group).unwrap();
+    assert!(c.leave_multicast(group).is_err(), "left twice");
+    send_many(&fabric, &mut a, group, 1);
+    assert_eq!(drain(&mut b).len(), 1);
+    assert!(drain(&mut c).is_empty());
+    b.leave_multicast(group).unwrap();
+    send_many(&fabric, &mut a, group, 1);
+    assert_eq!(fabric.stats().unroutable, 1);
+}

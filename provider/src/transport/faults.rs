@@ -259,6 +259,14 @@ impl<T: Transport> Transport for FaultInjector<T> {
         self.inner.local_addr()
     }
 
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        self.inner.join_multicast(group)
+    }
+
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        self.inner.leave_multicast(group)
+    }
+
     fn stats(&self) -> TransportStats {
         self.inner.stats()
     }

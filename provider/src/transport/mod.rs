@@ -11,7 +11,9 @@
 //!   byte pieces (headers from a scratch buffer, payload straight from registered memory, the
 //!   ICRC's 4 bytes) that the transport hands to the kernel as an iovec list, never gathered;
 //! * [`Transport::recv_batch`] into a caller-owned, reused [`RecvBatch`];
-//! * [`Transport::poll`] to sleep until a packet arrives or the engine's next deadline.
+//! * [`Transport::poll`] to sleep until a packet arrives or the engine's next deadline;
+//! * [`Transport::join_multicast`] / [`Transport::leave_multicast`] when the device's first
+//!   QP attaches to a multicast group or its last one detaches (IBTA 10.5).
 //!
 //! Implementations: [`udp::UdpTransport`] (kernel UDP sockets, unprivileged) and
 //! [`fabric::Fabric`] (an in-memory network with seeded fault injection, for deterministic
@@ -130,7 +132,7 @@ pub enum IcrcStatus {
 pub struct RecvMeta {
     /// Source address and UDP source port.
     pub src: SocketAddr,
-    /// Destination (local) IP address.
+    /// Destination IP address: the local one, or a multicast group the transport joined.
     pub dst: IpAddr,
     /// Bytes of UDP payload stored in the slot.
     pub len: usize,
@@ -390,6 +392,29 @@ pub trait Transport {
 
     /// The counters so far.
     fn stats(&self) -> TransportStats;
+
+    /// Joins the IP multicast group `group` (a multicast GID's address, IBTA annex A17): from
+    /// now on datagrams sent to `(group, 4791)` are received too, with
+    /// [`RecvMeta::dst`] = `group`. Called when a device's first QP attaches to the group
+    /// (`ibv_attach_mcast`, IBTA 10.5). By default not supported.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` (`EOPNOTSUPP`) for a transport without multicast; the OS's errors.
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let _ = group;
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+
+    /// Leaves a group joined with [`Transport::join_multicast`] (its last QP detached).
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::join_multicast`]; `InvalidInput` for a group not joined.
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let _ = group;
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
 
     /// A file descriptor that becomes readable when a packet arrives, for a driver that sleeps
     /// in `poll(2)` without holding the transport; `None` if there is none (the in-memory
