@@ -1,6 +1,7 @@
-//! Queue pairs (`ibv_create_qp`, `ibv_modify_qp`, `ibv_post_send`, `ibv_post_recv`).
+//! Queue pairs (`ibv_create_qp`, `ibv_modify_qp`, `ibv_post_send`, `ibv_post_recv`,
+//! `ibv_attach_mcast`, `ibv_detach_mcast`).
 
-use softrnic_provider::device::Limits;
+use softrnic_provider::device::{Gid, Limits};
 use softrnic_provider::qp_state::{AttrMask, QpType};
 use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 use softrnic_provider::wr::{RecvWr, SendWr};
@@ -189,12 +190,33 @@ impl QueuePair {
     }
 }
 
+impl QueuePair {
+    /// `ibv_attach_mcast`: attaches this UD QP to the multicast group `mgid` (IBTA 10.5): it
+    /// then also receives the datagrams sent to the group (DestQP 0xFFFFFF, to the group's IP
+    /// address on RoCE v2), each checked against its Q_Key. Attaching twice is a no-op.
+    ///
+    /// # Errors
+    /// `EINVAL` for a QP that is not UD or a GID that is not multicast (`::ffff:224.0.0.0/100`
+    /// or `ff00::/8`); `EOPNOTSUPP` on a transport without multicast.
+    pub fn attach_mcast(&self, mgid: &Gid) -> Result<()> {
+        self.ctx.inner.device.attach_mcast(self.qpn, mgid)
+    }
+
+    /// `ibv_detach_mcast`: detaches this QP from the multicast group `mgid`.
+    ///
+    /// # Errors
+    /// `EINVAL` as [`QueuePair::attach_mcast`], or if the QP is not attached to `mgid`.
+    pub fn detach_mcast(&self, mgid: &Gid) -> Result<()> {
+        self.ctx.inner.device.detach_mcast(self.qpn, mgid)
+    }
+}
+
 impl Drop for QueuePair {
     fn drop(&mut self) {
         // The responder may owe ACKs for messages whose completions were already polled (a
         // poll routes completions before the progress thread emits the round's ACKs): send
         // them, or the peer's last requests fail with RETRY_EXC_ERR once this QP is gone.
         self.ctx.inner.device.flush();
-        let _ = self.ctx.inner.device.nic().destroy_qp(self.qpn);
+        let _ = self.ctx.inner.device.destroy_qp(self.qpn);
     }
 }
