@@ -26,7 +26,13 @@
 //!   never fragments, IPv4 packets carry DF and (unconnected socket) IP ID 0, as kernel rxe's
 //!   carry DF. A datagram over the path MTU fails with `EMSGSIZE` and is dropped (counted).
 //! * All sockets are nonblocking; [`Transport::poll`] is one `ppoll` on the receive socket
-//!   (and, after a send would block, on the blocked socket for `POLLOUT`).
+//!   and the multicast groups' (the first [`MAX_POLLED_GROUPS`]), and, after a send would
+//!   block, on the blocked socket for `POLLOUT`.
+//! * **Multicast** (IBTA 10.5, `ibv_attach_mcast`): a socket per joined group, bound to
+//!   `(group, 4791)`, read by [`Transport::recv_batch`] after the receive socket; every socket
+//!   sends multicast from the device's interface (see [`mcast`]). [`Transport::wait_fd`] is
+//!   the receive socket only, so a progress thread sleeping on it notices a group's datagram
+//!   at its next wake-up (at most a millisecond later), not at once.
 //! * The send sockets' receive buffers are shrunk to the minimum: peers send to 4791, so
 //!   anything reaching a source port is stray and may be dropped.
 //!
@@ -50,6 +56,7 @@ use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats};
 
+mod mcast;
 mod sock;
 use sock::{open_socket, per_packet_error, read_sockaddr, setsockopt, write_sockaddr};
 
@@ -58,6 +65,9 @@ pub const MAX_MSGS: usize = 64;
 /// Most pieces (iovecs) per `sendmmsg` call, all datagrams together; also the most pieces one
 /// [`OutPacket`] may have.
 pub const MAX_IOVS: usize = 512;
+
+/// Most multicast group sockets [`Transport::poll`] waits on (the others are still read).
+pub const MAX_POLLED_GROUPS: usize = 8;
 
 /// Receive buffer asked for the 4791 socket (the kernel caps it at `net.core.rmem_max`).
 const RX_BUFFER: libc::c_int = 4 << 20;
@@ -74,6 +84,8 @@ pub struct UdpTransport {
     scratch: Box<Scratch>,
     /// Whether runs go out as one datagram with `UDP_SEGMENT` (see [`SegmentLimits`]).
     gso: bool,
+    /// The multicast groups joined, each with its socket.
+    groups: Vec<mcast::Group>,
 }
 
 /// The arrays `sendmmsg` / `recvmmsg` read, kept between calls so that a call writes only the
@@ -133,6 +145,7 @@ impl UdpTransport {
         // SOFTRNIC_GSO=0 turns it off (for comparisons, or a path that mishandles it).
         let wanted = std::env::var_os("SOFTRNIC_GSO").is_none_or(|v| v != "0");
         let gso = wanted && setsockopt(&rx, libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
+        mcast::set_send_options(&rx, local);
         Ok(UdpTransport {
             local,
             rx,
@@ -141,6 +154,7 @@ impl UdpTransport {
             stats: TransportStats::default(),
             scratch: Scratch::new(),
             gso,
+            groups: Vec::new(),
         })
     }
 
@@ -175,9 +189,78 @@ impl UdpTransport {
         let s = open_socket(self.local, port)?;
         // Stray datagrams to a source port are not read: keep their queue minimal.
         let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 0);
+        mcast::set_send_options(&s, self.local);
         let fd = s.as_raw_fd();
         self.tx.insert(port, s);
         Ok(fd)
+    }
+
+    /// Receives into `batch`'s slots from `first` on (at most [`MAX_MSGS`]) from socket `fd`,
+    /// whose datagrams are to `dst`; returns how many.
+    fn recv_from(
+        &mut self,
+        fd: RawFd,
+        dst: IpAddr,
+        batch: &mut RecvBatch,
+        first: usize,
+    ) -> io::Result<usize> {
+        let cap = batch.capacity().saturating_sub(first).min(MAX_MSGS);
+        if cap == 0 {
+            return Ok(0);
+        }
+        let Scratch {
+            addrs, iovs, hdrs, ..
+        } = &mut *self.scratch;
+        for (iov, (buf, _)) in iovs.iter_mut().zip(batch.slots_mut().skip(first).take(cap)) {
+            iov.iov_base = buf.as_mut_ptr().cast();
+            iov.iov_len = buf.len();
+        }
+        let (addr_base, iov_base) = (addrs.as_mut_ptr(), iovs.as_mut_ptr());
+        for (i, h) in hdrs[..cap].iter_mut().enumerate() {
+            let h = &mut h.msg_hdr;
+            // SAFETY: i < cap <= MAX_MSGS: in bounds.
+            unsafe {
+                h.msg_name = addr_base.add(i).cast();
+                h.msg_iov = iov_base.add(i);
+            }
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iovlen = 1;
+        }
+        let got = loop {
+            // SAFETY: hdrs[..cap] point into addrs, iovs and the batch's slots, which outlive
+            // the call and are not otherwise accessed during it.
+            let r = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    hdrs.as_mut_ptr(),
+                    cap as _,
+                    libc::MSG_DONTWAIT as _,
+                    std::ptr::null_mut(),
+                )
+            };
+            if r >= 0 {
+                break r as usize;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(0),
+                _ => return Err(err),
+            }
+        };
+        let local = self.local;
+        for (i, (_, meta)) in batch.slots_mut().skip(first).take(got).enumerate() {
+            let h = &hdrs[i];
+            meta.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            meta.len = (h.msg_len as usize).min(iovs[i].iov_len);
+            meta.src = read_sockaddr(&addrs[i]).unwrap_or(SocketAddr::new(local, 0));
+            meta.dst = dst;
+            meta.clear_ip_header();
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += meta.len as u64;
+            self.stats.rx_truncated += u64::from(meta.truncated);
+        }
+        Ok(got)
     }
 
     /// Sends packets from `pkts[0].src_port`, one message per segmentation run (at most
@@ -348,89 +431,42 @@ impl Transport for UdpTransport {
 
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.set_len(0);
-        let cap = batch.capacity().min(MAX_MSGS);
-        if cap == 0 {
-            return Ok(0);
+        let (fd, local) = (self.rx.as_raw_fd(), self.local);
+        let mut n = self.recv_from(fd, local, batch, 0)?;
+        for i in 0..self.groups.len() {
+            let g = &self.groups[i];
+            let (fd, group) = (g.sock.as_raw_fd(), g.ip);
+            // A group socket's error (none is expected of an unconnected UDP socket) must not
+            // lose what the others received: that socket is skipped this time.
+            n += self.recv_from(fd, group, batch, n).unwrap_or(0);
         }
-        let Scratch {
-            addrs, iovs, hdrs, ..
-        } = &mut *self.scratch;
-        for (iov, (buf, _)) in iovs.iter_mut().zip(batch.slots_mut().take(cap)) {
-            iov.iov_base = buf.as_mut_ptr().cast();
-            iov.iov_len = buf.len();
-        }
-        let (addr_base, iov_base) = (addrs.as_mut_ptr(), iovs.as_mut_ptr());
-        for (i, h) in hdrs[..cap].iter_mut().enumerate() {
-            let h = &mut h.msg_hdr;
-            // SAFETY: i < cap <= MAX_MSGS: in bounds.
-            unsafe {
-                h.msg_name = addr_base.add(i).cast();
-                h.msg_iov = iov_base.add(i);
-            }
-            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_iovlen = 1;
-        }
-        let got = loop {
-            // SAFETY: hdrs[..cap] point into addrs, iovs and the batch's slots, which outlive
-            // the call and are not otherwise accessed during it.
-            let r = unsafe {
-                libc::recvmmsg(
-                    self.rx.as_raw_fd(),
-                    hdrs.as_mut_ptr(),
-                    cap as _,
-                    libc::MSG_DONTWAIT as _,
-                    std::ptr::null_mut(),
-                )
-            };
-            if r >= 0 {
-                break r as usize;
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => return Ok(0),
-                _ => return Err(err),
-            }
-        };
-        let local = self.local;
-        for (i, (_, meta)) in batch.slots_mut().take(got).enumerate() {
-            let h = &hdrs[i];
-            meta.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            meta.len = (h.msg_len as usize).min(iovs[i].iov_len);
-            meta.src = read_sockaddr(&addrs[i]).unwrap_or(SocketAddr::new(local, 0));
-            meta.dst = local;
-            meta.clear_ip_header();
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += meta.len as u64;
-            self.stats.rx_truncated += u64::from(meta.truncated);
-        }
-        batch.set_len(got);
-        Ok(got)
+        batch.set_len(n);
+        Ok(n)
     }
 
     fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.rx.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: -1, // ignored by ppoll
-                events: libc::POLLOUT,
-                revents: 0,
-            },
-        ];
+        let unused = libc::pollfd {
+            fd: -1, // ignored by ppoll
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds = [unused; 2 + MAX_POLLED_GROUPS];
+        fds[0].fd = self.rx.as_raw_fd();
+        fds[1].events = libc::POLLOUT;
         if let Some(port) = self.blocked {
             fds[1].fd = self.tx_fd(port)?;
         }
+        for (p, g) in fds[2..].iter_mut().zip(&self.groups) {
+            p.fd = g.sock.as_raw_fd();
+        }
+        let nfds = 2 + self.groups.len().min(MAX_POLLED_GROUPS);
         let ts = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
             tv_nsec: t.subsec_nanos() as _,
         });
         let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
         // SAFETY: fds and ts outlive the call; a null sigmask leaves the mask alone.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), nfds as _, tsp, std::ptr::null()) };
         if r < 0 {
             let err = io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::EINTR) {
@@ -444,14 +480,38 @@ impl Transport for UdpTransport {
         if fds[1].revents != 0 {
             self.blocked = None;
         }
+        let group_ready = fds[2..nfds].iter().any(|p| p.revents != 0);
         Ok(Ready {
-            recv: fds[0].revents != 0,
+            recv: fds[0].revents != 0 || group_ready,
             send: self.blocked.is_none(),
         })
     }
 
     fn local_addr(&self) -> IpAddr {
         self.local
+    }
+
+    /// Opens the group's socket and joins it on the device's interface (see [`mcast`]).
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        if self.groups.iter().any(|g| g.ip == group) {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "group already joined",
+            ));
+        }
+        self.groups.push(mcast::join(self.local, group)?);
+        Ok(())
+    }
+
+    /// Closes the group's socket, which leaves the group.
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        let i = self
+            .groups
+            .iter()
+            .position(|g| g.ip == group)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "group not joined"))?;
+        self.groups.swap_remove(i);
+        Ok(())
     }
 
     fn segment_limits(&self) -> SegmentLimits {
