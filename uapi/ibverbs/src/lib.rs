@@ -16,7 +16,7 @@
 //! * `context`: `ibv_open_device`'s `verbs_context` + `ibv_context`.
 //! * `verbs`: the exported entry points (softrnic's extensions, `verbs::relaxed` and
 //!   `verbs::descriptor`, with version `SOFTRNIC_1.0`, declared in `include/softrnic/ext.h`);
-//!   `verbs::unfinished` lists what is not done yet,
+//!   `verbs::unfinished` is where a verb not done yet gets its stub (none today),
 //!   `verbs::rdmacm` what the real `librdmacm.so.1` imports (perftest links it).
 //!
 //! perftest also links `libmlx5.so.1` and `libefa.so.1`: `standins/` builds minimal

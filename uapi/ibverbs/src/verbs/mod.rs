@@ -7,6 +7,7 @@ pub(crate) mod cq;
 pub(crate) mod cq_ex;
 pub(crate) mod descriptor;
 pub(crate) mod device;
+pub(crate) mod mcast;
 pub(crate) mod misc;
 pub(crate) mod modify;
 pub(crate) mod mw;
