@@ -30,7 +30,7 @@
 //!   block, on the blocked socket for `POLLOUT`.
 //! * **Multicast** (IBTA 10.5, `ibv_attach_mcast`): a socket per joined group, bound to
 //!   `(group, 4791)`, read by [`Transport::recv_batch`] after the receive socket; every socket
-//!   sends multicast from the device's interface (see [`mcast`]). [`Transport::wait_fd`] is
+//!   sends multicast from the device's interface (see `udp/mcast.rs`). [`Transport::wait_fd`] is
 //!   the receive socket only, so a progress thread sleeping on it notices a group's datagram
 //!   at its next wake-up (at most a millisecond later), not at once.
 //! * The send sockets' receive buffers are shrunk to the minimum: peers send to 4791, so
@@ -491,7 +491,7 @@ impl Transport for UdpTransport {
         self.local
     }
 
-    /// Opens the group's socket and joins it on the device's interface (see [`mcast`]).
+    /// Opens the group's socket and joins it on the device's interface (see `udp/mcast.rs`).
     fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
         if self.groups.iter().any(|g| g.ip == group) {
             return Err(io::Error::new(
