@@ -16,8 +16,9 @@
 //! * `context`: `ibv_open_device`'s `verbs_context` + `ibv_context`.
 //! * `verbs`: the exported entry points (softrnic's extensions, `verbs::relaxed` and
 //!   `verbs::descriptor`, with version `SOFTRNIC_1.0`, declared in `include/softrnic/ext.h`);
-//!   `verbs::unfinished` is where a verb not done yet gets its stub (none today),
-//!   `verbs::rdmacm` what the real `librdmacm.so.1` imports (perftest links it).
+//!   `verbs::rdmacm` what the real `librdmacm.so.1` imports (perftest links it). Every
+//!   verb rdma-core 44 exports is implemented; a new one not done yet would get a stub that
+//!   fails cleanly (`ENOSYS`), since Debian's binaries bind every import at load time.
 //!
 //! perftest also links `libmlx5.so.1` and `libefa.so.1`: `standins/` builds minimal
 //! stand-ins for them (see `standins/README.md`).

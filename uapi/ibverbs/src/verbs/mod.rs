@@ -20,4 +20,3 @@ pub(crate) mod rdmacm;
 pub(crate) mod relaxed;
 pub(crate) mod srq;
 pub(crate) mod strings;
-pub(crate) mod unfinished;
