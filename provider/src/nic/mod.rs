@@ -509,38 +509,33 @@ impl Nic {
         dst: IpAddr,
     ) {
         let dest_qp = pkt.repr.bth.dest_qp;
-        let pkey_ok = pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY);
-        if dest_qp == MULTICAST_QPN && dst.is_multicast() {
-            let members = self.mcast.members(dst);
-            if members.is_empty() {
-                self.rx.no_group += 1;
-                return;
-            }
-            if !pkey_ok {
-                self.rx.bad_pkey += 1;
-                return;
-            }
-            self.rx.delivered += 1;
-            self.rx.unverified += u64::from(!verified);
-            for qpn in members {
-                if let Some(e) = self.qps.get_mut(qpn) {
-                    e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
-                }
-            }
+        // Whom it is for: every member of a group, or the one QP it names.
+        let to_group = dest_qp == MULTICAST_QPN && dst.is_multicast();
+        let targets: &[u32] = if to_group {
+            self.mcast.members(dst)
+        } else {
+            std::slice::from_ref(&dest_qp)
+        };
+        if to_group && targets.is_empty() {
+            self.rx.no_group += 1;
             return;
         }
-        let Some(e) = self.qps.get_mut(&dest_qp) else {
+        if !to_group && !self.qps.contains_key(&dest_qp) {
             self.rx.no_qp += 1;
             return;
-        };
-        if !pkey_ok {
+        }
+        if !pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY) {
             // Silently dropped and counted, as IBTA 9.6.1.1 and rxe's check_keys do.
             self.rx.bad_pkey += 1;
             return;
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
+        for qpn in targets {
+            if let Some(e) = self.qps.get_mut(qpn) {
+                e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
+            }
+        }
     }
 
     /// Runs the QPs' due timers.
