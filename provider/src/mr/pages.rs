@@ -30,7 +30,26 @@ const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// Whether the kernel knows `MADV_POPULATE_*`: 0 not yet known, 1 yes, 2 no.
 static SUPPORTED: AtomicU8 = AtomicU8::new(0);
 
-const PAGE: usize = 4096;
+/// The page size ranges are rounded out to.
+pub(super) const PAGE: usize = 4096;
+
+/// The pages around `addr..addr + len`: (first byte of the first page, length in bytes).
+///
+/// # Errors
+///
+/// `EINVAL` if the rounded range overflows or is longer than `isize::MAX`.
+pub(super) fn page_range(addr: usize, len: usize) -> Result<(usize, usize)> {
+    let start = addr & !(PAGE - 1);
+    let end = addr
+        .checked_add(len)
+        .and_then(|e| e.checked_next_multiple_of(PAGE))
+        .ok_or(Error::InvalidArgument("addr + length overflows"))?;
+    let rounded = end - start;
+    if rounded > isize::MAX as usize || (start as u64).checked_add(rounded as u64).is_none() {
+        return Err(Error::InvalidArgument("addr + length overflows"));
+    }
+    Ok((start, rounded))
+}
 
 /// Checks that every page of `addr..addr + len` is mapped, readable and (with `writable`)
 /// writable, and faults them in.
@@ -43,11 +62,7 @@ pub(super) fn fault_in(addr: usize, len: usize, writable: bool) -> Result<()> {
     if len == 0 || !supported() {
         return Ok(());
     }
-    let start = addr & !(PAGE - 1);
-    let end = addr
-        .checked_add(len)
-        .and_then(|e| e.checked_next_multiple_of(PAGE))
-        .ok_or(Error::InvalidArgument("addr + length overflows"))?;
+    let (start, rounded) = page_range(addr, len)?;
     let advice = if writable {
         MADV_POPULATE_WRITE
     } else {
@@ -56,7 +71,7 @@ pub(super) fn fault_in(addr: usize, len: usize, writable: bool) -> Result<()> {
     loop {
         // SAFETY: `MADV_POPULATE_*` changes no mapping and no byte; it only faults pages in,
         // as touching them would, and reports instead of raising a signal.
-        let r = unsafe { libc::madvise(start as *mut libc::c_void, end - start, advice) };
+        let r = unsafe { libc::madvise(start as *mut libc::c_void, rounded, advice) };
         if r == 0 {
             return Ok(());
         }

@@ -68,7 +68,7 @@ use crate::error::{Error, Result};
 static POOL_IDS: AtomicU32 = AtomicU32::new(0);
 
 /// The page size the range of a relaxed region is rounded out to.
-pub const RELAXED_PAGE: usize = 4096;
+pub const RELAXED_PAGE: usize = pages::PAGE;
 
 /// The pre-allocated keys of one PD's relaxed regions (see the module doc).
 pub struct RelaxedPool {
@@ -97,20 +97,6 @@ impl RelaxedPool {
     pub fn available(&self) -> usize {
         lock(&self.lists).free()
     }
-}
-
-/// The page-rounded range of `addr..addr + len`: (start, length).
-fn page_range(addr: usize, len: usize) -> Result<(usize, usize)> {
-    let start = addr & !(RELAXED_PAGE - 1);
-    let end = addr
-        .checked_add(len)
-        .and_then(|e| e.checked_next_multiple_of(RELAXED_PAGE))
-        .ok_or(Error::InvalidArgument("addr + length overflows"))?;
-    let rounded = end - start;
-    if rounded > isize::MAX as usize || (start as u64).checked_add(rounded as u64).is_none() {
-        return Err(Error::InvalidArgument("addr + length overflows"));
-    }
-    Ok((start, rounded))
 }
 
 impl MrTable {
@@ -191,7 +177,7 @@ impl MrTable {
         if addr.is_null() {
             return Err(Error::InvalidArgument("null address"));
         }
-        let (start, rounded) = page_range(addr as usize, len)?;
+        let (start, rounded) = pages::page_range(addr as usize, len)?;
         let pages = Pages {
             start,
             len: rounded,
