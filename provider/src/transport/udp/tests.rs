@@ -322,3 +322,38 @@ fn a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets() {
     assert_eq!(recv_all(&mut b, 4).len(), 4);
     assert_eq!(a.stats().tx_segmented, 0);
 }
+
+#[test]
+fn receive_asks_for_one_datagram_when_idle_and_doubles_under_a_flood() {
+    assert_eq!(next_want(0), 1);
+    assert_eq!(next_want(1), 2);
+    assert_eq!(next_want(20), 40);
+    assert_eq!(next_want(MAX_MSGS), MAX_MSGS);
+    let (mut a, mut b) = (bind(lo(26)), bind(lo(27)));
+    let mut batch = RecvBatch::new(MAX_MSGS, 256);
+    // Idle: an empty receive leaves the next one asking for one.
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 0);
+    let payload = [7u8; 16];
+    let pieces = [&payload[..]];
+    let pkt = OutPacket {
+        dst: SocketAddr::new(lo(27), 4791),
+        src_port: 0xc000,
+        pieces: &pieces,
+        segment: 0,
+    };
+    let flood = 40;
+    let mut sent = 0;
+    while sent < flood {
+        sent += a.send_batch(&[pkt; 8][..8.min(flood - sent)]).unwrap();
+    }
+    // The queue holds 40: the calls take 1, 2, 4, 8, 16, then the 9 left.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut sizes = Vec::new();
+    while sizes.iter().sum::<usize>() < flood && Instant::now() < deadline {
+        match b.recv_batch(&mut batch).unwrap() {
+            0 => std::thread::sleep(Duration::from_millis(1)),
+            n => sizes.push(n),
+        }
+    }
+    assert_eq!(sizes, [1, 2, 4, 8, 16, 9]);
+}
