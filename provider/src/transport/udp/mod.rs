@@ -8,8 +8,9 @@
 //! * **Receive**: one socket bound to `(local address, 4791)`. One device per address, so no
 //!   `SO_REUSEADDR`. Datagrams are read with `recvmmsg` (one syscall per batch) straight into
 //!   the caller's [`RecvBatch`] slots, asking for twice as many as the last call got (at least
-//!   one): a busy poller that finds one datagram or none then costs the kernel no extra look at
-//!   an empty queue, and a flood still reaches full batches within a few calls.
+//!   one, with the cheaper `recvfrom`): a busy poller that finds one datagram or none then
+//!   costs the kernel no extra look at an empty queue, and a flood still reaches full batches
+//!   within a few calls.
 //! * **Send**: the kernel takes a UDP source port from the socket's bound port, and RoCEv2
 //!   needs a chosen source port per QP, so there is one socket per source port in use, bound
 //!   to `(local address, port)` and opened lazily on its first packet (kept in a small map;
@@ -210,7 +211,9 @@ impl UdpTransport {
     }
 
     /// Receives into `batch`'s slots from `first` on (at most `want`, at most [`MAX_MSGS`])
-    /// from socket `fd`, whose datagrams are to `dst`; returns how many.
+    /// from socket `fd`, whose datagrams are to `dst`; returns how many. One datagram is asked
+    /// for with `recvfrom`, a cheaper call than `recvmmsg` (no message headers to copy in and
+    /// out), which matters to a busy poller that mostly finds none.
     fn recv_from(
         &mut self,
         fd: RawFd,
@@ -223,9 +226,69 @@ impl UdpTransport {
             .capacity()
             .saturating_sub(first)
             .min(want.min(MAX_MSGS));
-        if cap == 0 {
-            return Ok(0);
+        let got = match cap {
+            0 => return Ok(0),
+            1 => self.recv_one(fd, batch, first)?,
+            _ => self.recv_many(fd, batch, first, cap)?,
+        };
+        for (_, meta) in batch.slots_mut().skip(first).take(got) {
+            meta.dst = dst;
+            meta.clear_ip_header();
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += meta.len as u64;
+            self.stats.rx_truncated += u64::from(meta.truncated);
         }
+        Ok(got)
+    }
+
+    /// `recvfrom` into slot `first`: 1 if a datagram came (its length, truncation and source
+    /// written), 0 if none was queued.
+    fn recv_one(&mut self, fd: RawFd, batch: &mut RecvBatch, first: usize) -> io::Result<usize> {
+        let local = self.local;
+        let addr = &mut self.scratch.addrs[0];
+        let Some((buf, meta)) = batch.slots_mut().nth(first) else {
+            return Ok(0);
+        };
+        let n = loop {
+            let mut addr_len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            // SAFETY: `buf` and `addr` are valid for writes of the lengths passed and are not
+            // otherwise accessed during the call. MSG_TRUNC makes it return the datagram's
+            // real length, which tells a truncated one.
+            let r = unsafe {
+                libc::recvfrom(
+                    fd,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                    (addr as *mut libc::sockaddr_storage).cast(),
+                    &mut addr_len,
+                )
+            };
+            if r >= 0 {
+                break r as usize;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(0),
+                _ => return Err(err),
+            }
+        };
+        meta.truncated = n > buf.len();
+        meta.len = n.min(buf.len());
+        meta.src = read_sockaddr(addr).unwrap_or(SocketAddr::new(local, 0));
+        Ok(1)
+    }
+
+    /// `recvmmsg` of at most `cap` datagrams into the slots from `first` on: how many came
+    /// (each one's length, truncation and source written).
+    fn recv_many(
+        &mut self,
+        fd: RawFd,
+        batch: &mut RecvBatch,
+        first: usize,
+        cap: usize,
+    ) -> io::Result<usize> {
         let Scratch {
             addrs, iovs, hdrs, ..
         } = &mut *self.scratch;
@@ -272,11 +335,6 @@ impl UdpTransport {
             meta.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
             meta.len = (h.msg_len as usize).min(iovs[i].iov_len);
             meta.src = read_sockaddr(&addrs[i]).unwrap_or(SocketAddr::new(local, 0));
-            meta.dst = dst;
-            meta.clear_ip_header();
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += meta.len as u64;
-            self.stats.rx_truncated += u64::from(meta.truncated);
         }
         Ok(got)
     }
