@@ -17,7 +17,9 @@
 //! The NIC owns SRQs by handle ([`SrqTable`]); a QP's responder is handed the table with each
 //! packet, as it is handed the MR table, so the engine stays sans-IO.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, Result};
 use crate::mr::PdHandle;

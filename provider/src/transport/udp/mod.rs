@@ -48,13 +48,13 @@
 //! The test `no_allocation_per_packet` checks this with a counting global allocator (see
 //! `udp/tests.rs`).
 
-use std::collections::HashMap;
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats};
@@ -80,7 +80,7 @@ const RX_BUFFER: libc::c_int = 4 << 20;
 pub struct UdpTransport {
     local: IpAddr,
     rx: UdpSocket,
-    tx: HashMap<u16, UdpSocket>,
+    tx: FxHashMap<u16, UdpSocket>,
     /// The source port whose socket last returned "would block".
     blocked: Option<u16>,
     stats: TransportStats,
@@ -163,7 +163,7 @@ impl UdpTransport {
         Ok(UdpTransport {
             local,
             rx,
-            tx: HashMap::new(),
+            tx: FxHashMap::default(),
             blocked: None,
             stats: TransportStats::default(),
             scratch: Scratch::new(),
