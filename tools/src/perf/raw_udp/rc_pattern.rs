@@ -5,7 +5,8 @@
 //! payload, ICRC: 80 bytes) and the ACK of the message that came the other way (BTH, AETH,
 //! ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own unconnected socket to
 //! the peer's port-4791 socket, which a busy poller drains with `recvmmsg` (asking for twice
-//! what the last call got, at least one, with source addresses). This baseline does exactly that and nothing
+//! what the last call got, at least one, and one with `recvfrom`, with source addresses). This
+//! baseline does exactly that and nothing
 //! else, so the gap between it and the plain ping-pong ([`super::udp_pingpong`]) is what the
 //! packet pattern costs in the kernel, and the gap between it and RC is what softrnic's engine
 //! costs.
@@ -239,27 +240,10 @@ impl Io {
         let mut tries = 0u32;
         loop {
             let want = self.want;
-            for i in 0..want {
-                self.iovs[i] = libc::iovec {
-                    iov_base: self.slots[i * SLOT..].as_mut_ptr().cast(),
-                    iov_len: SLOT,
-                };
-                let h = &mut self.hdrs[i].msg_hdr;
-                h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-                h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                h.msg_iov = &mut self.iovs[i];
-                h.msg_iovlen = 1;
-            }
-            // SAFETY: every header points into this struct's slots, addresses and iovecs,
-            // which nothing else touches during the call.
-            let r = unsafe {
-                libc::recvmmsg(
-                    rx.as_raw_fd(),
-                    self.hdrs.as_mut_ptr(),
-                    want as _,
-                    libc::MSG_DONTWAIT as _,
-                    std::ptr::null_mut(),
-                )
+            let r = if want == 1 {
+                self.recv_one(rx)
+            } else {
+                self.recv_many(rx, want)
             };
             self.want = (2 * r.max(0) as usize).clamp(1, BATCH);
             if r > 0 {
@@ -279,6 +263,57 @@ impl Io {
             if tries % 1024 == 0 && give_up() {
                 return Ok(None);
             }
+        }
+    }
+
+    /// One `recvfrom` (with the source address) into slot 0, as softrnic asks for a single
+    /// datagram; its length goes to `hdrs[0].msg_len`. Datagrams received (1 or 0), or -1
+    /// with `errno` set.
+    fn recv_one(&mut self, rx: &UdpSocket) -> isize {
+        let mut addr_len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: slot 0 and addrs[0] are valid for writes of the lengths passed and nothing
+        // else touches them during the call.
+        let r = unsafe {
+            libc::recvfrom(
+                rx.as_raw_fd(),
+                self.slots.as_mut_ptr().cast(),
+                SLOT,
+                libc::MSG_DONTWAIT,
+                (&mut self.addrs[0] as *mut libc::sockaddr_storage).cast(),
+                &mut addr_len,
+            )
+        };
+        if r >= 0 {
+            self.hdrs[0].msg_len = r as u32;
+            return 1;
+        }
+        -1
+    }
+
+    /// One `recvmmsg` of at most `want` datagrams into the slots: how many, or -1 with `errno`
+    /// set.
+    fn recv_many(&mut self, rx: &UdpSocket, want: usize) -> isize {
+        for i in 0..want {
+            self.iovs[i] = libc::iovec {
+                iov_base: self.slots[i * SLOT..].as_mut_ptr().cast(),
+                iov_len: SLOT,
+            };
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+        }
+        // SAFETY: every header points into this struct's slots, addresses and iovecs, which
+        // nothing else touches during the call.
+        unsafe {
+            libc::recvmmsg(
+                rx.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                want as _,
+                libc::MSG_DONTWAIT as _,
+                std::ptr::null_mut(),
+            ) as isize
         }
     }
 }
