@@ -178,7 +178,7 @@ impl Context {
 
     /// One round of progress (what `poll_cq` does in [`Progress::Polling`] mode).
     pub fn progress(&self) -> usize {
-        self.inner.device.progress()
+        self.inner.device.progress().packets
     }
 
     /// The device driver (counters, the NIC).
@@ -298,20 +298,19 @@ impl Cq {
 
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. If the CQ
     /// holds none, it makes one round of progress (unless another thread is making one) and
-    /// looks again, so that completions already there are returned at once, and the round's
-    /// packets can leave with the application's next post. With a progress thread too: an
+    /// looks again if the round touched the NIC, so that completions already there are
+    /// returned at once, and the round's packets can leave with the application's next post. With a progress thread too: an
     /// application that polls then sees its packets without waiting for the thread to wake.
     ///
     /// # Errors
     /// The CQ overflowed (`EOVERFLOW`).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         let dev = &self.inner.ctx.inner.device;
-        let n = dev.nic().poll_cq(self.inner.id, out)?;
-        if n > 0 {
+        let n = dev.poll_cq(self.inner.id, out)?;
+        if n > 0 || !dev.progress().looked {
             return Ok(n);
         }
-        dev.progress();
-        dev.nic().poll_cq(self.inner.id, out)
+        dev.poll_cq(self.inner.id, out)
     }
 
     /// Polls until `n` completions have arrived or `timeout` passes (a convenience of the

@@ -19,6 +19,13 @@
 //! (lowest latency); the thread re-checks for work after it releases the transport, so a post
 //! that found it busy is never left waiting. The NIC lock is never held across a system call.
 //!
+//! A busy poller's empty polls are kept short, as the loop's length is part of every answer's
+//! wait: every use of the NIC through [`Device::nic`] marks the device *dirty*, and a poll
+//! round that receives nothing skips the NIC entirely (no lock, no pass over the QPs) unless
+//! the device is dirty or a QP's timer is due. A round of progress clears the mark before it
+//! looks at the QPs, so a change made meanwhile marks the device again and is picked up by the
+//! next round.
+//!
 //! Latency: a poll that receives packets which complete work requests returns those
 //! completions *before* sending what the packets called for (typically the responder's ACK),
 //! the application usually answers with a post, and the ACK then leaves in the same
@@ -27,6 +34,7 @@
 //! polling.
 
 use std::io;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
@@ -38,9 +46,10 @@ use crate::device::Gid;
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
-use crate::nic::Nic;
+use crate::nic::{CqId, Nic};
 use crate::rc::Transmit;
 use crate::transport::{RecvBatch, Transport};
+use crate::wc::WorkCompletion;
 
 /// How a device makes progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +85,18 @@ struct Io {
     txs: Vec<Transmit>,
     /// Consecutive poll rounds that returned completions without transmitting.
     tx_deferred: u8,
+    /// The QPs' earliest deadline, as the last transmit pass left them.
+    next_due: Option<Instant>,
+}
+
+/// What a round of progress did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moved {
+    /// Packets received and sent.
+    pub packets: usize,
+    /// Whether it looked at the NIC (or another thread was making a round): if not, nothing
+    /// changed for the CQs either.
+    pub looked: bool,
 }
 
 /// Who makes a round of progress, which decides what it does.
@@ -95,9 +116,37 @@ struct Inner {
     io: Mutex<Io>,
     mrs: Arc<MrTable>,
     stop: AtomicBool,
-    /// When the last round of progress began, in nanoseconds since `epoch`.
-    last_round: AtomicU64,
-    epoch: Instant,
+    /// The NIC may have changed since a round of progress last looked at it (see the module
+    /// comment).
+    dirty: AtomicBool,
+    /// Rounds of progress that received, counted (the idle watchdog looks for a change).
+    rounds: AtomicU64,
+}
+
+/// The NIC, locked by [`Device::nic`]; dropping it marks the device dirty (before unlocking,
+/// so that a round which finds the mark clear also finds the change).
+pub struct NicGuard<'a> {
+    dirty: &'a AtomicBool,
+    nic: MutexGuard<'a, Nic>,
+}
+
+impl Deref for NicGuard<'_> {
+    type Target = Nic;
+    fn deref(&self) -> &Nic {
+        &self.nic
+    }
+}
+
+impl DerefMut for NicGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Nic {
+        &mut self.nic
+    }
+}
+
+impl Drop for NicGuard<'_> {
+    fn drop(&mut self) {
+        self.dirty.store(true, Ordering::Release);
+    }
 }
 
 /// A device with its transport and progress.
@@ -133,11 +182,12 @@ impl Device {
                 batch: RecvBatch::new(BATCH, 4096 + 512),
                 txs: Vec::with_capacity(BATCH),
                 tx_deferred: 0,
+                next_due: None,
             }),
             mrs,
             stop: AtomicBool::new(false),
-            last_round: AtomicU64::new(0),
-            epoch: Instant::now(),
+            dirty: AtomicBool::new(true),
+            rounds: AtomicU64::new(0),
         });
         let thread = {
             let inner = inner.clone();
@@ -163,9 +213,28 @@ impl Device {
         self.mode
     }
 
-    /// The NIC, locked. Do not hold it across a call that may block.
-    pub fn nic(&self) -> MutexGuard<'_, Nic> {
-        lock(&self.inner.nic)
+    /// The NIC, locked. Do not hold it across a call that may block. Marks the device dirty
+    /// (see the module comment): whatever the caller does is picked up by the next round.
+    pub fn nic(&self) -> NicGuard<'_> {
+        NicGuard {
+            dirty: &self.inner.dirty,
+            nic: lock(&self.inner.nic),
+        }
+    }
+
+    /// `ibv_poll_cq` without progress: up to `out.len()` completions of CQ `cq`. Unlike
+    /// [`Device::nic`] it leaves the device clean, and it moves the QPs' completions to their
+    /// CQs only if the device is dirty (else every round of progress since the last change
+    /// has moved them).
+    ///
+    /// # Errors
+    /// As [`Nic::poll_cq`].
+    pub fn poll_cq(&self, cq: CqId, out: &mut [WorkCompletion]) -> Result<usize> {
+        let mut nic = lock(&self.inner.nic);
+        if self.inner.dirty.load(Ordering::Acquire) {
+            nic.route_completions();
+        }
+        nic.take_completions(cq, out)
     }
 
     /// The key table.
@@ -173,16 +242,17 @@ impl Device {
         &self.inner.mrs
     }
 
-    /// One round of progress if no other thread is making it: receive, timers, transmit.
-    /// Returns the packets moved. Called from `poll_cq` (polling mode).
-    pub fn progress(&self) -> usize {
+    /// One round of progress if no other thread is making it: receive, timers, transmit (the
+    /// NIC left alone if nothing came, nothing is due and the device is clean). Called from
+    /// `poll_cq` (polling mode).
+    pub fn progress(&self) -> Moved {
         self.round(Round::Poll)
     }
 
     /// Sends what a post queued, if no other thread is making progress: timers, transmit.
     /// Returns the packets sent. Called after posts (both modes).
     pub fn transmit(&self) -> usize {
-        self.round(Round::Post)
+        self.round(Round::Post).packets
     }
 
     /// Sends everything the QPs have queued now (ACKs owed included), waiting for a round
@@ -190,14 +260,18 @@ impl Device {
     /// ACK of a message whose completion the application has already seen still leaves (else
     /// the peer retries against a QP that is gone and fails with RETRY_EXC_ERR).
     pub fn flush(&self) -> usize {
-        progress(&self.inner, &mut lock(&self.inner.io), Round::Post)
+        progress(&self.inner, &mut lock(&self.inner.io), Round::Post).packets
     }
 
-    fn round(&self, round: Round) -> usize {
+    fn round(&self, round: Round) -> Moved {
         match self.inner.io.try_lock() {
             Ok(mut io) => progress(&self.inner, &mut io, round),
             Err(TryLockError::Poisoned(p)) => progress(&self.inner, &mut p.into_inner(), round),
-            Err(TryLockError::WouldBlock) => 0,
+            // The other thread's round may change the CQs.
+            Err(TryLockError::WouldBlock) => Moved {
+                packets: 0,
+                looked: true,
+            },
         }
     }
 
@@ -281,13 +355,15 @@ fn transport_error(e: &io::Error) -> Error {
     }
 }
 
-/// Polling mode's idle watchdog: a round of progress whenever nobody has made one for
-/// [`IDLE_ROUND`].
+/// Polling mode's idle watchdog: a round of progress whenever nobody has made one since it
+/// last looked (at least [`IDLE_ROUND`] before).
 fn watchdog(inner: &Inner) {
+    let mut seen = u64::MAX;
     while !inner.stop.load(Ordering::Acquire) {
-        let last = Duration::from_nanos(inner.last_round.load(Ordering::Relaxed));
-        let idle = inner.epoch.elapsed().saturating_sub(last);
-        if idle >= IDLE_ROUND {
+        let rounds = inner.rounds.load(Ordering::Relaxed);
+        let idle = rounds == seen;
+        seen = rounds;
+        if idle {
             // A thread polling right now holds the transport; then nothing is due.
             if let Ok(mut io) = inner.io.try_lock() {
                 progress(inner, &mut io, Round::Thread);
@@ -323,7 +399,7 @@ fn receive(inner: &Inner, io: &mut Io, now: Instant) -> (usize, usize) {
 /// The progress thread.
 fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
     while !inner.stop.load(Ordering::Acquire) {
-        let moved = progress(inner, &mut lock(&inner.io), Round::Thread);
+        let moved = progress(inner, &mut lock(&inner.io), Round::Thread).packets;
         if moved > 0 || lock(&inner.nic).wants_transmit() {
             continue;
         }
@@ -352,25 +428,37 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
 }
 
 /// One round: receive a batch (not after a post), run timers, send everything the QPs have.
-fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
+fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
     let now = Instant::now();
-    let mut moved = 0;
+    let mut moved = Moved {
+        packets: 0,
+        looked: true,
+    };
     if round != Round::Post {
         // What the watchdog looks at: a round that receives (a post's round does not).
-        let since_epoch = now.saturating_duration_since(inner.epoch).as_nanos() as u64;
-        inner.last_round.store(since_epoch, Ordering::Relaxed);
+        inner.rounds.fetch_add(1, Ordering::Relaxed);
         let (received, completed) = receive(inner, io, now);
-        moved += received;
+        moved.packets += received;
         if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
             io.tx_deferred += 1;
+            // The transmit pass is owed: the next round makes it.
+            inner.dirty.store(true, Ordering::Release);
+            return moved;
+        }
+        let due = io.next_due.is_some_and(|t| t <= now);
+        if round == Round::Poll && received == 0 && !due && !inner.dirty.load(Ordering::Acquire) {
+            moved.looked = false;
             return moved;
         }
     }
+    // Cleared before the pass looks at the QPs (see the module comment).
+    inner.dirty.store(false, Ordering::Release);
     let Io {
         transport,
         emitter,
         txs,
         tx_deferred,
+        next_due,
         ..
     } = io;
     *tx_deferred = 0;
@@ -381,6 +469,7 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
             nic.handle_timeout(now);
             nic.route_completions();
             nic.poll_transmit(now, txs, emitter.batch());
+            *next_due = nic.poll_timeout();
         }
         if txs.is_empty() {
             return moved;
@@ -405,7 +494,7 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> usize {
                 Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
             }
         }
-        moved += done;
+        moved.packets += done;
         if drained {
             return moved;
         }

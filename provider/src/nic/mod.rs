@@ -430,6 +430,15 @@ impl Nic {
     /// `EINVAL` for an unknown CQ; `Io(EOVERFLOW)` once the CQ has overflowed and is drained.
     pub fn poll_cq(&mut self, cq: CqId, out: &mut [WorkCompletion]) -> Result<usize> {
         self.route_completions();
+        self.take_completions(cq, out)
+    }
+
+    /// [`Nic::poll_cq`] of what the CQ holds, without first moving the QPs' completions to
+    /// their CQs (for a driver that knows nothing happened since it last did).
+    ///
+    /// # Errors
+    /// As [`Nic::poll_cq`].
+    pub fn take_completions(&mut self, cq: CqId, out: &mut [WorkCompletion]) -> Result<usize> {
         let c = self
             .cqs
             .get_mut(&cq.0)

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use softrnic_provider::transport::{Fabric, FabricConfig};
+use softrnic_provider::transport::{Fabric, FabricConfig, Transport};
 use softrnic_uapi::{
     ConnectAttr, Context, Cq, OpenOptions, Pd, Progress, QpCaps, QpInitAttr, QueuePair,
     WorkCompletion,
@@ -28,11 +28,20 @@ impl Side {
 }
 
 fn side(fabric: &Fabric, addr: IpAddr, seed: u64) -> Side {
+    side_on(
+        Box::new(fabric.attach(addr).unwrap()),
+        Progress::Thread,
+        seed,
+    )
+}
+
+/// One side on `transport`, making progress as `progress` says.
+pub fn side_on(transport: Box<dyn Transport + Send>, progress: Progress, seed: u64) -> Side {
     let opts = OpenOptions {
-        progress: Progress::Thread,
+        progress,
         key_seed: seed,
     };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
+    let ctx = Context::open_on(transport, opts).unwrap();
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(16).unwrap();
     let cap = QpCaps {
@@ -51,7 +60,14 @@ fn side(fabric: &Fabric, addr: IpAddr, seed: u64) -> Side {
 pub fn pair(a: IpAddr, b: IpAddr, seed: u64) -> (Side, Side) {
     let fabric = Fabric::new(FabricConfig::default(), seed);
     let (sa, sb) = (side(&fabric, a, seed), side(&fabric, b, seed + 1));
-    for (s, dest, peer) in [(&sa, b, &sb), (&sb, a, &sa)] {
+    connect(&sa, a, &sb, b);
+    (sa, sb)
+}
+
+/// Connects the QPs of `sa` (on address `a`) and `sb` (on `b`) to each other, with the
+/// default attributes.
+pub fn connect(sa: &Side, a: IpAddr, sb: &Side, b: IpAddr) {
+    for (s, dest, peer) in [(sa, b, sb), (sb, a, sa)] {
         s.qp.connect(&ConnectAttr {
             dest,
             dest_qp_num: peer.qp.qp_num(),
@@ -59,5 +75,4 @@ pub fn pair(a: IpAddr, b: IpAddr, seed: u64) -> (Side, Side) {
         })
         .unwrap();
     }
-    (sa, sb)
 }
