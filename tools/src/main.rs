@@ -98,8 +98,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         program: Vec<std::ffi::OsString>,
     },
-    /// Measure throughput and latency: for now the raw kernel UDP baseline over loopback
-    /// (127.0.0.1 to 127.0.0.2), which the RC figures are to be compared with.
+    /// Measure throughput and latency over loopback (127.0.0.1 to 127.0.0.2): RC RDMA WRITE
+    /// and RC SEND ping-pong, each next to the raw kernel UDP baseline of the same run.
     Perf {
         /// Seconds each throughput test sends, after a short warm-up.
         #[arg(long, default_value = "3", value_parser = parse_secs)]
