@@ -10,11 +10,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use common::{connect, side_on, Side};
+use common::{connect, side_on, signaled_send, Side};
 use softrnic_provider::transport::{
     Fabric, FabricConfig, OutPacket, Ready, RecvBatch, Transport, TransportStats,
 };
-use softrnic_uapi::{Access, Progress, RemoteAddr, SendFlags, SendOpcode, SendWr, WcStatus};
+use softrnic_uapi::{Access, Progress, WcStatus};
 
 /// A transport whose next receive, once armed, tells the test it has begun and then waits
 /// until the test lets it go: a round of progress held inside the transport.
@@ -100,21 +100,6 @@ fn held_pair() -> (Side, Side, Arc<Hold>, Arc<Mutex<usize>>) {
     (a, b, hold, sent)
 }
 
-fn send_wr(mr: &softrnic_uapi::MemoryRegion) -> SendWr {
-    SendWr {
-        wr_id: 7,
-        opcode: SendOpcode::Send,
-        flags: SendFlags::SIGNALED,
-        sg_list: vec![mr.sge(0, 16)],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr { addr: 0, rkey: 0 },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-    }
-}
-
 #[test]
 fn an_empty_poll_of_a_clean_device_leaves_the_nic_alone() {
     let (a, _b, _hold, _sent) = held_pair();
@@ -152,7 +137,7 @@ fn a_post_that_finds_the_transport_busy_leaves_with_the_round_that_holds_it() {
         let round = s.spawn(move || dev.progress());
         entered.recv().unwrap(); // the round holds the transport, inside its receive
         let before = *sent.lock().unwrap();
-        a.qp.post_send(&[send_wr(&mr)]).unwrap();
+        a.qp.post_send(&[signaled_send(7, mr.sge(0, 16))]).unwrap();
         assert_eq!(
             *sent.lock().unwrap(),
             before,

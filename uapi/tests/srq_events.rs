@@ -5,11 +5,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::signaled_send;
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
     Access, AsyncEvent, AttrMask, Context, Element, EventType, Mtu, OpenOptions, Progress, QpAttr,
-    QpCaps, QpInitAttr, QpState, QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode,
-    SendWr, SrqAttr, SrqAttrMask, WcStatus,
+    QpCaps, QpInitAttr, QpState, QpType, QueuePair, RecvWr, SrqAttr, SrqAttrMask, WcStatus,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -78,21 +80,6 @@ fn connect(qp: &QueuePair, peer: IpAddr, peer_qpn: u32) {
     qp.modify(&rts, m).unwrap();
 }
 
-fn send(wr_id: u64, sge: softrnic_uapi::Sge) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode: SendOpcode::Send,
-        flags: SendFlags::SIGNALED,
-        sg_list: vec![sge],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr { addr: 0, rkey: 0 },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-    }
-}
-
 #[test]
 fn srq_verbs_and_the_limit_event_through_the_safe_api() {
     let fabric = Fabric::new(FabricConfig::default(), 1);
@@ -149,7 +136,7 @@ fn srq_verbs_and_the_limit_event_through_the_safe_api() {
     assert_eq!(b.get_async_event(), None);
 
     ma.write(0, b"hello, srq").unwrap();
-    qa.post_send(&[send(7, ma.sge(0, 10))]).unwrap();
+    qa.post_send(&[signaled_send(7, ma.sge(0, 10))]).unwrap();
     let wcs = cqb
         .wait_with(1, WAIT, || {
             a.progress();
@@ -167,7 +154,7 @@ fn srq_verbs_and_the_limit_event_through_the_safe_api() {
     // Three left: not below 3. A second message leaves two: the event, once.
     assert_eq!(b.get_async_event(), None);
     assert_eq!(signalled(), 0, "nothing pending, nothing signalled");
-    qa.post_send(&[send(8, ma.sge(0, 10))]).unwrap();
+    qa.post_send(&[signaled_send(8, ma.sge(0, 10))]).unwrap();
     cqb.wait_with(1, WAIT, || {
         a.progress();
     })
@@ -239,7 +226,7 @@ fn sqd_and_the_drained_event_through_the_safe_api() {
     assert_eq!(a.get_async_event(), Some(drained), "idle: drained at once");
     assert!(!qa.sq_draining());
 
-    qa.post_send(&[send(5, ma.sge(0, 8))]).unwrap();
+    qa.post_send(&[signaled_send(5, ma.sge(0, 8))]).unwrap();
     for _ in 0..100 {
         a.progress();
         b.progress();

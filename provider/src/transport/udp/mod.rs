@@ -249,12 +249,12 @@ impl UdpTransport {
         let Some((buf, meta)) = batch.slots_mut().nth(first) else {
             return Ok(0);
         };
-        let n = loop {
+        let got = nonblocking(|| {
             let mut addr_len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             // SAFETY: `buf` and `addr` are valid for writes of the lengths passed and are not
             // otherwise accessed during the call. MSG_TRUNC makes it return the datagram's
             // real length, which tells a truncated one.
-            let r = unsafe {
+            unsafe {
                 libc::recvfrom(
                     fd,
                     buf.as_mut_ptr().cast(),
@@ -263,16 +263,10 @@ impl UdpTransport {
                     (addr as *mut libc::sockaddr_storage).cast(),
                     &mut addr_len,
                 )
-            };
-            if r >= 0 {
-                break r as usize;
             }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => return Ok(0),
-                _ => return Err(err),
-            }
+        })?;
+        let Some(n) = got else {
+            return Ok(0);
         };
         meta.truncated = n > buf.len();
         meta.len = n.min(buf.len());
@@ -307,28 +301,20 @@ impl UdpTransport {
             h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iovlen = 1;
         }
-        let got = loop {
+        let got = nonblocking(|| {
             // SAFETY: hdrs[..cap] point into addrs, iovs and the batch's slots, which outlive
             // the call and are not otherwise accessed during it.
-            let r = unsafe {
+            unsafe {
                 libc::recvmmsg(
                     fd,
                     hdrs.as_mut_ptr(),
                     cap as _,
                     libc::MSG_DONTWAIT as _,
                     std::ptr::null_mut(),
-                )
-            };
-            if r >= 0 {
-                break r as usize;
+                ) as isize
             }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => return Ok(0),
-                _ => return Err(err),
-            }
-        };
+        })?
+        .unwrap_or(0);
         let local = self.local;
         for (i, (_, meta)) in batch.slots_mut().skip(first).take(got).enumerate() {
             let h = &hdrs[i];
@@ -469,6 +455,23 @@ impl UdpTransport {
             }
         }
         Ok((done, false))
+    }
+}
+
+/// Runs a nonblocking receive call until it is not interrupted: its result, `None` if it would
+/// block.
+fn nonblocking(mut call: impl FnMut() -> isize) -> io::Result<Option<usize>> {
+    loop {
+        let r = call();
+        if r >= 0 {
+            return Ok(Some(r as usize));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EAGAIN) => return Ok(None),
+            _ => return Err(err),
+        }
     }
 }
 
