@@ -6,11 +6,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::{connect, side_on, Side};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    atomic_write_wr, flush_wr, Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions,
-    Placement, Progress, QpCaps, QpInitAttr, QueuePair, RemoteAddr, RemoteMr, Selectivity,
-    SendFlags, SendOpcode, SendWr, Usage, WcOpcode, WcStatus,
+    atomic_write_wr, flush_wr, Access, MemoryRegion, Placement, Progress, RemoteAddr, RemoteMr,
+    Selectivity, SendFlags, SendOpcode, SendWr, Usage, WcOpcode, WcStatus,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 5, 1));
@@ -18,53 +20,11 @@ const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 5, 2));
 const LEN: usize = 8192;
 const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 
-struct Side {
-    _ctx: Context,
-    cq: Cq,
-    qp: QueuePair,
-    pd: softrnic_uapi::Pd,
-}
-
-fn side(fabric: &Fabric, addr: IpAddr) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: 5,
-    };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(16).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    Side {
-        _ctx: ctx,
-        cq,
-        qp,
-        pd,
-    }
-}
-
 fn pair(seed: u64) -> (Fabric, Side, Side) {
     let fabric = Fabric::new(FabricConfig::default(), seed);
-    let (a, b) = (side(&fabric, A), side(&fabric, B));
-    let attr = ConnectAttr::default();
-    a.qp.connect(&ConnectAttr {
-        dest: B,
-        dest_qp_num: b.qp.qp_num(),
-        ..attr
-    })
-    .unwrap();
-    b.qp.connect(&ConnectAttr {
-        dest: A,
-        dest_qp_num: a.qp.qp_num(),
-        ..attr
-    })
-    .unwrap();
+    let side = |addr| side_on(Box::new(fabric.attach(addr).unwrap()), Progress::Thread, 5);
+    let (a, b) = (side(A), side(B));
+    connect(&a, A, &b, B);
     (fabric, a, b)
 }
 

@@ -89,7 +89,7 @@ pub struct UdpTransport {
     gso: bool,
     /// The multicast groups joined, each with its socket.
     groups: Vec<mcast::Group>,
-    /// Datagrams the next `recvmmsg` on the receive socket asks for (see [`next_want`]).
+    /// Datagrams the next receive on the receive socket asks for (see [`next_want`]).
     rx_want: usize,
 }
 
