@@ -13,10 +13,14 @@
 //!
 //! [`Icrc`] is incremental, so a sender can checksum the headers it built and then the payload
 //! straight from registered memory, in as many pieces as it has, without gathering the packet.
+//! [`with_ipv4_ident`] moves an IPv4 packet's ICRC to another IP Identification.
 
 use crc32fast::Hasher;
 
 use crate::{bth, check_len, Result};
+
+mod ident;
+pub use ident::with_ipv4_ident;
 
 /// ICRC length in bytes.
 pub const ICRC_LEN: usize = 4;

@@ -71,7 +71,9 @@ pub struct OutPacket<'a> {
 ///
 /// The kernel numbers the segments' IPv4 Identification from the first one's, which is 0 for
 /// a DF datagram from an unconnected socket, so segment `k` carries ID `k`; the ICRC covers
-/// the ID, so the emitter computes each packet's ICRC for its place in the run.
+/// the ID, so the emitter computes each packet's ICRC for its place in the run. (A transport
+/// whose datagrams carry other IDs, as a connected socket's do, moves the ICRC to them: see
+/// `udp/mod.rs`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentLimits {
     /// Most packets in a run (1: no segmentation).
@@ -121,9 +123,10 @@ pub enum IcrcStatus {
     /// The ICRC does not match, or the packet is too short to carry a BTH and an ICRC: drop it.
     Bad,
     /// Cannot be checked: an IPv4 packet through a UDP socket whose ICRC does not match the
-    /// header a UDP-socket sender would produce (DF, IP ID 0). Kernel rxe's packets look like
-    /// this (its IP ID increments); so would a corrupt one. Accept it: UDP checksums and the
-    /// link's FCS are the only protection left.
+    /// header an unconnected UDP socket would send (DF, IP ID 0). Packets of kernel rxe and of
+    /// a softrnic sending from connected sockets look like this (their IP IDs count up); so
+    /// would a corrupt one. Accept it: UDP checksums and the link's FCS are the only
+    /// protection left.
     Unverifiable,
 }
 
@@ -194,8 +197,8 @@ pub struct RecvPacket<'a> {
 
 impl RecvPacket<'_> {
     /// Checks the ICRC: over the received IP header if the transport saw it; otherwise over a
-    /// rebuilt one (exact for IPv6; for IPv4 the header a UDP socket with `IP_PMTUDISC_DO`
-    /// sends — DF, IP ID 0 — so packets from softrnic peers verify and others are
+    /// rebuilt one (exact for IPv6; for IPv4 the header an unconnected UDP socket with
+    /// `IP_PMTUDISC_DO` sends — DF, IP ID 0 — so packets sent so verify and others are
     /// [`IcrcStatus::Unverifiable`]). The UDP header is rebuilt (its checksum is masked).
     pub fn icrc_status(&self) -> IcrcStatus {
         let m = self.meta;
@@ -346,6 +349,9 @@ pub struct TransportStats {
     pub rx_truncated: u64,
     /// The errno of the last per-packet send error (0: none).
     pub last_errno: i32,
+    /// Times a connected socket's IPv4 ID counter was learnt (at connect, and after a send
+    /// error; see `udp/ident.rs`).
+    pub ident_probes: u64,
 }
 
 /// A packet transport, as the driver uses it.

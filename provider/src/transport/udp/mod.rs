@@ -18,6 +18,21 @@
 //!   address but not the port, and raw sockets need privilege; this is the simplest design
 //!   that works unprivileged. Each run of consecutive packets with the same source port goes
 //!   out in one `sendmmsg`, every packet as an iovec list over the caller's pieces.
+//! * **Connected send sockets**: a source port's socket is connected to the destination of its
+//!   first packet (an RC or UC QP has one). The kernel then keeps the route instead of looking
+//!   it up for every datagram, which is a tenth of a loopback datagram's cost; datagrams to
+//!   other destinations still go, with their address. The price is the IPv4 Identification:
+//!   a connected socket numbers its DF datagrams from a random start, one number per datagram
+//!   handed to the kernel, and the ICRC covers the ID. The transport learns the counter at
+//!   connect time (`udp/ident.rs`), counts what it sends, and moves each packet's ICRC from
+//!   the ID the emitter computed it for (its segment number, as for an unconnected socket) to
+//!   the one it will carry ([`softrnic_wire::icrc::with_ipv4_ident`]: a table lookup and a
+//!   carry-less multiplication, the last 4 bytes sent from scratch space). After a send error
+//!   (which may or may not have used a number) it learns the counter again. Where the kernel
+//!   cannot say (no transmit timestamps), sockets stay unconnected. `SOFTRNIC_CONNECT=0`
+//!   keeps them unconnected from the start. A peer's UDP socket cannot see the ID either, so
+//!   IPv4 ICRCs from a connected softrnic are [`super::IcrcStatus::Unverifiable`] there, like
+//!   kernel rxe's.
 //! * **Segmentation (UDP GSO)**: a run of packets the emitter marked (see [`SegmentLimits`])
 //!   goes out as one message with a `UDP_SEGMENT` control message, and the kernel (or the
 //!   NIC) cuts it into the packets: one pass through the stack for a 64 KiB WRITE instead of
@@ -26,8 +41,9 @@
 //!   turned off for the transport. The environment variable `SOFTRNIC_GSO=0` turns it off
 //!   from the start.
 //! * Every socket has `IP_MTU_DISCOVER` / `IPV6_MTU_DISCOVER` = `PMTUDISC_DO`: the kernel
-//!   never fragments, IPv4 packets carry DF and (unconnected socket) IP ID 0, as kernel rxe's
-//!   carry DF. A datagram over the path MTU fails with `EMSGSIZE` and is dropped (counted).
+//!   never fragments, IPv4 packets carry DF (as kernel rxe's do) and, from an unconnected
+//!   socket, IP ID 0. A datagram over the path MTU fails with `EMSGSIZE` and is dropped
+//!   (counted).
 //! * All sockets are nonblocking; [`Transport::poll`] is one `ppoll` on the receive socket
 //!   and the multicast groups' (the first [`MAX_POLLED_GROUPS`]), and, after a send would
 //!   block, on the blocked socket for `POLLOUT`.
@@ -55,13 +71,17 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use rustc_hash::FxHashMap;
+use softrnic_wire::icrc::ICRC_LEN;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats};
 
+mod ident;
 mod mcast;
+mod send;
 mod sock;
-use sock::{open_socket, per_packet_error, read_sockaddr, setsockopt, write_sockaddr};
+use send::TxSocket;
+use sock::{open_socket, read_sockaddr, setsockopt};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` call.
 pub const MAX_MSGS: usize = 64;
@@ -80,7 +100,11 @@ const RX_BUFFER: libc::c_int = 4 << 20;
 pub struct UdpTransport {
     local: IpAddr,
     rx: UdpSocket,
-    tx: FxHashMap<u16, UdpSocket>,
+    tx: FxHashMap<u16, TxSocket>,
+    /// Where the IP ID probes of connected sockets go (opened with the first one).
+    sink: Option<UdpSocket>,
+    /// Whether new send sockets are connected (see the module comment).
+    connect: bool,
     /// The source port whose socket last returned "would block".
     blocked: Option<u16>,
     stats: TransportStats,
@@ -109,6 +133,8 @@ struct Scratch {
     iovs: [libc::iovec; MAX_IOVS],
     hdrs: [libc::mmsghdr; MAX_MSGS],
     ctrls: [ControlBuf; MAX_MSGS],
+    /// ICRCs moved to the IP ID their packet carries (connected sockets), one per packet.
+    icrcs: [[u8; ICRC_LEN]; MAX_IOVS],
 }
 
 /// Room for one `UDP_SEGMENT` control message, aligned as `cmsghdr` must be.
@@ -160,10 +186,13 @@ impl UdpTransport {
         let wanted = std::env::var_os("SOFTRNIC_GSO").is_none_or(|v| v != "0");
         let gso = wanted && setsockopt(&rx, libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
         mcast::set_send_options(&rx, local);
+        let connect = std::env::var_os("SOFTRNIC_CONNECT").is_none_or(|v| v != "0");
         Ok(UdpTransport {
             local,
             rx,
             tx: FxHashMap::default(),
+            sink: None,
+            connect,
             blocked: None,
             stats: TransportStats::default(),
             scratch: Scratch::new(),
@@ -180,34 +209,23 @@ impl UdpTransport {
         self
     }
 
+    /// The same transport with send sockets that stay unconnected (every IPv4 datagram with
+    /// IP ID 0), as `SOFTRNIC_CONNECT=0` makes it.
+    pub fn without_connected_sockets(mut self) -> UdpTransport {
+        self.connect = false;
+        self
+    }
+
     /// Number of source-port sockets opened so far.
     pub fn source_ports_open(&self) -> usize {
         self.tx.len()
     }
 
-    /// The socket sending from `port`, opened on first use. It stays unconnected: the kernel
-    /// gives a connected socket's DF datagrams a running IP ID, which the ICRC (computed here,
-    /// over an IP ID of 0) does not mask.
-    fn tx_fd(&mut self, port: u16) -> io::Result<RawFd> {
-        if port == ROCE_V2_UDP_PORT {
-            return Ok(self.rx.as_raw_fd());
-        }
-        if port == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "UDP source port 0 cannot be sent from",
-            ));
-        }
-        if let Some(s) = self.tx.get(&port) {
-            return Ok(s.as_raw_fd());
-        }
-        let s = open_socket(self.local, port)?;
-        // Stray datagrams to a source port are not read: keep their queue minimal.
-        let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 0);
-        mcast::set_send_options(&s, self.local);
-        let fd = s.as_raw_fd();
-        self.tx.insert(port, s);
-        Ok(fd)
+    /// The destination `port`'s socket is connected to, and (IPv4) the IP ID of its next
+    /// datagram; `None` for an unconnected or unopened one.
+    pub fn connection(&self, port: u16) -> Option<(SocketAddr, Option<u16>)> {
+        let t = self.tx.get(&port)?;
+        Some((t.peer?, t.next_ident))
     }
 
     /// Receives into `batch`'s slots from `first` on (at most `want`, at most [`MAX_MSGS`])
@@ -324,138 +342,6 @@ impl UdpTransport {
         }
         Ok(got)
     }
-
-    /// Sends packets from `pkts[0].src_port`, one message per segmentation run (at most
-    /// [`MAX_MSGS`] messages and [`MAX_IOVS`] pieces per call). Returns how many packets are
-    /// done with, and whether the socket would block. Fails only if nothing was done.
-    fn send_run(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<(usize, bool)> {
-        let port = pkts[0].src_port;
-        let fd = self.tx_fd(port)?;
-        let Scratch {
-            addrs,
-            iovs,
-            hdrs,
-            ctrls,
-        } = &mut *self.scratch;
-        // Per message: UDP payload bytes, packets, first piece.
-        let mut bytes = [0usize; MAX_MSGS];
-        let mut segs = [0usize; MAX_MSGS];
-        let mut first_iov = [0usize; MAX_MSGS];
-        let (mut n, mut used, mut i) = (0, 0, 0);
-        while i < pkts.len() && n < MAX_MSGS {
-            let p = &pkts[i];
-            if p.src_port != port {
-                break;
-            }
-            let size = u16::try_from(p.len()).ok().filter(|_| self.gso);
-            let run = 1 + size.map_or(0, |_| {
-                (1..)
-                    .zip(&pkts[i + 1..])
-                    .take_while(|&(k, q)| q.segment == k && q.dst == p.dst && q.src_port == port)
-                    .count()
-            });
-            let run_pkts = &pkts[i..i + run];
-            let pieces: usize = run_pkts.iter().map(|q| q.pieces.len()).sum();
-            let invalid = if p.dst.is_ipv4() != self.local.is_ipv4() {
-                Some("destination address family differs from the local address's")
-            } else if pieces > MAX_IOVS {
-                Some("a packet or run has more pieces than MAX_IOVS")
-            } else {
-                None
-            };
-            if let Some(why) = invalid {
-                if n == 0 {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
-                }
-                break; // The next call reports it.
-            }
-            if used + pieces > MAX_IOVS {
-                break;
-            }
-            let all = run_pkts.iter().flat_map(|q| q.pieces.iter());
-            for (iov, piece) in iovs[used..].iter_mut().zip(all) {
-                iov.iov_base = piece.as_ptr() as *mut libc::c_void;
-                iov.iov_len = piece.len();
-            }
-            bytes[n] = run_pkts.iter().map(OutPacket::len).sum();
-            segs[n] = run;
-            first_iov[n] = used;
-            let h = &mut hdrs[n].msg_hdr;
-            h.msg_namelen = write_sockaddr(p.dst, &mut addrs[n]);
-            h.msg_iovlen = pieces as _;
-            h.msg_controllen = match size {
-                Some(size) if run > 1 => write_segment_size(&mut ctrls[n], size),
-                _ => 0,
-            };
-            used += pieces;
-            n += 1;
-            i += run;
-        }
-        // The pointers last, from one base pointer per array, once the arrays are written.
-        let (addr_base, iov_base, ctrl_base) =
-            (addrs.as_mut_ptr(), iovs.as_mut_ptr(), ctrls.as_mut_ptr());
-        for (m, h) in hdrs[..n].iter_mut().enumerate() {
-            let h = &mut h.msg_hdr;
-            // SAFETY: m < n <= MAX_MSGS and first_iov[m] < used <= MAX_IOVS: in bounds.
-            unsafe {
-                h.msg_name = addr_base.add(m).cast();
-                h.msg_iov = iov_base.add(first_iov[m]);
-                h.msg_control = if h.msg_controllen == 0 {
-                    std::ptr::null_mut()
-                } else {
-                    ctrl_base.add(m).cast()
-                };
-            }
-        }
-        // Messages done with, and the packets in them.
-        let (mut k, mut done) = (0, 0);
-        while k < n {
-            // SAFETY: hdrs[k..n] point into addrs, iovs and ctrls, which outlive the call, and
-            // iovs point into the caller's pieces, which the kernel only reads.
-            let r = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    hdrs[k..].as_mut_ptr(),
-                    (n - k) as _,
-                    libc::MSG_DONTWAIT as _,
-                )
-            };
-            if r > 0 {
-                let sent = r as usize;
-                let pkts_sent: usize = segs[k..k + sent].iter().sum();
-                self.stats.tx_packets += pkts_sent as u64;
-                self.stats.tx_bytes += bytes[k..k + sent].iter().sum::<usize>() as u64;
-                self.stats.tx_segmented += (pkts_sent - sent) as u64;
-                done += pkts_sent;
-                k += sent;
-                continue;
-            }
-            let err = io::Error::last_os_error();
-            let errno = err.raw_os_error().unwrap_or(0);
-            match errno {
-                libc::EINTR => {}
-                libc::EAGAIN => {
-                    self.blocked = Some(port);
-                    self.stats.tx_blocked += 1;
-                    return Ok((done, true));
-                }
-                e if per_packet_error(e) || (segs[k] > 1 && e == libc::EIO) => {
-                    // Dropped, as a NIC drops what it cannot send. A run refused as a whole
-                    // (the route cannot segment: EIO; or EINVAL) turns segmentation off.
-                    if segs[k] > 1 && matches!(e, libc::EIO | libc::EINVAL) {
-                        self.gso = false;
-                    }
-                    self.stats.tx_errors += segs[k] as u64;
-                    self.stats.last_errno = e;
-                    done += segs[k];
-                    k += 1;
-                }
-                _ if k == 0 => return Err(err),
-                _ => return Ok((done, false)),
-            }
-        }
-        Ok((done, false))
-    }
 }
 
 /// Runs a nonblocking receive call until it is not interrupted: its result, `None` if it would
@@ -472,21 +358,6 @@ fn nonblocking(mut call: impl FnMut() -> isize) -> io::Result<Option<usize>> {
             Some(libc::EAGAIN) => return Ok(None),
             _ => return Err(err),
         }
-    }
-}
-
-/// Writes a `UDP_SEGMENT` control message (the segment size of a run) into `buf`; returns
-/// its length.
-fn write_segment_size(buf: &mut ControlBuf, size: u16) -> libc::size_t {
-    let c = buf.0.as_mut_ptr().cast::<libc::cmsghdr>();
-    // SAFETY: `buf` is 8-byte aligned and larger than CMSG_SPACE(2) (checked at compile
-    // time below), so the header and the u16 after it are in bounds.
-    unsafe {
-        (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-        (*c).cmsg_level = libc::SOL_UDP;
-        (*c).cmsg_type = UDP_SEGMENT;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
-        libc::CMSG_SPACE(size_of::<u16>() as u32) as _
     }
 }
 
@@ -534,7 +405,10 @@ impl Transport for UdpTransport {
         fds[0].fd = self.rx.as_raw_fd();
         fds[1].events = libc::POLLOUT;
         if let Some(port) = self.blocked {
-            fds[1].fd = self.tx_fd(port)?;
+            fds[1].fd = match self.tx.get(&port) {
+                Some(t) => t.sock.as_raw_fd(),
+                None => self.rx.as_raw_fd(), // port 4791
+            };
         }
         for (p, g) in fds[2..].iter_mut().zip(&self.groups) {
             p.fd = g.sock.as_raw_fd();

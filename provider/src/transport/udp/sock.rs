@@ -65,6 +65,25 @@ pub(super) fn open_socket(ip: IpAddr, port: u16) -> io::Result<UdpSocket> {
     Ok(s)
 }
 
+/// Dissolves `s`'s association with a peer (`connect` to `AF_UNSPEC`).
+pub(super) fn disconnect(s: &UdpSocket) -> io::Result<()> {
+    // SAFETY: all-zero is a valid sockaddr; AF_UNSPEC is 0.
+    let addr: libc::sockaddr = unsafe { std::mem::zeroed() };
+    // SAFETY: `addr` outlives the call and its size is passed.
+    let r = unsafe {
+        libc::connect(
+            s.as_raw_fd(),
+            &addr,
+            size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 pub(super) fn setsockopt(
     s: &UdpSocket,
     level: libc::c_int,

@@ -48,6 +48,13 @@ fn bind(ip: IpAddr) -> UdpTransport {
     UdpTransport::bind(ip).unwrap_or_else(|e| panic!("binding {ip}:4791: {e}"))
 }
 
+/// A transport whose datagrams leave as given: a connected socket's transport takes the last
+/// 4 bytes of an IPv4 datagram for an ICRC and changes them (see the module comment), which
+/// the tests of arbitrary bytes do not want.
+fn bind_unconnected(ip: IpAddr) -> UdpTransport {
+    bind(ip).without_connected_sockets()
+}
+
 /// Receives until `want` packets arrived or 5 s passed; returns (src, payload) of each.
 fn recv_all(t: &mut UdpTransport, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
     let mut batch = RecvBatch::new(8, 2048);
@@ -67,7 +74,7 @@ fn recv_all(t: &mut UdpTransport, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
 
 #[test]
 fn exchange_a_batch_of_pieced_datagrams() {
-    let (mut a, mut b) = (bind(lo(11)), bind(lo(12)));
+    let (mut a, mut b) = (bind_unconnected(lo(11)), bind(lo(12)));
     // Three source ports, in runs: three sockets, several sendmmsg calls.
     let ports = [
         0xc000u16, 0xc000, 0xc001, 0xc001, 0xc001, 0xc002, 0xc000, 4791,
@@ -176,7 +183,7 @@ fn bad_packets_are_refused() {
 /// sends DF and IP ID 0, the header the ICRC was computed over.
 #[test]
 fn icrc_over_ipv4_verifies_or_is_unverifiable() {
-    let (mut a, mut b) = (bind(lo(19)), bind(lo(20)));
+    let (mut a, mut b) = (bind_unconnected(lo(19)), bind(lo(20)));
     let data = b"softrnic over UDP";
     let (hdr, icrc) = send_only((lo(19), 0xc005), lo(20), 0x12, 1, data);
     let mut wrong = icrc.clone();
@@ -286,7 +293,7 @@ fn no_allocation_per_packet() {
 
 #[test]
 fn a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets() {
-    let (a, mut b) = (bind(lo(23)), bind(lo(24)));
+    let (a, mut b) = (bind_unconnected(lo(23)), bind(lo(24)));
     let limits = a.segment_limits();
     let mut a = a;
     if limits == SegmentLimits::NONE {
@@ -322,7 +329,7 @@ fn a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets() {
     let s = a.stats();
     assert_eq!((s.tx_packets, s.tx_segmented, s.tx_errors), (4, 2, 0));
     // Without segmentation the same packets go out one by one.
-    let mut a = bind(lo(25)).without_segmentation();
+    let mut a = bind_unconnected(lo(25)).without_segmentation();
     assert_eq!(a.segment_limits(), SegmentLimits::NONE);
     assert_eq!(a.send_batch(&pkts).unwrap(), 4);
     assert_eq!(recv_all(&mut b, 4).len(), 4);
@@ -362,4 +369,103 @@ fn receive_asks_for_one_datagram_when_idle_and_doubles_under_a_flood() {
         }
     }
     assert_eq!(sizes, [1, 2, 4, 8, 16, 9]);
+}
+
+/// A connected socket numbers its datagrams (one number per run, its segments counting on
+/// from it), and each packet leaves with its ICRC moved to the IP ID it carries: the receiver,
+/// told the numbers, verifies every one. The packets come with ICRCs computed as the emitter
+/// computes them, for IP ID = segment number.
+#[test]
+fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
+    let ip = |last| IpAddr::V4(Ipv4Addr::new(127, 0, 34, last));
+    let (mut a, mut b) = (bind(ip(3)), bind(ip(4)));
+    let port = 0xc000;
+    // Opens, connects and probes the socket with a first packet.
+    let (hdr, icrc) = send_only((ip(3), port), ip(4), 0x11, 0, b"first");
+    let first: [&[u8]; 3] = [&hdr, b"first", &icrc];
+    let to_b = SocketAddr::new(ip(4), 4791);
+    let pkt = |pieces, segment| OutPacket {
+        dst: to_b,
+        src_port: port,
+        pieces,
+        segment,
+    };
+    assert_eq!(a.send_batch(&[pkt(&first, 0)]).unwrap(), 1);
+    assert_eq!(recv_all(&mut b, 1).len(), 1);
+    let Some((peer, Some(next))) = a.connection(port) else {
+        eprintln!("SKIPPED: the socket stayed unconnected (no transmit timestamps here)");
+        return;
+    };
+    assert_eq!(peer, to_b);
+    assert_eq!(a.stats().ident_probes, 1);
+    // A lone packet, then (with segmentation) a run of three equal ones: IDs next, then
+    // next + 1 + segment.
+    let bodies: Vec<Vec<u8>> = (0..4).map(|i| vec![i as u8; 64]).collect();
+    let built: Vec<(Vec<u8>, Vec<u8>)> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| send_only((ip(3), port), ip(4), 0x11, 1 + i as u32, body))
+        .collect();
+    let runs = a.segment_limits() != SegmentLimits::NONE;
+    let segment = |i: usize| if runs && i > 0 { i as u16 - 1 } else { 0 };
+    let ident = |i: usize| match (runs, i) {
+        (true, 0) => next,
+        (true, _) => next.wrapping_add(1 + segment(i)),
+        (false, _) => next.wrapping_add(i as u16),
+    };
+    // The ICRC each was built with: for its segment number.
+    let mut trailers: Vec<Vec<u8>> = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let (h, _) = &built[i];
+        trailers.push(icrc_for(h, body, ip(3), ip(4), port, segment(i)));
+    }
+    let pieces: Vec<[&[u8]; 3]> = (0..4)
+        .map(|i| [&built[i].0[..], &bodies[i][..], &trailers[i][..]])
+        .collect();
+    let pkts: Vec<OutPacket<'_>> = (0..4).map(|i| pkt(&pieces[i], segment(i))).collect();
+    assert_eq!(a.send_batch(&pkts).unwrap(), 4);
+    let got = recv_all(&mut b, 4);
+    assert_eq!(got.len(), 4);
+    for (i, body) in bodies.iter().enumerate() {
+        let want = icrc_for(&built[i].0, body, ip(3), ip(4), port, ident(i));
+        let sent = &got[i].1;
+        assert_eq!(
+            &sent[sent.len() - 4..],
+            &want[..],
+            "packet {i}: ICRC for ID {}",
+            ident(i)
+        );
+        assert_eq!(
+            &sent[..sent.len() - 4],
+            &[&built[i].0[..], &body[..]].concat()[..]
+        );
+    }
+    let messages = if runs { 2 } else { 4 };
+    assert_eq!(
+        a.connection(port),
+        Some((to_b, Some(next.wrapping_add(messages))))
+    );
+}
+
+/// The trailer (no pad: 4-byte multiples) of a SEND_ONLY with headers `bth` and `body` from
+/// `src`:`port` to `dst`, whose IPv4 header carries Identification `ident`.
+fn icrc_for(bth: &[u8], body: &[u8], src: IpAddr, dst: IpAddr, port: u16, ident: u16) -> Vec<u8> {
+    use softrnic_wire::frame::IpHeader;
+    let udp_len = 8 + bth.len() + body.len() + 4;
+    let ip = IpHeader::udp_socket(src, dst, 64)
+        .unwrap()
+        .with_ident(ident);
+    let mut ip_bytes = vec![0u8; ip.header_len()];
+    ip.emit(udp_len, &mut ip_bytes).unwrap();
+    let mut udp = Vec::new();
+    udp.extend_from_slice(&port.to_be_bytes());
+    udp.extend_from_slice(&4791u16.to_be_bytes());
+    udp.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(bth);
+    udp.extend_from_slice(body);
+    softrnic_wire::icrc::compute(&ip_bytes, &udp)
+        .unwrap()
+        .to_le_bytes()
+        .to_vec()
 }

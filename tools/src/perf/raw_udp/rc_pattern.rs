@@ -3,7 +3,7 @@
 //!
 //! Per hop, an RC SEND ping-pong puts two datagrams on the wire: the SEND (BTH, 64 bytes of
 //! payload, ICRC: 80 bytes) and the ACK of the message that came the other way (BTH, AETH,
-//! ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own unconnected socket to
+//! ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own socket, connected to
 //! the peer's port-4791 socket, which a busy poller drains with `recvmmsg` (asking for twice
 //! what the last call got, at least one, and one with `recvfrom`, with source addresses). This
 //! baseline does exactly that and nothing
@@ -107,7 +107,8 @@ pub fn udp_rc_pattern_pingpong(cfg: &PatternConfig) -> io::Result<PatternResult>
     let stop = AtomicBool::new(false);
     let ns = thread::scope(|s| {
         let echoer = s.spawn(|| -> io::Result<()> {
-            let mut io = Io::new(to_ping);
+            echo.tx.connect(to_ping)?;
+            let mut io = Io::new();
             let stopped = || stop.load(Ordering::Acquire);
             while let Some(seq) = io.wait_answer(&echo.rx, &stopped)? {
                 io.send(&echo.tx, seq)?;
@@ -116,7 +117,8 @@ pub fn udp_rc_pattern_pingpong(cfg: &PatternConfig) -> io::Result<PatternResult>
         });
         let pinger = s.spawn(|| -> io::Result<Vec<u64>> {
             let _stop = SetOnDrop(&stop);
-            let mut io = Io::new(to_echo);
+            ping.tx.connect(to_echo)?;
+            let mut io = Io::new();
             let mut ns = Vec::with_capacity(cfg.iters);
             for i in 0..(cfg.warmup + cfg.iters) as u64 {
                 let t0 = Instant::now();
@@ -155,8 +157,6 @@ pub fn udp_rc_pattern_pingpong(cfg: &PatternConfig) -> io::Result<PatternResult>
 struct Io {
     answer: [u8; ANSWER_LEN],
     ack: [u8; ACK_LEN],
-    peer: libc::sockaddr_storage,
-    peer_len: libc::socklen_t,
     slots: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
     iovs: Vec<libc::iovec>,
@@ -167,16 +167,13 @@ struct Io {
 }
 
 impl Io {
-    fn new(peer: SocketAddr) -> Io {
-        let (peer, peer_len) = sockaddr(peer);
+    fn new() -> Io {
         // SAFETY: all-zero is a valid value of these plain-data C structs.
         let (addr, iov, hdr) =
             unsafe { (std::mem::zeroed(), std::mem::zeroed(), std::mem::zeroed()) };
         Io {
             answer: [0; ANSWER_LEN],
             ack: [0; ACK_LEN],
-            peer,
-            peer_len,
             slots: vec![0; BATCH * SLOT],
             addrs: vec![addr; BATCH],
             iovs: vec![iov; BATCH],
@@ -185,7 +182,8 @@ impl Io {
         }
     }
 
-    /// The answer carrying `seq`, then an ACK, in one `sendmmsg` to the peer.
+    /// The answer carrying `seq`, then an ACK, in one `sendmmsg` to the peer `tx` is
+    /// connected to.
     fn send(&mut self, tx: &UdpSocket, seq: u64) -> io::Result<()> {
         self.answer[..8].copy_from_slice(&seq.to_le_bytes());
         let mut iov = [
@@ -201,15 +199,13 @@ impl Io {
         // SAFETY: all-zero is a valid mmsghdr.
         let mut hdrs: [libc::mmsghdr; 2] = unsafe { std::mem::zeroed() };
         for (h, v) in hdrs.iter_mut().zip(iov.iter_mut()) {
-            h.msg_hdr.msg_name = (&mut self.peer as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = self.peer_len;
             h.msg_hdr.msg_iov = v;
             h.msg_hdr.msg_iovlen = 1;
         }
         let mut sent = 0;
         while sent < 2 {
-            // SAFETY: the headers point to `iov`, the buffers and `peer`, all alive and only
-            // read during the call.
+            // SAFETY: the headers point to `iov` and the buffers, all alive and only read
+            // during the call.
             let r = unsafe {
                 libc::sendmmsg(
                     tx.as_raw_fd(),
@@ -316,36 +312,6 @@ impl Io {
             ) as isize
         }
     }
-}
-
-/// `addr` as a C socket address and its length.
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
-            let sin = unsafe {
-                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
-            };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = a.port().to_be();
-            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            // SAFETY: as above.
-            let sin6 = unsafe {
-                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
-            };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = a.port().to_be();
-            sin6.sin6_addr.s6_addr = a.ip().octets();
-            sin6.sin6_scope_id = a.scope_id();
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
 }
 
 #[cfg(test)]

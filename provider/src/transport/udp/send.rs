@@ -1,0 +1,352 @@
+//! Sending: a socket per UDP source port, connected to its QP's peer, one `sendmmsg` per run of
+//! packets from one port, every packet as an iovec list over the caller's pieces, a
+//! segmentation run as one message with `UDP_SEGMENT`; and, on a connected IPv4 socket, each
+//! packet's ICRC moved to the IP Identification the kernel will give it (see the module
+//! comment of `udp/mod.rs` and `udp/ident.rs`).
+
+use std::io;
+use std::mem::size_of;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+
+use softrnic_wire::icrc::{with_ipv4_ident, ICRC_LEN};
+use softrnic_wire::ROCE_V2_UDP_PORT;
+
+use super::sock::{disconnect, open_socket, per_packet_error, setsockopt, write_sockaddr};
+use super::{ident, mcast, ControlBuf, Scratch, UdpTransport, MAX_IOVS, MAX_MSGS, UDP_SEGMENT};
+use crate::transport::{OutPacket, TransportStats};
+
+/// The socket of a source port.
+#[derive(Debug)]
+pub(super) struct TxSocket {
+    pub(super) sock: UdpSocket,
+    /// The destination it is connected to, which its datagrams go to without an address.
+    pub(super) peer: Option<SocketAddr>,
+    /// Connected and IPv4: the IP Identification the kernel gives its next datagram.
+    pub(super) next_ident: Option<u16>,
+}
+
+impl UdpTransport {
+    /// The socket sending from `port` (descriptor, connected peer, next IP ID), opened on
+    /// first use and then connected to `dst`, the destination of its first packet.
+    fn tx_socket(&mut self, port: u16, dst: SocketAddr) -> io::Result<TxSocketView> {
+        if port == ROCE_V2_UDP_PORT {
+            return Ok(TxSocketView {
+                fd: self.rx.as_raw_fd(),
+                peer: None,
+                next_ident: None,
+            });
+        }
+        if port == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "UDP source port 0 cannot be sent from",
+            ));
+        }
+        if !self.tx.contains_key(&port) {
+            let s = open_socket(self.local, port)?;
+            // Stray datagrams to a source port are not read: keep their queue minimal.
+            let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 0);
+            mcast::set_send_options(&s, self.local);
+            let mut t = TxSocket {
+                sock: s,
+                peer: None,
+                next_ident: None,
+            };
+            let unicast = !dst.ip().is_multicast() && dst.is_ipv4() == self.local.is_ipv4();
+            if self.connect && unicast {
+                self.connect_to(&mut t, dst);
+            }
+            self.tx.insert(port, t);
+        }
+        let t = &self.tx[&port];
+        Ok(TxSocketView {
+            fd: t.sock.as_raw_fd(),
+            peer: t.peer,
+            next_ident: t.next_ident,
+        })
+    }
+
+    /// Connects `t` to `dst` and, IPv4, learns its IP ID counter; leaves it unconnected if
+    /// either fails, and connects no more sockets if the kernel cannot tell the counter.
+    fn connect_to(&mut self, t: &mut TxSocket, dst: SocketAddr) {
+        if t.sock.connect(dst).is_err() {
+            return;
+        }
+        t.peer = Some(dst);
+        if dst.is_ipv4() && self.learn_ident(t).is_err() {
+            // A socket that could not say once will not say later: unconnected from now on.
+            self.connect = false;
+            t.peer = None;
+            t.next_ident = None;
+            if disconnect(&t.sock).is_err() {
+                // Still connected, with an unknown counter: a fresh socket is opened next time.
+                t.peer = Some(dst);
+            }
+        }
+    }
+
+    /// Learns the IP ID the kernel gives `t`'s next datagram (see `udp/ident.rs`).
+    fn learn_ident(&mut self, t: &mut TxSocket) -> io::Result<()> {
+        learn_ident(&mut self.sink, self.local, t, &mut self.stats)
+    }
+
+    /// After a send on `port` handed `messages` datagrams to the kernel: the counter moves on
+    /// by as many, or, when a send failed (`failed`), is learnt again; a socket whose counter
+    /// cannot be learnt is closed (the next packet opens a new one).
+    fn sent_from(&mut self, port: u16, messages: usize, failed: bool) {
+        let Some(t) = self.tx.get_mut(&port) else {
+            return;
+        };
+        let Some(id) = t.next_ident else {
+            return;
+        };
+        if !failed {
+            t.next_ident = Some(id.wrapping_add(messages as u16));
+        } else if learn_ident(&mut self.sink, self.local, t, &mut self.stats).is_err() {
+            self.tx.remove(&port);
+        }
+    }
+
+    /// Sends packets from `pkts[0].src_port`, one message per segmentation run (at most
+    /// [`MAX_MSGS`] messages and [`MAX_IOVS`] pieces per call). Returns how many packets are
+    /// done with, and whether the socket would block. Fails only if nothing was done.
+    pub(super) fn send_run(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<(usize, bool)> {
+        let port = pkts[0].src_port;
+        let dst = pkts[0].dst;
+        let sock = self.tx_socket(port, dst)?;
+        let Scratch {
+            addrs,
+            iovs,
+            hdrs,
+            ctrls,
+            icrcs,
+        } = &mut *self.scratch;
+        // Per message: UDP payload bytes, packets, first piece.
+        let mut bytes = [0usize; MAX_MSGS];
+        let mut segs = [0usize; MAX_MSGS];
+        let mut first_iov = [0usize; MAX_MSGS];
+        let (mut n, mut used, mut i) = (0, 0, 0);
+        while i < pkts.len() && n < MAX_MSGS {
+            let p = &pkts[i];
+            if p.src_port != port {
+                break;
+            }
+            let size = u16::try_from(p.len()).ok().filter(|_| self.gso);
+            let run = 1 + size.map_or(0, |_| {
+                (1..)
+                    .zip(&pkts[i + 1..])
+                    .take_while(|&(k, q)| q.segment == k && q.dst == p.dst && q.src_port == port)
+                    .count()
+            });
+            let run_pkts = &pkts[i..i + run];
+            // Message `n` carries the counter's `n`-th number from here (see `udp/ident.rs`).
+            let ident = sock.next_ident.map(|id| id.wrapping_add(n as u16));
+            let pieces: usize = run_pkts.iter().map(|q| iovs_of(q, ident.is_some())).sum();
+            let invalid = if p.dst.is_ipv4() != self.local.is_ipv4() {
+                Some("destination address family differs from the local address's")
+            } else if pieces > MAX_IOVS {
+                Some("a packet or run has more pieces than MAX_IOVS")
+            } else {
+                None
+            };
+            if let Some(why) = invalid {
+                if n == 0 {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+                }
+                break; // The next call reports it.
+            }
+            if used + pieces > MAX_IOVS {
+                break;
+            }
+            let mut at = used;
+            for q in run_pkts {
+                let id = ident.map(|id| id.wrapping_add(q.segment));
+                put_packet(q, &mut iovs[at..], &mut icrcs[at], id);
+                at += iovs_of(q, ident.is_some());
+            }
+            bytes[n] = run_pkts.iter().map(OutPacket::len).sum();
+            segs[n] = run;
+            first_iov[n] = used;
+            let h = &mut hdrs[n].msg_hdr;
+            // To the connected peer without an address: the kernel uses the kept route.
+            h.msg_namelen = if sock.peer == Some(p.dst) {
+                0
+            } else {
+                write_sockaddr(p.dst, &mut addrs[n])
+            };
+            h.msg_iovlen = pieces as _;
+            h.msg_controllen = match size {
+                Some(size) if run > 1 => write_segment_size(&mut ctrls[n], size),
+                _ => 0,
+            };
+            used += pieces;
+            n += 1;
+            i += run;
+        }
+        // The pointers last, from one base pointer per array, once the arrays are written.
+        let (addr_base, iov_base, ctrl_base) =
+            (addrs.as_mut_ptr(), iovs.as_mut_ptr(), ctrls.as_mut_ptr());
+        for (m, h) in hdrs[..n].iter_mut().enumerate() {
+            let h = &mut h.msg_hdr;
+            // SAFETY: m < n <= MAX_MSGS and first_iov[m] < used <= MAX_IOVS: in bounds.
+            unsafe {
+                h.msg_name = if h.msg_namelen == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    addr_base.add(m).cast()
+                };
+                h.msg_iov = iov_base.add(first_iov[m]);
+                h.msg_control = if h.msg_controllen == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    ctrl_base.add(m).cast()
+                };
+            }
+        }
+        // Messages done with, and the packets in them.
+        let (mut k, mut done) = (0, 0);
+        let mut result = Ok((0, false));
+        let mut failed = false;
+        while k < n {
+            // SAFETY: hdrs[k..n] point into addrs, iovs, ctrls and icrcs, which outlive the
+            // call, and iovs point into the caller's pieces, which the kernel only reads.
+            let r = unsafe {
+                libc::sendmmsg(
+                    sock.fd,
+                    hdrs[k..].as_mut_ptr(),
+                    (n - k) as _,
+                    libc::MSG_DONTWAIT as _,
+                )
+            };
+            if r > 0 {
+                let sent = r as usize;
+                let pkts_sent: usize = segs[k..k + sent].iter().sum();
+                self.stats.tx_packets += pkts_sent as u64;
+                self.stats.tx_bytes += bytes[k..k + sent].iter().sum::<usize>() as u64;
+                self.stats.tx_segmented += (pkts_sent - sent) as u64;
+                done += pkts_sent;
+                k += sent;
+                result = Ok((done, false));
+                continue;
+            }
+            let err = io::Error::last_os_error();
+            let errno = err.raw_os_error().unwrap_or(0);
+            match errno {
+                libc::EINTR => {}
+                libc::EAGAIN => {
+                    self.blocked = Some(port);
+                    self.stats.tx_blocked += 1;
+                    result = Ok((done, true));
+                    break;
+                }
+                e if per_packet_error(e) || (segs[k] > 1 && e == libc::EIO) => {
+                    // Dropped, as a NIC drops what it cannot send. A run refused as a whole
+                    // (the route cannot segment: EIO; or EINVAL) turns segmentation off.
+                    if segs[k] > 1 && matches!(e, libc::EIO | libc::EINVAL) {
+                        self.gso = false;
+                    }
+                    self.stats.tx_errors += segs[k] as u64;
+                    self.stats.last_errno = e;
+                    done += segs[k];
+                    k += 1;
+                    result = Ok((done, false));
+                    if sock.next_ident.is_some() {
+                        // The failed datagram may have used a number: the ICRCs of the
+                        // messages after it may be wrong. They go in the next call.
+                        failed = true;
+                        break;
+                    }
+                }
+                _ => {
+                    failed = true;
+                    if k == 0 {
+                        result = Err(err);
+                    }
+                    break;
+                }
+            }
+        }
+        self.sent_from(port, k, failed);
+        result
+    }
+}
+
+/// What [`UdpTransport::send_run`] needs of a source port's socket.
+#[derive(Debug, Clone, Copy)]
+struct TxSocketView {
+    fd: RawFd,
+    peer: Option<SocketAddr>,
+    next_ident: Option<u16>,
+}
+
+/// Learns the IP ID the kernel gives `t`'s next datagram, probing through `sink` (opened on
+/// `local` the first time); see `udp/ident.rs`.
+fn learn_ident(
+    sink: &mut Option<UdpSocket>,
+    local: IpAddr,
+    t: &mut TxSocket,
+    stats: &mut TransportStats,
+) -> io::Result<()> {
+    if sink.is_none() {
+        let s = UdpSocket::bind(SocketAddr::new(local, 0))?;
+        s.set_nonblocking(true)?;
+        *sink = Some(s);
+    }
+    let sink = sink.as_ref().expect("opened above");
+    t.next_ident = None;
+    t.next_ident = Some(ident::probe(&t.sock, sink)?);
+    stats.ident_probes += 1;
+    Ok(())
+}
+
+/// Writes the iovecs of `q` into `iovs` (as many as [`iovs_of`] says). With `ident`, the IP
+/// ID its datagram will carry, the last 4 bytes (the ICRC, computed for the ID its segment
+/// number gives) go from `slot`, moved to `ident`.
+fn put_packet(
+    q: &OutPacket<'_>,
+    iovs: &mut [libc::iovec],
+    slot: &mut [u8; ICRC_LEN],
+    ident: Option<u16>,
+) {
+    let mut k = 0;
+    let mut put = |b: &[u8]| {
+        iovs[k] = libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        };
+        k += 1;
+    };
+    match (ident, q.pieces.split_last()) {
+        (Some(id), Some((last, rest))) if last.len() >= ICRC_LEN => {
+            rest.iter().for_each(|p| put(p));
+            let (body, icrc) = last.split_at(last.len() - ICRC_LEN);
+            put(body);
+            let icrc = u32::from_le_bytes(icrc.try_into().expect("4 bytes"));
+            *slot = with_ipv4_ident(icrc, q.segment, id, q.len()).to_le_bytes();
+            put(slot);
+        }
+        _ => q.pieces.iter().for_each(|p| put(p)),
+    }
+}
+
+/// How many iovecs [`put_packet`] writes for `q`.
+fn iovs_of(q: &OutPacket<'_>, ident: bool) -> usize {
+    let split = ident && q.pieces.last().is_some_and(|p| p.len() >= ICRC_LEN);
+    q.pieces.len() + usize::from(split)
+}
+
+/// Writes a `UDP_SEGMENT` control message (the segment size of a run) into `buf`; returns
+/// its length.
+fn write_segment_size(buf: &mut ControlBuf, size: u16) -> libc::size_t {
+    let c = buf.0.as_mut_ptr().cast::<libc::cmsghdr>();
+    // SAFETY: `buf` is 8-byte aligned and larger than CMSG_SPACE(2) (checked at compile
+    // time below), so the header and the u16 after it are in bounds.
+    unsafe {
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = UDP_SEGMENT;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
+        libc::CMSG_SPACE(size_of::<u16>() as u32) as _
+    }
+}

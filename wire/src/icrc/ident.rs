@@ -1,0 +1,143 @@
+//! The ICRC of an IPv4 packet whose Identification changes (IBTA A17.4.2: the ICRC covers the
+//! IPv4 Identification field, which it does not mask).
+//!
+//! A sender that cannot know a packet's IP ID when it computes the ICRC (a connected UDP socket
+//! numbers its datagrams from a value the kernel chose) can correct the ICRC afterwards without
+//! reading the packet again, because a CRC is linear: for two messages of the same length,
+//! `crc(a) ^ crc(b) = raw(a ^ b)`, where `raw` is the CRC without its initial value and final
+//! xor. Two packets that differ only in their IDs differ by the 16 bits `from ^ to` followed by
+//! `n` zero bytes (the rest of the covered packet), whose raw CRC is `raw(from ^ to) * x^(8n)`
+//! modulo the CRC polynomial: a table lookup and one or two carry-less multiplications.
+
+/// CRC-32 (IEEE 802.3) in reflected form: bit 31 holds the coefficient of x^0.
+const POLY: u32 = 0xEDB8_8320;
+
+/// Bytes of an IPv4 header after the Identification field (a UDP socket's header has no
+/// options), plus the UDP header, which the ICRC covers before the UDP payload.
+const COVERED_AFTER_IDENT: usize = (20 - 6) + 8;
+
+/// `a * b` modulo the CRC polynomial (reflected representation).
+const fn mul_mod(a: u32, mut b: u32) -> u32 {
+    let mut p = 0;
+    let mut i = 0;
+    while i < 32 {
+        if a & (1 << (31 - i)) != 0 {
+            p ^= b;
+        }
+        b = (b >> 1) ^ (POLY & (b & 1).wrapping_neg());
+        i += 1;
+    }
+    p
+}
+
+/// `x^(8 * k * step)` modulo the polynomial, for `k` in `0..256`.
+const fn zero_bytes_table(step: usize) -> [u32; 256] {
+    // x^8: eight zero bits shifted in; in reflected form x^k is bit 31 - k.
+    let x8 = 1u32 << (31 - 8);
+    let mut x_step = 1u32 << 31; // x^0
+    let mut i = 0;
+    while i < step {
+        x_step = mul_mod(x_step, x8);
+        i += 1;
+    }
+    let mut t = [0u32; 256];
+    t[0] = 1 << 31;
+    let mut k = 1;
+    while k < 256 {
+        t[k] = mul_mod(t[k - 1], x_step);
+        k += 1;
+    }
+    t
+}
+
+/// `x^(8k)` and `x^(8 * 256k)`: any number of zero bytes below 2^16 in two factors.
+static ZEROS_LOW: [u32; 256] = zero_bytes_table(1);
+static ZEROS_HIGH: [u32; 256] = zero_bytes_table(256);
+
+/// The raw CRC (no initial value, no final xor) of `bytes`.
+fn raw_crc(bytes: &[u8]) -> u32 {
+    let mut c = 0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = (c >> 1) ^ (POLY & (c & 1).wrapping_neg());
+        }
+    }
+    c
+}
+
+/// The ICRC of an IPv4 RoCEv2 packet whose ICRC is `icrc` when its IP Identification is
+/// `from`, had it carried `to` instead. `udp_payload_len` is the UDP payload's length, ICRC
+/// included (the packet's IP header has no options, as a UDP socket's never has).
+pub fn with_ipv4_ident(icrc: u32, from: u16, to: u16, udp_payload_len: usize) -> u32 {
+    let diff = from ^ to;
+    if diff == 0 {
+        return icrc;
+    }
+    let zeros = COVERED_AFTER_IDENT + udp_payload_len.saturating_sub(super::ICRC_LEN);
+    let mut d = raw_crc(&diff.to_be_bytes());
+    d = mul_mod(ZEROS_LOW[zeros & 0xff], d);
+    let high = (zeros >> 8) & 0xff;
+    if high != 0 {
+        d = mul_mod(ZEROS_HIGH[high], d);
+    }
+    icrc ^ d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::icrc::compute;
+
+    /// An IPv4 header (no options) with Identification `id`, then a UDP datagram with a BTH
+    /// and `payload` bytes after it; the ICRC (of `payload_len + 12 + 4` UDP payload bytes).
+    fn icrc_with_ident(id: u16, payload: &[u8]) -> u32 {
+        let udp_len = 8 + 12 + payload.len() + 4;
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&(20 + udp_len as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&id.to_be_bytes());
+        ip[6] = 0x40; // DF
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[127, 0, 0, 1]);
+        ip[16..20].copy_from_slice(&[127, 0, 0, 2]);
+        let mut udp = vec![0xc0, 0x05, 0x12, 0xb7];
+        udp.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(&[0x04, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 7]);
+        udp.extend_from_slice(payload);
+        compute(&ip, &udp).unwrap()
+    }
+
+    #[test]
+    fn an_icrc_moved_to_another_ident_equals_one_computed_with_it() {
+        // Lengths across both tables' ranges, IDs with carries and every bit.
+        for len in [0, 1, 4, 64, 233, 234, 235, 1000, 4096, 9000, 60_000] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            for (from, to) in [(0, 1), (0, 0xffff), (0x1234, 0x1235), (0xfffe, 0x0001)] {
+                let icrc = icrc_with_ident(from, &payload);
+                let moved = with_ipv4_ident(icrc, from, to, 12 + len + 4);
+                assert_eq!(
+                    moved,
+                    icrc_with_ident(to, &payload),
+                    "len {len}, {from}->{to}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_same_ident_leaves_the_icrc_alone() {
+        assert_eq!(with_ipv4_ident(0xdead_beef, 9, 9, 80), 0xdead_beef);
+    }
+
+    #[test]
+    fn mul_mod_is_multiplication() {
+        let x0 = 1u32 << 31;
+        assert_eq!(mul_mod(x0, 0x1234_5678), 0x1234_5678, "1 * b = b");
+        // x^8 * x^8 = x^16
+        assert_eq!(mul_mod(1 << 23, 1 << 23), 1 << 15);
+        assert_eq!(ZEROS_LOW[1], 1 << 23);
+    }
+}
