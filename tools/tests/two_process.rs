@@ -165,6 +165,16 @@ fn pingpong_with_small_mtu_odd_size_and_progress_threads() {
     check_report(&client, "127.0.9.3", "127.0.9.4", 1000, 50, "done");
 }
 
+/// 64-byte messages: the client's next SEND goes out ahead of the ACK of the server's answer,
+/// so the server sees that receive complete before its own SEND does, and must take it.
+#[test]
+fn pingpong_with_small_messages_whose_receives_overtake_send_completions() {
+    let args = ["-n", "2000", "-s", "64"];
+    let (server, client) = pingpong("127.0.9.8", "127.0.9.7", &args);
+    check_report(&server, "127.0.9.8", "127.0.9.7", 64, 2000, "verified");
+    check_report(&client, "127.0.9.7", "127.0.9.8", 64, 2000, "done");
+}
+
 #[test]
 fn bad_options_fail_without_a_panic() {
     for args in [

@@ -85,6 +85,8 @@ struct Side {
     mr: MemoryRegion,
     ctx: Context,
     size: usize,
+    /// Receives that completed before they were waited for (see [`Side::exchange_one`]).
+    early: std::cell::Cell<u32>,
 }
 
 /// Offsets in the buffer: what is sent, where receives land, what the peer writes.
@@ -138,6 +140,7 @@ impl Side {
             mr,
             ctx,
             size,
+            early: std::cell::Cell::new(0),
         })
     }
 
@@ -187,11 +190,21 @@ impl Side {
         Ok(wc)
     }
 
-    /// Sends what is at `offset` and waits for its completion and for a message in;
-    /// or only for the message, when `send` is `None`. Re-posts the receive it used.
+    /// Sends what is at `offset` and waits for its completion and for a message in (`recv`);
+    /// or only for one of them. Re-posts the receive it used.
+    ///
+    /// The peer's next message may complete before this side's SEND does: the peer may send
+    /// it as soon as this SEND arrived, ahead of the ACK that completes the SEND here, and
+    /// completions of the send and receive queues are not ordered against each other. Such a
+    /// receive is counted and taken by the next call that waits for one, as `ibv_rc_pingpong`
+    /// does with its `pending` flags.
     fn exchange_one(&self, send: Option<(SendOpcode, RemoteAddr)>, recv: bool) -> io::Result<()> {
         let mut want_send = send.is_some();
         let mut want_recv = recv;
+        if want_recv && self.early.get() > 0 {
+            self.early.set(self.early.get() - 1);
+            want_recv = false;
+        }
         if let Some((op, remote)) = send {
             let offset = if op == SendOpcode::RdmaWrite {
                 self.write_at()
@@ -203,14 +216,18 @@ impl Side {
         while want_send || want_recv {
             let wc = self.next_wc()?;
             match wc.opcode {
-                WcOpcode::Recv if want_recv => {
+                WcOpcode::Recv => {
                     if wc.byte_len != self.size as u32 {
                         return Err(io::Error::other(format!(
                             "received {} bytes, expected {}",
                             wc.byte_len, self.size
                         )));
                     }
-                    want_recv = false;
+                    if want_recv {
+                        want_recv = false;
+                    } else {
+                        self.early.set(self.early.get() + 1);
+                    }
                     self.post_recv()?;
                 }
                 WcOpcode::Send | WcOpcode::RdmaWrite if want_send => want_send = false,
