@@ -104,7 +104,7 @@ enum Command {
         /// Seconds each throughput test sends, after a short warm-up.
         #[arg(long, default_value = "3", value_parser = parse_secs)]
         secs: Duration,
-        /// Round trips measured by each latency test.
+        /// Round trips measured by each latency test (in 5 rounds, the tests taking turns).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         iters: u64,
         /// One JSON object instead of text.

@@ -38,32 +38,60 @@ impl Default for Options {
     }
 }
 
-/// Runs every measurement, one after the other, so that none disturbs another.
+/// The latency tests run in this many rounds, each round a share of every test's round trips
+/// in turn. This machine's speed drifts by tens of percent over seconds (the host schedules
+/// its vCPUs), and a ratio of two figures taken seconds apart would measure the drift as well;
+/// in rounds, every test sees the same stretches of fast and slow.
+pub const LATENCY_ROUNDS: usize = 5;
+
+/// Runs every measurement, one after the other, so that none disturbs another; the latency
+/// tests in [`LATENCY_ROUNDS`] interleaved rounds.
 pub fn run(opts: &Options) -> io::Result<Report> {
     let bw = raw_udp::udp_bandwidth(&raw_udp::BwConfig {
         duration: opts.duration,
         warmup: (opts.duration / 4).min(Duration::from_millis(200)),
         ..Default::default()
     })?;
-    let lat = raw_udp::udp_pingpong(&raw_udp::LatConfig {
-        iters: opts.iters,
-        ..Default::default()
-    })?;
-    let pattern = raw_udp::udp_rc_pattern_pingpong(&raw_udp::PatternConfig {
-        iters: opts.iters,
-        ..Default::default()
-    })?;
-    let mut report = Report::default();
-    report.lines.push(bw.measurement());
-    report.lines.push(lat.measurement());
-    report.lines.push(pattern.measurement());
     // RC over the same loopback, one process driving both devices from its poll loop.
     let a = "127.0.0.1".parse().expect("literal");
     let b = "127.0.0.2".parse().expect("literal");
     let mut rig = crate::rig::Rig::new(a, b, 4 << 20, softrnic_uapi::Progress::Polling)?;
     let gbit = crate::demo::write_throughput(&rig, opts.duration)?;
-    let rtt1 = crate::demo::pingpong(&rig, opts.iters)?;
-    let rtt = crate::demo::pingpong_threads(&mut rig, opts.iters)?;
+    let mut ns: [Vec<u64>; 4] = Default::default();
+    for round in 0..LATENCY_ROUNDS {
+        // The rounds share the round trips out; the first ones take the remainder.
+        let iters = opts.iters / LATENCY_ROUNDS + usize::from(round < opts.iters % LATENCY_ROUNDS);
+        if iters == 0 {
+            continue;
+        }
+        let lat = raw_udp::udp_pingpong(&raw_udp::LatConfig {
+            iters,
+            ..Default::default()
+        })?;
+        let pattern = raw_udp::udp_rc_pattern_pingpong(&raw_udp::PatternConfig {
+            iters,
+            ..Default::default()
+        })?;
+        let rtt = crate::demo::pingpong_threads(&mut rig, iters)?;
+        let rtt1 = crate::demo::pingpong(&rig, iters)?;
+        for (all, one) in ns.iter_mut().zip([lat.rtt, pattern.rtt, rtt, rtt1]) {
+            all.extend(one.ns);
+        }
+    }
+    let [lat, pattern, rtt, rtt1] = ns.map(rtt::Rtt::from_ns);
+    let none = || io::Error::new(io::ErrorKind::InvalidInput, "no round trip to measure");
+    let lat = raw_udp::LatResult {
+        datagram_len: raw_udp::LatConfig::default().datagram_len,
+        rtt: lat.ok_or_else(none)?,
+    };
+    let pattern = raw_udp::PatternResult {
+        rtt: pattern.ok_or_else(none)?,
+    };
+    let (rtt, rtt1) = (rtt.ok_or_else(none)?, rtt1.ok_or_else(none)?);
+    let mut report = Report::default();
+    report.lines.push(bw.measurement());
+    report.lines.push(lat.measurement());
+    report.lines.push(pattern.measurement());
     report.lines.push(Measurement {
         key: "rc_write_bw",
         label: "RC RDMA WRITE 64 KiB, PMTU 4096, 1 QP".to_owned(),
