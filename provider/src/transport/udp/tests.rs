@@ -469,3 +469,43 @@ fn icrc_for(bth: &[u8], body: &[u8], src: IpAddr, dst: IpAddr, port: u16, ident:
         .to_le_bytes()
         .to_vec()
 }
+
+/// A datagram the kernel refuses (over the largest UDP payload: `EMSGSIZE`) is dropped and
+/// counted, the counter is learnt again (the refused datagram might have used a number), and
+/// the packet after it leaves with its ICRC moved to the number the new probe says.
+#[test]
+fn after_a_refused_datagram_a_connected_socket_learns_its_counter_again() {
+    let ip = |last| IpAddr::V4(Ipv4Addr::new(127, 0, 34, last));
+    let (mut a, mut b) = (bind(ip(5)), bind(ip(6)));
+    let port = 0xc001;
+    let to_b = SocketAddr::new(ip(6), 4791);
+    let pkt = |pieces| OutPacket {
+        dst: to_b,
+        src_port: port,
+        pieces,
+        segment: 0,
+    };
+    let (hdr, icrc) = send_only((ip(5), port), ip(6), 0x12, 0, b"open");
+    let open: [&[u8]; 3] = [&hdr, b"open", &icrc];
+    assert_eq!(a.send_batch(&[pkt(&open)]).unwrap(), 1);
+    assert_eq!(recv_all(&mut b, 1).len(), 1);
+    let Some((_, Some(next))) = a.connection(port) else {
+        eprintln!("SKIPPED: the socket stayed unconnected (no transmit timestamps here)");
+        return;
+    };
+    // Over the largest UDP payload: only its size matters.
+    let huge = vec![0u8; 66_000];
+    let (hdr, icrc) = send_only((ip(5), port), ip(6), 0x12, 1, b"after-it");
+    let big: [&[u8]; 3] = [&hdr, &huge, &icrc];
+    let after: [&[u8]; 3] = [&hdr, b"after-it", &icrc];
+    assert_eq!(a.send_batch(&[pkt(&big), pkt(&after)]).unwrap(), 2);
+    let s = a.stats();
+    assert_eq!((s.tx_errors, s.last_errno), (1, libc::EMSGSIZE));
+    assert_eq!(s.ident_probes, 2, "learnt at connect and after the error");
+    // The new probe's two datagrams took `next` and `next + 1`.
+    let got = recv_all(&mut b, 1);
+    assert_eq!(got.len(), 1);
+    let want = icrc_for(&hdr, b"after-it", ip(5), ip(6), port, next.wrapping_add(2));
+    assert_eq!(&got[0].1[got[0].1.len() - 4..], &want[..]);
+    assert_eq!(a.connection(port), Some((to_b, Some(next.wrapping_add(3)))));
+}
