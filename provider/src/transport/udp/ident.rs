@@ -85,25 +85,7 @@ fn send_and_read(s: &UdpSocket, to: SocketAddr) -> io::Result<u16> {
     let deadline = Instant::now() + WAIT;
     loop {
         let mut data = [0u8; 256];
-        let mut ctrl = [0u64; 64];
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr().cast(),
-            iov_len: data.len(),
-        };
-        // SAFETY: all-zero is a valid msghdr.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctrl.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 64]>() as _;
-        // SAFETY: the message points to `data` and `ctrl`, valid for writes of their lengths.
-        let n = unsafe {
-            libc::recvmsg(
-                s.as_raw_fd(),
-                &mut msg,
-                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-            )
-        };
+        let n = recv_into(s.as_raw_fd(), &mut data, libc::MSG_ERRQUEUE);
         if n >= 0 {
             let got = &data[..(n as usize).min(data.len())];
             if let Some(id) = find_ident(got, local, to) {
@@ -151,23 +133,29 @@ fn find_ident(frame: &[u8], src: SocketAddr, dst: SocketAddr) -> Option<u16> {
 /// Reads and drops whatever is queued on `fd` (with `flags`, e.g. the error queue).
 fn drain(fd: RawFd, flags: libc::c_int) {
     let mut buf = [0u8; 64];
-    let mut ctrl = [0u64; 64];
     for _ in 0..64 {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: all-zero is a valid msghdr.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctrl.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 64]>() as _;
-        // SAFETY: the message points to `buf` and `ctrl`, valid for writes of their lengths.
-        if unsafe { libc::recvmsg(fd, &mut msg, flags | libc::MSG_DONTWAIT) } < 0 {
+        if recv_into(fd, &mut buf, flags) < 0 {
             return;
         }
     }
+}
+
+/// One nonblocking `recvmsg` on `fd` with `flags` into `buf`, its control messages read and
+/// dropped: the byte count, or -1 with `errno` set.
+fn recv_into(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> isize {
+    let mut ctrl = [0u64; 64];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero is a valid msghdr.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctrl.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 64]>() as _;
+    // SAFETY: the message points to `buf` and `ctrl`, valid for writes of their lengths.
+    unsafe { libc::recvmsg(fd, &mut msg, flags | libc::MSG_DONTWAIT) }
 }
 
 #[cfg(test)]
