@@ -74,7 +74,7 @@ impl UdpTransport {
             return;
         }
         t.peer = Some(dst);
-        if dst.is_ipv4() && self.learn_ident(t).is_err() {
+        if dst.is_ipv4() && learn_ident(&mut self.sink, self.local, t, &mut self.stats).is_err() {
             // A socket that could not say once will not say later: unconnected from now on.
             self.connect = false;
             t.peer = None;
@@ -84,11 +84,6 @@ impl UdpTransport {
                 t.peer = Some(dst);
             }
         }
-    }
-
-    /// Learns the IP ID the kernel gives `t`'s next datagram (see `udp/ident.rs`).
-    fn learn_ident(&mut self, t: &mut TxSocket) -> io::Result<()> {
-        learn_ident(&mut self.sink, self.local, t, &mut self.stats)
     }
 
     /// After a send on `port` handed `messages` datagrams to the kernel: the counter moves on
