@@ -85,9 +85,15 @@ use sock::{open_socket, read_sockaddr, setsockopt};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` call.
 pub const MAX_MSGS: usize = 64;
-/// Most pieces (iovecs) per `sendmmsg` call, all datagrams together; also the most pieces one
-/// [`OutPacket`] may have.
+/// Most of the caller's pieces per `sendmmsg` call, all datagrams together; also the most
+/// pieces one [`OutPacket`] may have.
 pub const MAX_IOVS: usize = 512;
+
+/// The iovecs of one `sendmmsg`: the caller's pieces ([`MAX_IOVS`] at most), and, on a
+/// connected IPv4 socket, one more per packet for its moved ICRC (see `udp/send.rs`); a packet
+/// whose ICRC moves has a piece of its own, so that is at most twice as many. (It is also
+/// the kernel's limit per message, `UIO_MAXIOV` = 1024.)
+const SCRATCH_IOVS: usize = 2 * MAX_IOVS;
 
 /// Most multicast group sockets [`Transport::poll`] waits on (the others are still read).
 pub const MAX_POLLED_GROUPS: usize = 8;
@@ -130,11 +136,11 @@ fn next_want(got: usize) -> usize {
 /// entries it uses (zeroing all of them each time cost more than the rest of a small send).
 struct Scratch {
     addrs: [libc::sockaddr_storage; MAX_MSGS],
-    iovs: [libc::iovec; MAX_IOVS],
+    iovs: [libc::iovec; SCRATCH_IOVS],
     hdrs: [libc::mmsghdr; MAX_MSGS],
     ctrls: [ControlBuf; MAX_MSGS],
     /// ICRCs moved to the IP ID their packet carries (connected sockets), one per packet.
-    icrcs: [[u8; ICRC_LEN]; MAX_IOVS],
+    icrcs: [[u8; ICRC_LEN]; SCRATCH_IOVS],
 }
 
 /// Room for one `UDP_SEGMENT` control message, aligned as `cmsghdr` must be.

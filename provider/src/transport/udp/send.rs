@@ -117,11 +117,13 @@ impl UdpTransport {
             ctrls,
             icrcs,
         } = &mut *self.scratch;
-        // Per message: UDP payload bytes, packets, first piece.
+        // Per message: UDP payload bytes, packets, first iovec.
         let mut bytes = [0usize; MAX_MSGS];
         let mut segs = [0usize; MAX_MSGS];
         let mut first_iov = [0usize; MAX_MSGS];
-        let (mut n, mut used, mut i) = (0, 0, 0);
+        // The caller's pieces taken (the limit is on those), and the iovecs written (a moved
+        // ICRC takes one more: see `SCRATCH_IOVS`).
+        let (mut n, mut used, mut used_iovs, mut i) = (0, 0, 0, 0);
         while i < pkts.len() && n < MAX_MSGS {
             let p = &pkts[i];
             if p.src_port != port {
@@ -137,7 +139,8 @@ impl UdpTransport {
             let run_pkts = &pkts[i..i + run];
             // Message `n` carries the counter's `n`-th number from here (see `udp/ident.rs`).
             let ident = sock.next_ident.map(|id| id.wrapping_add(n as u16));
-            let pieces: usize = run_pkts.iter().map(|q| iovs_of(q, ident.is_some())).sum();
+            let pieces: usize = run_pkts.iter().map(|q| q.pieces.len()).sum();
+            let run_iovs: usize = run_pkts.iter().map(|q| iovs_of(q, ident.is_some())).sum();
             let invalid = if p.dst.is_ipv4() != self.local.is_ipv4() {
                 Some("destination address family differs from the local address's")
             } else if pieces > MAX_IOVS {
@@ -154,15 +157,15 @@ impl UdpTransport {
             if used + pieces > MAX_IOVS {
                 break;
             }
-            let mut at = used;
+            let mut at = used_iovs;
             for q in run_pkts {
                 let id = ident.map(|id| id.wrapping_add(q.segment));
-                put_packet(q, &mut iovs[at..], &mut icrcs[at], id);
+                put_packet(q, &mut iovs[at..], icrcs.get_mut(at), id);
                 at += iovs_of(q, ident.is_some());
             }
             bytes[n] = run_pkts.iter().map(OutPacket::len).sum();
             segs[n] = run;
-            first_iov[n] = used;
+            first_iov[n] = used_iovs;
             let h = &mut hdrs[n].msg_hdr;
             // To the connected peer without an address: the kernel uses the kept route.
             h.msg_namelen = if sock.peer == Some(p.dst) {
@@ -170,12 +173,13 @@ impl UdpTransport {
             } else {
                 write_sockaddr(p.dst, &mut addrs[n])
             };
-            h.msg_iovlen = pieces as _;
+            h.msg_iovlen = run_iovs as _;
             h.msg_controllen = match size {
                 Some(size) if run > 1 => write_segment_size(&mut ctrls[n], size),
                 _ => 0,
             };
             used += pieces;
+            used_iovs += run_iovs;
             n += 1;
             i += run;
         }
@@ -184,7 +188,8 @@ impl UdpTransport {
             (addrs.as_mut_ptr(), iovs.as_mut_ptr(), ctrls.as_mut_ptr());
         for (m, h) in hdrs[..n].iter_mut().enumerate() {
             let h = &mut h.msg_hdr;
-            // SAFETY: m < n <= MAX_MSGS and first_iov[m] < used <= MAX_IOVS: in bounds.
+            // SAFETY: m < n <= MAX_MSGS and first_iov[m] <= used_iovs <= SCRATCH_IOVS: in
+            // bounds (or one past the end, for a message with no iovec).
             unsafe {
                 h.msg_name = if h.msg_namelen == 0 {
                     std::ptr::null_mut()
@@ -297,11 +302,12 @@ fn learn_ident(
 
 /// Writes the iovecs of `q` into `iovs` (as many as [`iovs_of`] says). With `ident`, the IP
 /// ID its datagram will carry, the last 4 bytes (the ICRC, computed for the ID its segment
-/// number gives) go from `slot`, moved to `ident`.
+/// number gives) go from `slot`, moved to `ident`. (`slot` is `None` only past the end of
+/// the scratch space, where no packet with pieces starts.)
 fn put_packet(
     q: &OutPacket<'_>,
     iovs: &mut [libc::iovec],
-    slot: &mut [u8; ICRC_LEN],
+    slot: Option<&mut [u8; ICRC_LEN]>,
     ident: Option<u16>,
 ) {
     let mut k = 0;
@@ -312,8 +318,8 @@ fn put_packet(
         };
         k += 1;
     };
-    match (ident, q.pieces.split_last()) {
-        (Some(id), Some((last, rest))) if last.len() >= ICRC_LEN => {
+    match (ident, slot, q.pieces.split_last()) {
+        (Some(id), Some(slot), Some((last, rest))) if last.len() >= ICRC_LEN => {
             rest.iter().for_each(|p| put(p));
             let (body, icrc) = last.split_at(last.len() - ICRC_LEN);
             put(body);

@@ -509,3 +509,36 @@ fn after_a_refused_datagram_a_connected_socket_learns_its_counter_again() {
     assert_eq!(&got[0].1[got[0].1.len() - 4..], &want[..]);
     assert_eq!(a.connection(port), Some((to_b, Some(next.wrapping_add(3)))));
 }
+
+/// A packet of [`MAX_IOVS`] pieces goes out, also from a connected socket, where its ICRC
+/// (its last 4 bytes) takes an iovec more; and a packet with no pieces right after it neither
+/// indexes past the scratch arrays nor is lost.
+#[test]
+fn a_packet_of_max_iovs_pieces_and_an_empty_one_after_it_go_out() {
+    let ip = |last| IpAddr::V4(Ipv4Addr::new(127, 0, 34, last));
+    let (mut a, mut b) = (bind(ip(7)), bind(ip(8)));
+    let bytes = [7u8; MAX_IOVS + 3];
+    let (ones, last) = bytes.split_at(MAX_IOVS - 1);
+    let mut full: Vec<&[u8]> = ones.chunks(1).collect();
+    full.push(last);
+    assert_eq!(full.len(), MAX_IOVS);
+    let pkt = |pieces| OutPacket {
+        dst: SocketAddr::new(ip(8), 4791),
+        src_port: 0xc002,
+        pieces,
+        segment: 0,
+    };
+    let empty: [&[u8]; 0] = [];
+    let pkts = [pkt(&full[..]), pkt(&empty)];
+    let mut a2 = bind_unconnected(ip(9));
+    assert_eq!(a2.send_batch(&pkts).unwrap(), 2);
+    assert_eq!(a.send_batch(&pkts).unwrap(), 2);
+    let got = recv_all(&mut b, 4);
+    let mut lens: Vec<usize> = got.iter().map(|g| g.1.len()).collect();
+    lens.sort_unstable();
+    assert_eq!(lens, [0, 0, MAX_IOVS + 3, MAX_IOVS + 3]);
+    assert!(
+        a.connection(0xc002).is_some(),
+        "the connected path was taken"
+    );
+}
