@@ -12,47 +12,13 @@
 
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
 
 use softrnic_uapi::Progress;
 use softrnic_wire::frame::{Frame, IpHeader};
 use softrnic_wire::Error as WireError;
 
-fn have(cmd: &str, arg: &str) -> bool {
-    Command::new(cmd)
-        .arg(arg)
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A network namespace, deleted on drop.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// Moves the calling thread into the namespace `name`.
-fn enter(name: &str) {
-    let file = std::fs::File::open(format!("/run/netns/{name}")).expect("netns file");
-    // SAFETY: a valid descriptor of a network namespace; setns changes only this thread.
-    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-}
+mod netns;
+use netns::{enter, have, run, Netns};
 
 /// A packet socket seeing every frame on `lo`, with a large buffer.
 fn capture_lo() -> OwnedFd {
@@ -121,9 +87,7 @@ fn every_segment_the_kernel_cuts_from_a_run_has_a_valid_icrc() {
         eprintln!("SKIPPED: needs root and the ip and ethtool commands (apt-get install iproute2 ethtool)");
         return;
     }
-    let ns = Netns(format!("softrnic-gso-{}", std::process::id()));
-    run(&["ip", "netns", "add", &ns.0]);
-    run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
+    let ns = Netns::new("gso");
     run(&[
         "ip",
         "netns",

@@ -7,47 +7,21 @@
 //! otherwise.
 
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
-use std::process::Command;
 
 use softrnic_uapi::Progress;
 
-fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A network namespace, deleted on drop.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
+mod netns;
+use netns::{enter, have, run, Netns};
 
 #[test]
 fn the_demo_runs_over_ipv6() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let ip = Command::new("ip")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !root || !ip {
+    if !root || !have("ip", "-V") {
         eprintln!("SKIPPED: needs root and the ip command (apt-get install iproute2)");
         return;
     }
-    let ns = Netns(format!("softrnic-v6-{}", std::process::id()));
-    run(&["ip", "netns", "add", &ns.0]);
-    run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
+    let ns = Netns::new("v6");
     for a in ["fd99::1/128", "fd99::2/128"] {
         run(&[
             "ip", "-n", &ns.0, "-6", "addr", "add", a, "dev", "lo", "nodad",
@@ -55,10 +29,7 @@ fn the_demo_runs_over_ipv6() {
     }
     let name = ns.0.clone();
     let report = std::thread::spawn(move || {
-        let file = std::fs::File::open(format!("/run/netns/{name}")).expect("netns file");
-        // SAFETY: a valid descriptor of a network namespace; setns changes only this thread.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+        enter(&name);
         let a: IpAddr = "fd99::1".parse().unwrap();
         let b: IpAddr = "fd99::2".parse().unwrap();
         softrnic_tools::demo::run(a, b, Progress::Polling).expect("the demo runs over IPv6")
