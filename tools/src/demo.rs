@@ -7,7 +7,9 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use softrnic_uapi::{Progress, RemoteAddr, SendFlags, SendOpcode, WcFlags, WcOpcode};
+use softrnic_uapi::{
+    Progress, RemoteAddr, SendFlags, SendOpcode, WcFlags, WcOpcode, WcStatus, WorkCompletion,
+};
 
 use crate::perf::rtt::Rtt;
 use crate::rig::{wr, Rig, Side};
@@ -203,23 +205,102 @@ fn warmup(iters: usize) -> usize {
     (iters / 10).min(1000)
 }
 
+/// Receives each side keeps posted during a ping-pong, as ibv_rc_pingpong keeps `rx_depth`:
+/// a receive is re-posted after the answer goes out, off the round trip's path, and the peer's
+/// next message still finds one waiting.
+const RX_DEPTH: u64 = 4;
+
+/// One side of a ping-pong: its SEND work request, built once, and room for completions.
+struct Pinger<'a> {
+    side: &'a Side,
+    send: softrnic_uapi::SendWr,
+    wcs: [WorkCompletion; 16],
+    /// Receive completions seen before they were waited for.
+    early: usize,
+}
+
+impl<'a> Pinger<'a> {
+    /// Posts [`RX_DEPTH`] receives of 64 bytes at `off + 4096`; sends come from `off`.
+    fn new(side: &'a Side, off: usize) -> io::Result<Pinger<'a>> {
+        for i in 0..RX_DEPTH {
+            side.post_recv(i, off + 4096, 64)?;
+        }
+        Ok(Pinger {
+            side,
+            send: inline_send(side, 0, off),
+            wcs: [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16],
+            early: 0,
+        })
+    }
+
+    /// Posts the signaled, inline 64-byte SEND `id`.
+    fn send(&mut self, id: u64) -> io::Result<()> {
+        self.send.wr_id = id;
+        self.side
+            .qp
+            .post_send(std::slice::from_ref(&self.send))
+            .map_err(|(_, e)| io::Error::other(e.to_string()))
+    }
+
+    /// Polls until a receive completes (send completions are skipped), driving the peer's
+    /// progress between empty polls if this thread runs both; fails on an error completion
+    /// or after 10 s without one.
+    fn wait_recv(&mut self) -> io::Result<()> {
+        let start = Instant::now();
+        let mut empty = 0u32;
+        while self.early == 0 {
+            let k = self
+                .side
+                .cq
+                .poll(&mut self.wcs)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            for wc in &self.wcs[..k] {
+                if wc.status != WcStatus::Success {
+                    return Err(io::Error::other(format!(
+                        "work request {} failed: {:?}",
+                        wc.wr_id, wc.status
+                    )));
+                }
+                self.early += usize::from(wc.opcode == WcOpcode::Recv);
+            }
+            if k == 0 {
+                if let Some(p) = &self.side.peer {
+                    p.progress();
+                }
+                empty = empty.wrapping_add(1);
+                if empty % 1024 == 0 && start.elapsed() > Duration::from_secs(10) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no completion in 10 s",
+                    ));
+                }
+            }
+        }
+        self.early -= 1;
+        Ok(())
+    }
+
+    /// Re-posts the receive the last [`Pinger::wait_recv`] used.
+    fn repost(&self, id: u64, off: usize) -> io::Result<()> {
+        self.side.post_recv(id, off + 4096, 64)
+    }
+}
+
 /// RC SEND 64-byte ping-pong, `iters` measured round trips, one thread driving both sides.
 pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<Rtt> {
-    let (sa, sb) = (&rig.a, &rig.b);
     let off = 1 << 20;
-    sa.post_recv(1, off + 4096, 64)?;
-    sb.post_recv(1, off + 4096, 64)?;
+    let (mut a, mut b) = (Pinger::new(&rig.a, off)?, Pinger::new(&rig.b, off)?);
     let mut ns = Vec::with_capacity(iters);
     for i in 0..(warmup(iters) + iters) as u64 {
         let t0 = Instant::now();
-        sa.post(inline_send(sa, i, off))?;
+        a.send(i)?;
         // B: wait for the ping (and A's send completion comes with the pong).
-        wait_recv(sb)?;
-        sb.post_recv(i, off + 4096, 64)?;
-        sb.post(inline_send(sb, i, off))?;
-        wait_recv(sa)?;
-        sa.post_recv(i, off + 4096, 64)?;
+        b.wait_recv()?;
+        b.send(i)?;
+        a.wait_recv()?;
         ns.push(t0.elapsed().as_nanos() as u64);
+        b.repost(i, off)?;
+        a.repost(i, off)?;
     }
     measured(ns, iters)
 }
@@ -231,26 +312,23 @@ pub fn pingpong_threads(rig: &mut Rig, iters: usize) -> io::Result<Rtt> {
     let total = warmup(iters) + iters;
     let peers = (rig.a.peer.take(), rig.b.peer.take());
     let r = std::thread::scope(|s| {
-        let (sa, sb) = (&rig.a, &rig.b);
         let off = 1 << 20;
-        sa.post_recv(1, off + 4096, 64)?;
-        sb.post_recv(1, off + 4096, 64)?;
+        let (mut a, mut b) = (Pinger::new(&rig.a, off)?, Pinger::new(&rig.b, off)?);
         let echo = s.spawn(move || -> io::Result<()> {
             for i in 0..total as u64 {
-                wait_recv(sb)?;
-                sb.post_recv(i, off + 4096, 64)?;
-                sb.post(inline_send(sb, i, off))?;
+                b.wait_recv()?;
+                b.send(i)?;
+                b.repost(i, off)?;
             }
             Ok(())
         });
         let mut ns = Vec::with_capacity(total);
         let pinged = (0..total as u64).try_for_each(|i| {
             let t0 = Instant::now();
-            sa.post(inline_send(sa, i, off))?;
-            wait_recv(sa)?;
-            sa.post_recv(i, off + 4096, 64)?;
+            a.send(i)?;
+            a.wait_recv()?;
             ns.push(t0.elapsed().as_nanos() as u64);
-            Ok::<_, io::Error>(())
+            a.repost(i, off)
         });
         echo.join()
             .map_err(|_| io::Error::other("echo thread panicked"))??;
@@ -276,17 +354,6 @@ fn inline_send(s: &Side, id: u64, off: usize) -> softrnic_uapi::SendWr {
     );
     w.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
     w
-}
-
-/// Waits until a receive completes on `s` (send completions are skipped).
-fn wait_recv(s: &Side) -> io::Result<()> {
-    loop {
-        for wc in s.wait(1)? {
-            if wc.opcode == WcOpcode::Recv {
-                return Ok(());
-            }
-        }
-    }
 }
 
 /// Prints the report.
