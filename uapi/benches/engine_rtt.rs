@@ -76,12 +76,14 @@ fn fabric_alone(time: Option<Duration>) -> f64 {
                 src_port: 0xc000,
                 pieces: &p1,
                 segment: 0,
+                ident: 0,
             },
             OutPacket {
                 dst,
                 src_port: 0xc000,
                 pieces: &p2,
                 segment: 0,
+                ident: 0,
             },
         ];
         assert_eq!(ends[from].send_batch(&pkts).expect("send"), 2);

@@ -15,7 +15,7 @@ use softrnic_wire::frame::{DatagramRepr, IpHeader, UdpHeader, UDP_HEADER_LEN};
 use softrnic_wire::roce::pad_len;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
-use super::runs::Runs;
+use super::runs::{Idents, Runs};
 use crate::mr::{MrTable, PinError, ReadPin};
 use crate::rc::{Payload, Transmit};
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
@@ -46,6 +46,7 @@ pub struct Emitter {
     pkts: Vec<OutPacket<'static>>,
     /// (packet index, first piece, piece count) of each packet that goes out.
     outs: Vec<(usize, usize, usize)>,
+    idents: Idents,
     stats: EmitStats,
 }
 
@@ -62,6 +63,8 @@ struct Span {
     p1: usize,
     /// Its place in its segmentation run.
     segment: u16,
+    /// The IPv4 Identification its ICRC covers.
+    ident: u16,
     /// Whether it goes out (not dropped).
     ok: bool,
 }
@@ -95,6 +98,7 @@ impl Emitter {
             pieces: Vec::with_capacity(batch * 4),
             pkts: Vec::with_capacity(batch),
             outs: Vec::with_capacity(batch),
+            idents: Idents::default(),
             stats: EmitStats::default(),
         }
     }
@@ -128,16 +132,18 @@ impl Emitter {
         self.outs.clear();
         self.spans.clear();
         let mut runs = Runs::new(transport.segment_limits());
+        self.idents.clear();
         // Pass 1: headers, pins and ICRCs, into scratch space.
         for (i, tx) in txs.iter().enumerate() {
             let p0 = pins.len();
             let segment = runs.place(tx.src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
+            let ident = self.idents.next(tx.src_port, segment, transport);
             let mut span = Span {
                 p0,
                 ..Span::default()
             };
             match pin_payload(tx, mrs, &mut pins, i == 0) {
-                Ok(()) => match self.build(i, tx, &pins[p0..], segment) {
+                Ok(()) => match self.build(i, tx, &pins[p0..], ident) {
                     Ok((h0, h1, t)) => {
                         span = Span {
                             h0,
@@ -146,6 +152,7 @@ impl Emitter {
                             p0,
                             p1: pins.len(),
                             segment,
+                            ident,
                             ok: true,
                         }
                     }
@@ -159,6 +166,7 @@ impl Emitter {
             }
             if !span.ok {
                 runs.drop_last();
+                self.idents.drop_last(tx.src_port, segment);
             }
             pins.truncate(span.p1.max(p0));
             self.spans.push(span);
@@ -185,6 +193,7 @@ impl Emitter {
                 src_port: txs[i].src_port,
                 pieces: &pieces[first..first + n],
                 segment: self.spans[i].segment,
+                ident: self.spans[i].ident,
             });
         }
         let mut done = 0;
@@ -212,18 +221,18 @@ impl Emitter {
         result
     }
 
-    /// Writes packet `i`'s headers and trailer, for its place `segment` in a segmentation run
-    /// (the IPv4 Identification it will carry); returns (BTH start, headers end, trailer len).
+    /// Writes packet `i`'s headers and trailer, for the IPv4 Identification `ident` it will
+    /// carry (see [`Idents`]); returns (BTH start, headers end, trailer len).
     fn build(
         &mut self,
         i: usize,
         tx: &Transmit,
         payload: &[ReadPin<'_>],
-        segment: u16,
+        ident: u16,
     ) -> Result<(usize, usize, usize), ()> {
         let ip = IpHeader::udp_socket(self.local, tx.dst, HOP_LIMIT)
             .ok_or(())?
-            .with_ident(segment);
+            .with_ident(ident);
         let d = DatagramRepr {
             ip,
             udp: UdpHeader {

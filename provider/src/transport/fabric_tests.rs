@@ -39,6 +39,7 @@ fn send_many(fabric: &Fabric, a: &mut FabricEndpoint, b: IpAddr, count: u32) {
                 src_port,
                 pieces: p,
                 segment: 0,
+                ident: 0,
             })
             .collect();
         assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
@@ -94,6 +95,7 @@ fn source_address_and_port_arrive_ipv6() {
         src_port: 0xc123,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     assert_eq!(a.send_batch(&[pkt]).unwrap(), 1);
     assert!(b.poll(None).unwrap().recv);
@@ -119,6 +121,7 @@ fn unroutable_and_attach_errors() {
         src_port: 0xc000,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     assert_eq!(a.send_batch(&[to(B, 4791), to(A, 9)]).unwrap(), 2);
     assert_eq!(fabric.stats().unroutable, 2);
@@ -142,6 +145,7 @@ fn delay_is_virtual_time() {
         src_port: 0xc000,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     a.send_batch(&[pkt]).unwrap();
     assert_eq!(fabric.next_arrival(), Some(1_500));
@@ -242,6 +246,7 @@ fn held_packet_is_released_by_count_or_deadline() {
         src_port: 0xc000,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     a.send_batch(&[pkt]).unwrap();
     // Every packet is held, and none follows: the deadline releases it.

@@ -34,6 +34,7 @@ fn send(t: &mut impl Transport, opcodes: &[Opcode]) {
             src_port: 0xc000,
             pieces: p,
             segment: 0,
+            ident: 0,
         })
         .collect();
     assert_eq!(t.send_batch(&pkts).unwrap(), pkts.len());

@@ -61,6 +61,9 @@ pub struct OutPacket<'a> {
     /// packet on its own); `k > 0` continues the run of the packet just before it, as its
     /// `k`-th segment, and carries IPv4 Identification `k`.
     pub segment: u16,
+    /// The IPv4 Identification its ICRC covers: `segment`, or what
+    /// [`Transport::ipv4_ident`] said (IPv6 has none; then anything).
+    pub ident: u16,
 }
 
 /// What a transport can send as one *segmentation run* (Linux UDP GSO, `UDP_SEGMENT`):
@@ -394,6 +397,16 @@ pub trait Transport {
     /// or not at all: `send_batch` never returns in the middle of a run.
     fn segment_limits(&self) -> SegmentLimits {
         SegmentLimits::NONE
+    }
+
+    /// The IPv4 Identification the next datagram from `src_port` will carry, when the
+    /// transport knows it and it is not the segment rule (a connected socket counts its own,
+    /// see `udp/ident.rs`); the `k`-th message after that carries this plus `k` (plus its
+    /// segment number). The emitter computes ICRCs for it, and the transport then sends them
+    /// as they are; one built for another ID it moves (`ident` of [`OutPacket`]).
+    fn ipv4_ident(&self, src_port: u16) -> Option<u16> {
+        let _ = src_port;
+        None
     }
 
     /// The counters so far.

@@ -25,6 +25,7 @@ fn send_to_group(t: &mut UdpTransport, psn: u32) {
         src_port: 0xc001,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     assert_eq!(t.send_batch(&[pkt]).unwrap(), 1);
     assert_eq!(t.stats().tx_errors, 0, "errno {}", t.stats().last_errno);

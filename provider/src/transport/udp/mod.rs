@@ -474,6 +474,10 @@ impl Transport for UdpTransport {
         Ok(())
     }
 
+    fn ipv4_ident(&self, src_port: u16) -> Option<u16> {
+        self.tx.get(&src_port).and_then(|t| t.next_ident)
+    }
+
     fn segment_limits(&self) -> SegmentLimits {
         if !self.gso {
             return SegmentLimits::NONE;

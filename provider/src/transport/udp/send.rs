@@ -139,8 +139,14 @@ impl UdpTransport {
             let run_pkts = &pkts[i..i + run];
             // Message `n` carries the counter's `n`-th number from here (see `udp/ident.rs`).
             let ident = sock.next_ident.map(|id| id.wrapping_add(n as u16));
+            // The ID each packet of the run carries, where its ICRC covers another.
+            let moved = |q: &OutPacket<'_>| {
+                ident
+                    .map(|id| id.wrapping_add(q.segment))
+                    .filter(|&id| id != q.ident)
+            };
             let pieces: usize = run_pkts.iter().map(|q| q.pieces.len()).sum();
-            let run_iovs: usize = run_pkts.iter().map(|q| iovs_of(q, ident.is_some())).sum();
+            let run_iovs: usize = run_pkts.iter().map(|q| iovs_of(q, moved(q))).sum();
             let invalid = if p.dst.is_ipv4() != self.local.is_ipv4() {
                 Some("destination address family differs from the local address's")
             } else if pieces > MAX_IOVS {
@@ -159,9 +165,8 @@ impl UdpTransport {
             }
             let mut at = used_iovs;
             for q in run_pkts {
-                let id = ident.map(|id| id.wrapping_add(q.segment));
-                put_packet(q, &mut iovs[at..], icrcs.get_mut(at), id);
-                at += iovs_of(q, ident.is_some());
+                put_packet(q, &mut iovs[at..], icrcs.get_mut(at), moved(q));
+                at += iovs_of(q, moved(q));
             }
             bytes[n] = run_pkts.iter().map(OutPacket::len).sum();
             segs[n] = run;
@@ -301,9 +306,9 @@ fn learn_ident(
 }
 
 /// Writes the iovecs of `q` into `iovs` (as many as [`iovs_of`] says). With `ident`, the IP
-/// ID its datagram will carry, the last 4 bytes (the ICRC, computed for the ID its segment
-/// number gives) go from `slot`, moved to `ident`. (`slot` is `None` only past the end of
-/// the scratch space, where no packet with pieces starts.)
+/// ID its datagram will carry where its ICRC covers another (`q.ident`), the last 4 bytes
+/// (the ICRC) go from `slot`, moved to `ident`. (`slot` is `None` only past the end of the
+/// scratch space, where no packet with pieces starts.)
 fn put_packet(
     q: &OutPacket<'_>,
     iovs: &mut [libc::iovec],
@@ -324,16 +329,16 @@ fn put_packet(
             let (body, icrc) = last.split_at(last.len() - ICRC_LEN);
             put(body);
             let icrc = u32::from_le_bytes(icrc.try_into().expect("4 bytes"));
-            *slot = with_ipv4_ident(icrc, q.segment, id, q.len()).to_le_bytes();
+            *slot = with_ipv4_ident(icrc, q.ident, id, q.len()).to_le_bytes();
             put(slot);
         }
         _ => q.pieces.iter().for_each(|p| put(p)),
     }
 }
 
-/// How many iovecs [`put_packet`] writes for `q`.
-fn iovs_of(q: &OutPacket<'_>, ident: bool) -> usize {
-    let split = ident && q.pieces.last().is_some_and(|p| p.len() >= ICRC_LEN);
+/// How many iovecs [`put_packet`] writes for `q` (its ICRC moved to `ident`, if any).
+fn iovs_of(q: &OutPacket<'_>, ident: Option<u16>) -> usize {
+    let split = ident.is_some() && q.pieces.last().is_some_and(|p| p.len() >= ICRC_LEN);
     q.pieces.len() + usize::from(split)
 }
 

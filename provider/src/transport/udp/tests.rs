@@ -94,6 +94,7 @@ fn exchange_a_batch_of_pieced_datagrams() {
             src_port,
             pieces: p,
             segment: 0,
+            ident: 0,
         })
         .collect();
     assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
@@ -135,6 +136,7 @@ fn truncated_datagrams_are_marked() {
         src_port: 0xc000,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     let mut batch = RecvBatch::new(2, 100);
     // The first receive asks for a batch (recvmmsg); after an empty one it asks for a single
@@ -170,6 +172,7 @@ fn bad_packets_are_refused() {
         src_port,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 4791);
     let v4 = SocketAddr::new(lo(18), 4791);
@@ -195,6 +198,7 @@ fn icrc_over_ipv4_verifies_or_is_unverifiable() {
         src_port: 0xc005,
         pieces,
         segment: 0,
+        ident: 0,
     };
     assert_eq!(a.send_batch(&[pkt(&good), pkt(&bad)]).unwrap(), 2);
     let mut batch = RecvBatch::new(4, 2048);
@@ -235,6 +239,7 @@ fn ipv6_loopback_and_icrc() {
         src_port: 0xc0de,
         pieces,
         segment: 0,
+        ident: 0,
     };
     assert_eq!(t.send_batch(&[pkt(&good), pkt(&bad)]).unwrap(), 2);
     let mut batch = RecvBatch::new(4, 2048);
@@ -264,6 +269,7 @@ fn no_allocation_per_packet() {
             src_port: 0xc000 + i % 2,
             pieces: &pieces,
             segment: 0,
+            ident: 0,
         })
         .collect();
     let mut batch = RecvBatch::new(64, 2048);
@@ -316,6 +322,7 @@ fn a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets() {
             src_port: 0xc000,
             pieces: p,
             segment,
+            ident: segment,
         })
         .collect();
     assert_eq!(a.send_batch(&pkts).unwrap(), 4);
@@ -353,6 +360,7 @@ fn receive_asks_for_one_datagram_when_idle_and_doubles_under_a_flood() {
         src_port: 0xc000,
         pieces: &pieces,
         segment: 0,
+        ident: 0,
     };
     let flood = 40;
     let mut sent = 0;
@@ -373,8 +381,9 @@ fn receive_asks_for_one_datagram_when_idle_and_doubles_under_a_flood() {
 
 /// A connected socket numbers its datagrams (one number per run, its segments counting on
 /// from it), and each packet leaves with its ICRC moved to the IP ID it carries: the receiver,
-/// told the numbers, verifies every one. The packets come with ICRCs computed as the emitter
-/// computes them, for IP ID = segment number.
+/// told the numbers, verifies every one. The packets come with ICRCs computed for IP ID =
+/// segment number, as the emitter computes them before the socket exists; one computed for
+/// the ID `ipv4_ident` announces goes out unchanged.
 #[test]
 fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
     let ip = |last| IpAddr::V4(Ipv4Addr::new(127, 0, 34, last));
@@ -389,6 +398,7 @@ fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
         src_port: port,
         pieces,
         segment,
+        ident: segment,
     };
     assert_eq!(a.send_batch(&[pkt(&first, 0)]).unwrap(), 1);
     assert_eq!(recv_all(&mut b, 1).len(), 1);
@@ -445,6 +455,22 @@ fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
         a.connection(port),
         Some((to_b, Some(next.wrapping_add(messages))))
     );
+    // Built for the ID the transport says the next datagram carries, a packet goes as it is.
+    let id = a
+        .ipv4_ident(port)
+        .expect("a connected IPv4 socket's counter");
+    assert_eq!(id, next.wrapping_add(messages));
+    let (h, _) = send_only((ip(3), port), ip(4), 0x11, 9, &bodies[0]);
+    let trailer = icrc_for(&h, &bodies[0], ip(3), ip(4), port, id);
+    let pieces: [&[u8]; 3] = [&h, &bodies[0], &trailer];
+    let own = OutPacket {
+        ident: id,
+        ..pkt(&pieces, 0)
+    };
+    assert_eq!(a.send_batch(&[own]).unwrap(), 1);
+    let got = recv_all(&mut b, 1);
+    assert_eq!(got[0].1, [&h[..], &bodies[0][..], &trailer[..]].concat());
+    assert_eq!(a.ipv4_ident(0xc0ff), None, "no socket on that port yet");
 }
 
 /// The trailer (no pad: 4-byte multiples) of a SEND_ONLY with headers `bth` and `body` from
@@ -484,6 +510,7 @@ fn after_a_refused_datagram_a_connected_socket_learns_its_counter_again() {
         src_port: port,
         pieces,
         segment: 0,
+        ident: 0,
     };
     let (hdr, icrc) = send_only((ip(5), port), ip(6), 0x12, 0, b"open");
     let open: [&[u8]; 3] = [&hdr, b"open", &icrc];
@@ -527,6 +554,7 @@ fn a_packet_of_max_iovs_pieces_and_an_empty_one_after_it_go_out() {
         src_port: 0xc002,
         pieces,
         segment: 0,
+        ident: 0,
     };
     let empty: [&[u8]; 0] = [];
     let pkts = [pkt(&full[..]), pkt(&empty)];
