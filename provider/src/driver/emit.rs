@@ -17,11 +17,16 @@ use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::runs::{Idents, Runs};
 use crate::mr::{MrTable, PinError, ReadPin};
-use crate::rc::{Payload, Transmit};
+use crate::rc::{Payload, Transmit, MAX_INLINE};
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
 
 /// Room for IPv6 + UDP + BTH + the largest extension headers.
 const HEADER_ROOM: usize = 128;
+
+/// Room for a whole packet without a payload in registered memory: headers, inline data, pad
+/// and ICRC. Such a packet goes to the transport as one piece (one iovec: the kernel's cost
+/// grows with the pieces, and the inline bytes are a copy already).
+const FRAME_ROOM: usize = HEADER_ROOM + MAX_INLINE + 8;
 
 /// Counters of the emitter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,7 +43,8 @@ pub struct EmitStats {
 #[derive(Debug)]
 pub struct Emitter {
     local: IpAddr,
-    headers: Vec<[u8; HEADER_ROOM]>,
+    /// Per packet: its headers, or (no payload in registered memory) all of it.
+    headers: Vec<[u8; FRAME_ROOM]>,
     trailers: Vec<[u8; 8]>,
     spans: Vec<Span>,
     pins: Spare<ReadPin<'static>>,
@@ -56,7 +62,8 @@ struct Span {
     /// BTH start and headers end in `headers[i]`.
     h0: usize,
     h1: usize,
-    /// Trailer (pad + ICRC) length in `trailers[i]`.
+    /// Trailer (pad + ICRC) length in `trailers[i]`; 0 when `headers[i][h0..h1]` is the whole
+    /// packet.
     t: usize,
     /// Its pins: `pins[p0..p1]`.
     p0: usize,
@@ -91,7 +98,7 @@ impl Emitter {
     pub fn new(local: IpAddr, batch: usize) -> Emitter {
         Emitter {
             local,
-            headers: vec![[0; HEADER_ROOM]; batch],
+            headers: vec![[0; FRAME_ROOM]; batch],
             trailers: vec![[0; 8]; batch],
             spans: Vec::with_capacity(batch),
             pins: Spare(Vec::with_capacity(batch * 2)),
@@ -173,18 +180,16 @@ impl Emitter {
         }
         let taken = self.spans.len();
         // Pass 2: the piece lists (scratch space no longer changes).
-        for (i, (tx, s)) in txs.iter().zip(&self.spans).enumerate() {
+        for (i, s) in self.spans.iter().enumerate() {
             if !s.ok {
                 continue;
             }
             let first = pieces.len();
             pieces.push(&self.headers[i][s.h0..s.h1]);
-            match &tx.payload {
-                Payload::None => {}
-                Payload::Inline { bytes, len } => pieces.push(&bytes[..*len as usize]),
-                Payload::Memory(_) => pieces.extend(pins[s.p0..s.p1].iter().map(|p| &p[..])),
+            if s.t > 0 {
+                pieces.extend(pins[s.p0..s.p1].iter().map(|p| &p[..]));
+                pieces.push(&self.trailers[i][..s.t]);
             }
-            pieces.push(&self.trailers[i][..s.t]);
             self.outs.push((i, first, pieces.len() - first));
         }
         for &(i, first, n) in &self.outs {
@@ -222,7 +227,8 @@ impl Emitter {
     }
 
     /// Writes packet `i`'s headers and trailer, for the IPv4 Identification `ident` it will
-    /// carry (see [`Idents`]); returns (BTH start, headers end, trailer len).
+    /// carry (see [`Idents`]); returns (BTH start, headers end, trailer len). A packet without
+    /// a payload in registered memory is written whole, the trailer length then 0.
     fn build(
         &mut self,
         i: usize,
@@ -258,19 +264,30 @@ impl Emitter {
         }
         .map_err(drop)?;
         let pad = pad_len(tx.roce.payload_len);
-        let t = &mut self.trailers[i];
-        t[..pad].fill(0);
-        t[pad..pad + 4].copy_from_slice(&icrc.to_le_bytes());
-        Ok((d.ip.header_len() + UDP_HEADER_LEN, n, pad + 4))
+        let h0 = d.ip.header_len() + UDP_HEADER_LEN;
+        let inline = match &tx.payload {
+            Payload::None => &[][..],
+            Payload::Inline { bytes, len } => &bytes[..*len as usize],
+            Payload::Memory(_) => {
+                let t = &mut self.trailers[i];
+                t[..pad].fill(0);
+                t[pad..pad + 4].copy_from_slice(&icrc.to_le_bytes());
+                return Ok((h0, n, pad + 4));
+            }
+        };
+        let end = n + inline.len();
+        buf[n..end].copy_from_slice(inline);
+        buf[end..end + pad].fill(0);
+        buf[end + pad..end + pad + 4].copy_from_slice(&icrc.to_le_bytes());
+        Ok((h0, end + pad + 4, 0))
     }
 }
 
-/// How many pieces `tx` goes out in: headers, payload, trailer.
+/// How many pieces `tx` goes out in: headers, payload, trailer; or one (see `FRAME_ROOM`).
 fn pieces_of(tx: &Transmit) -> usize {
-    2 + match &tx.payload {
-        Payload::None => 0,
-        Payload::Inline { .. } => 1,
-        Payload::Memory(chunks) => chunks.as_slice().len(),
+    match &tx.payload {
+        Payload::None | Payload::Inline { .. } => 1,
+        Payload::Memory(chunks) => 2 + chunks.as_slice().len(),
     }
 }
 
@@ -295,4 +312,108 @@ fn pin_payload<'m>(
         pins.push(pin);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    use softrnic_wire::aeth::{AethRepr, CreditCode, Syndrome};
+    use softrnic_wire::bth::{self, BthRepr};
+    use softrnic_wire::opcode::Opcode;
+    use softrnic_wire::psn::Psn;
+    use softrnic_wire::roce::RoceRepr;
+
+    use super::*;
+    use crate::transport::{Ready, RecvBatch, TransportStats};
+
+    const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 7));
+    const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 8));
+
+    /// Keeps what it is asked to send: per packet, its pieces' count and its bytes.
+    #[derive(Default)]
+    struct Recorder(Vec<(usize, Vec<u8>)>);
+
+    impl Transport for Recorder {
+        fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
+            self.0
+                .extend(pkts.iter().map(|p| (p.pieces.len(), p.pieces.concat())));
+            Ok(pkts.len())
+        }
+        fn recv_batch(&mut self, _: &mut RecvBatch) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn poll(&mut self, _: Option<Duration>) -> io::Result<Ready> {
+            Ok(Ready {
+                recv: false,
+                send: true,
+            })
+        }
+        fn local_addr(&self) -> IpAddr {
+            LOCAL
+        }
+        fn stats(&self) -> TransportStats {
+            TransportStats::default()
+        }
+    }
+
+    fn transmit(opcode: Opcode, payload: Payload, len: usize) -> Transmit {
+        let mut roce = RoceRepr::new(BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pkey: bth::DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            dest_qp: 0x11,
+            ack_req: true,
+            psn: Psn::new(7),
+        });
+        roce.payload_len = len;
+        if opcode == Opcode::RC_ACKNOWLEDGE {
+            roce.aeth = Some(AethRepr {
+                syndrome: Syndrome::Ack(CreditCode::UNLIMITED),
+                msn: 3,
+            });
+        }
+        Transmit {
+            dst: PEER,
+            src_port: 0xc000,
+            roce,
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_packet_without_a_payload_in_memory_goes_whole_as_one_piece() {
+        let mut bytes = [0u8; MAX_INLINE];
+        bytes[..5].copy_from_slice(b"hello");
+        let txs = [
+            transmit(Opcode::RC_SEND_ONLY, Payload::Inline { bytes, len: 5 }, 5),
+            transmit(Opcode::RC_ACKNOWLEDGE, Payload::None, 0),
+        ];
+        let mrs = MrTable::new(4, 1).unwrap();
+        let mut out = Recorder::default();
+        let mut e = Emitter::new(LOCAL, 4);
+        assert_eq!(e.send(&txs, &mrs, &mut out).unwrap(), 2);
+        for (k, (tx, (pieces, sent))) in txs.iter().zip(&out.0).enumerate() {
+            assert_eq!(*pieces, 1, "packet {k}");
+            // The whole datagram as the wire crate writes it, from the BTH on.
+            let d = DatagramRepr {
+                ip: IpHeader::udp_socket(LOCAL, PEER, HOP_LIMIT).unwrap(),
+                udp: UdpHeader {
+                    src_port: 0xc000,
+                    dst_port: ROCE_V2_UDP_PORT,
+                    checksum: 0,
+                },
+                roce: tx.roce,
+            };
+            let mut whole = vec![0u8; d.buffer_len()];
+            let inline: &[u8] = if k == 0 { b"hello" } else { b"" };
+            let n = d.emit(&mut whole, &[inline]).unwrap();
+            let from = d.ip.header_len() + UDP_HEADER_LEN;
+            assert_eq!(sent[..], whole[from..n], "packet {k}");
+        }
+    }
 }
