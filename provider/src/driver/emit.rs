@@ -320,12 +320,12 @@ mod tests {
     use std::time::Duration;
 
     use softrnic_wire::aeth::{AethRepr, CreditCode, Syndrome};
-    use softrnic_wire::bth::{self, BthRepr};
     use softrnic_wire::opcode::Opcode;
     use softrnic_wire::psn::Psn;
-    use softrnic_wire::roce::RoceRepr;
 
     use super::*;
+    use crate::mr::PdHandle;
+    use crate::rc::QpContext;
     use crate::transport::{Ready, RecvBatch, TransportStats};
 
     const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 7));
@@ -359,17 +359,9 @@ mod tests {
     }
 
     fn transmit(opcode: Opcode, payload: Payload, len: usize) -> Transmit {
-        let mut roce = RoceRepr::new(BthRepr {
-            opcode,
-            solicited: false,
-            mig_req: false,
-            pkey: bth::DEFAULT_PKEY,
-            fecn: false,
-            becn: false,
-            dest_qp: 0x11,
-            ack_req: true,
-            psn: Psn::new(7),
-        });
+        let mut ctx = QpContext::new(0x10, PdHandle(1), 0xc000, false);
+        ctx.dest_qpn = 0x11;
+        let mut roce = ctx.header(opcode, Psn::new(7), true);
         roce.payload_len = len;
         if opcode == Opcode::RC_ACKNOWLEDGE {
             roce.aeth = Some(AethRepr {
