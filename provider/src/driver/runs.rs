@@ -111,8 +111,10 @@ impl Idents {
         if segment == 0 {
             *messages += 1;
         }
+        // (A run's later packets follow its first: `messages` is at least 1 here.)
         counter.map_or(segment, |c| {
-            c.wrapping_add(*messages - 1).wrapping_add(segment)
+            c.wrapping_add(messages.wrapping_sub(1))
+                .wrapping_add(segment)
         })
     }
 
@@ -121,7 +123,7 @@ impl Idents {
     pub(super) fn drop_last(&mut self, src_port: u16, segment: u16) {
         if let Some(p) = self.ports.iter_mut().find(|p| p.0 == src_port) {
             if segment == 0 {
-                p.2 -= 1;
+                p.2 = p.2.saturating_sub(1);
             }
         }
     }
