@@ -12,7 +12,7 @@ use softrnic_uapi::{
 };
 
 use crate::perf::rtt::Rtt;
-use crate::rig::{wr, Rig, Side};
+use crate::rig::{all_succeeded, err, wr, Rig, Side};
 
 /// What the demo found.
 #[derive(Debug, Clone)]
@@ -213,6 +213,8 @@ const RX_DEPTH: u64 = 4;
 /// One side of a ping-pong: its SEND work request, built once, and room for completions.
 struct Pinger<'a> {
     side: &'a Side,
+    /// Sends come from `off`, receives go to `off + 4096`.
+    off: usize,
     send: softrnic_uapi::SendWr,
     wcs: [WorkCompletion; 16],
     /// Receive completions seen before they were waited for.
@@ -227,6 +229,7 @@ impl<'a> Pinger<'a> {
         }
         Ok(Pinger {
             side,
+            off,
             send: inline_send(side, 0, off),
             wcs: [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16],
             early: 0,
@@ -239,7 +242,7 @@ impl<'a> Pinger<'a> {
         self.side
             .qp
             .post_send(std::slice::from_ref(&self.send))
-            .map_err(|(_, e)| io::Error::other(e.to_string()))
+            .map_err(|(_, e)| err(e))
     }
 
     /// Polls until a receive completes (send completions are skipped), driving the peer's
@@ -249,20 +252,10 @@ impl<'a> Pinger<'a> {
         let start = Instant::now();
         let mut empty = 0u32;
         while self.early == 0 {
-            let k = self
-                .side
-                .cq
-                .poll(&mut self.wcs)
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            for wc in &self.wcs[..k] {
-                if wc.status != WcStatus::Success {
-                    return Err(io::Error::other(format!(
-                        "work request {} failed: {:?}",
-                        wc.wr_id, wc.status
-                    )));
-                }
-                self.early += usize::from(wc.opcode == WcOpcode::Recv);
-            }
+            let k = self.side.cq.poll(&mut self.wcs).map_err(err)?;
+            let wcs = &self.wcs[..k];
+            all_succeeded(wcs)?;
+            self.early += wcs.iter().filter(|w| w.opcode == WcOpcode::Recv).count();
             if k == 0 {
                 if let Some(p) = &self.side.peer {
                     p.progress();
@@ -281,8 +274,8 @@ impl<'a> Pinger<'a> {
     }
 
     /// Re-posts the receive the last [`Pinger::wait_recv`] used.
-    fn repost(&self, id: u64, off: usize) -> io::Result<()> {
-        self.side.post_recv(id, off + 4096, 64)
+    fn repost(&self, id: u64) -> io::Result<()> {
+        self.side.post_recv(id, self.off + 4096, 64)
     }
 }
 
@@ -299,8 +292,8 @@ pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<Rtt> {
         b.send(i)?;
         a.wait_recv()?;
         ns.push(t0.elapsed().as_nanos() as u64);
-        b.repost(i, off)?;
-        a.repost(i, off)?;
+        b.repost(i)?;
+        a.repost(i)?;
     }
     measured(ns, iters)
 }
@@ -318,7 +311,7 @@ pub fn pingpong_threads(rig: &mut Rig, iters: usize) -> io::Result<Rtt> {
             for i in 0..total as u64 {
                 b.wait_recv()?;
                 b.send(i)?;
-                b.repost(i, off)?;
+                b.repost(i)?;
             }
             Ok(())
         });
@@ -328,7 +321,7 @@ pub fn pingpong_threads(rig: &mut Rig, iters: usize) -> io::Result<Rtt> {
             a.send(i)?;
             a.wait_recv()?;
             ns.push(t0.elapsed().as_nanos() as u64);
-            a.repost(i, off)
+            a.repost(i)
         });
         echo.join()
             .map_err(|_| io::Error::other("echo thread panicked"))??;

@@ -33,7 +33,8 @@ pub struct Rig {
     pub b: Side,
 }
 
-fn err(e: softrnic_uapi::Error) -> io::Error {
+/// A verbs error as an `io::Error`.
+pub(crate) fn err(e: softrnic_uapi::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
 
@@ -138,13 +139,19 @@ impl Side {
                 }
                 e => err(e),
             })?;
-        if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
-            return Err(io::Error::other(format!(
-                "work request {} failed: {:?}",
-                bad.wr_id, bad.status
-            )));
-        }
+        all_succeeded(&wcs)?;
         Ok(wcs)
+    }
+}
+
+/// Fails with the first completion in `wcs` that is not successful.
+pub(crate) fn all_succeeded(wcs: &[WorkCompletion]) -> io::Result<()> {
+    match wcs.iter().find(|w| w.status != WcStatus::Success) {
+        Some(bad) => Err(io::Error::other(format!(
+            "work request {} failed: {:?}",
+            bad.wr_id, bad.status
+        ))),
+        None => Ok(()),
     }
 }
 
