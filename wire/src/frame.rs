@@ -18,7 +18,7 @@ use smoltcp::wire::{
     Ipv6Repr, UdpPacket,
 };
 
-use crate::icrc::{Icrc, ICRC_LEN};
+use crate::icrc::{Icrc, ICRC_LEN, LRH_PLACEHOLDER};
 use crate::roce::{pad_len, RoceRepr};
 use crate::{bth, check_len, Error, Result, ROCE_V2_UDP_PORT};
 
@@ -128,16 +128,6 @@ impl IpHeader {
     /// Writes the header for a UDP datagram of `udp_len` bytes: payload length `udp_len`,
     /// protocol UDP, the IPv4 checksum filled in. Returns the header's length.
     pub fn emit(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
-        self.emit_with(udp_len, buf, true)
-    }
-
-    /// [`emit`](Self::emit) with the IPv4 header checksum left 0: for a header that only
-    /// feeds an ICRC, which masks the checksum (a UDP socket's kernel writes the real one).
-    pub fn emit_for_icrc(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
-        self.emit_with(udp_len, buf, false)
-    }
-
-    fn emit_with(&self, udp_len: usize, buf: &mut [u8], checksum: bool) -> Result<usize> {
         let ip_len = self.header_len();
         if buf.len() < ip_len {
             return Err(Error::BufferTooSmall {
@@ -165,11 +155,7 @@ impl IpHeader {
                 p.set_dscp(h.dscp);
                 p.set_ecn(h.ecn);
                 p.set_dont_frag(h.dont_frag);
-                if checksum {
-                    p.fill_checksum();
-                } else {
-                    p.set_checksum(0);
-                }
+                p.fill_checksum();
             }
             IpHeader::V6(h) => {
                 let mut p = Ipv6Packet::new_unchecked(&mut buf[..ip_len]);
@@ -181,6 +167,51 @@ impl IpHeader {
                 repr.emit(&mut p);
                 p.set_traffic_class(h.traffic_class);
                 p.set_flow_label(h.flow_label);
+            }
+        }
+        Ok(ip_len)
+    }
+
+    /// Writes the header as the ICRC sees it (A17.4.2) for a UDP datagram of `udp_len` bytes:
+    /// the masked fields (IPv4 Type of Service, TTL and checksum; IPv6 Traffic Class, Flow
+    /// Label and Hop Limit) all ones, the rest as [`IpHeader::emit`] writes them. Written by
+    /// hand, field by field: it is on the path of every packet a UDP socket sends, and needs no
+    /// checksum. Returns the header's length.
+    pub fn emit_masked(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+        let ip_len = self.header_len();
+        check_len("IP header buffer", buf, ip_len)?;
+        let bad_len = || Error::BadField {
+            what: "IP payload length",
+            value: udp_len as u64,
+        };
+        if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
+            return Err(bad_len());
+        }
+        let udp = IpProtocol::Udp.into();
+        let b = &mut buf[..ip_len];
+        match self {
+            IpHeader::V4(h) => {
+                let total = u16::try_from(IPV4_HEADER_LEN + udp_len).map_err(|_| bad_len())?;
+                let flags: u16 = if h.dont_frag { 0x4000 } else { 0 };
+                b[0] = 0x45; // version 4, 5 words
+                b[1] = 0xff; // DSCP, ECN
+                b[2..4].copy_from_slice(&total.to_be_bytes());
+                b[4..6].copy_from_slice(&h.ident.to_be_bytes());
+                b[6..8].copy_from_slice(&flags.to_be_bytes());
+                b[8] = 0xff; // TTL
+                b[9] = udp;
+                b[10..12].fill(0xff); // header checksum
+                b[12..16].copy_from_slice(&h.repr.src_addr.octets());
+                b[16..20].copy_from_slice(&h.repr.dst_addr.octets());
+            }
+            IpHeader::V6(h) => {
+                b[0] = 0x6f; // version 6, traffic class high nibble
+                b[1..4].fill(0xff); // traffic class low nibble, flow label
+                b[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+                b[6] = udp;
+                b[7] = 0xff; // hop limit
+                b[8..24].copy_from_slice(&h.repr.src_addr.octets());
+                b[24..40].copy_from_slice(&h.repr.dst_addr.octets());
             }
         }
         Ok(ip_len)
@@ -233,6 +264,15 @@ impl UdpHeader {
         p.set_len(len);
         p.set_checksum(self.checksum);
         Ok(UDP_HEADER_LEN)
+    }
+
+    /// Writes the header as the ICRC sees it: [`UdpHeader::emit`] with the checksum all ones.
+    pub fn emit_masked(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
+        let masked = UdpHeader {
+            checksum: 0xffff,
+            ..*self
+        };
+        masked.emit(udp_len, buf)
     }
 }
 
@@ -409,17 +449,6 @@ impl DatagramRepr {
     /// and UDP lengths count `roce.payload_len` bytes of payload, the pad and the ICRC, which
     /// the caller sends after the headers (see [`DatagramRepr::icrc`]).
     pub fn emit_headers(&self, buf: &mut [u8]) -> Result<usize> {
-        self.emit_headers_with(buf, true)
-    }
-
-    /// [`emit_headers`](Self::emit_headers) with the IPv4 header checksum left 0, for
-    /// headers that only feed [`DatagramRepr::icrc`] (which masks the checksum): what a
-    /// sender over a UDP socket needs, whose kernel writes the IP header it sends.
-    pub fn emit_headers_for_icrc(&self, buf: &mut [u8]) -> Result<usize> {
-        self.emit_headers_with(buf, false)
-    }
-
-    fn emit_headers_with(&self, buf: &mut [u8], checksum: bool) -> Result<usize> {
         let need = self.header_len();
         if buf.len() < need {
             return Err(Error::BufferTooSmall {
@@ -435,9 +464,36 @@ impl DatagramRepr {
                 reason: "the datagram does not fit in an IP packet",
             });
         }
-        let outer_len = emit_outer_with(&self.ip, &self.udp, udp_len, buf, checksum)?;
+        let outer_len = emit_outer(&self.ip, &self.udp, udp_len, buf)?;
         let roce_len = self.roce.emit_headers(&mut buf[outer_len..])?;
         Ok(outer_len + roce_len)
+    }
+
+    /// Where [`DatagramRepr::emit_masked`] puts the BTH: after the LRH placeholder and the IP
+    /// and UDP headers.
+    pub fn masked_prefix_len(&self) -> usize {
+        LRH_PLACEHOLDER.len() + self.ip.header_len() + UDP_HEADER_LEN
+    }
+
+    /// Writes what the ICRC covers up to the end of the extension headers, for a sender whose
+    /// IP and UDP headers someone else writes (a UDP socket's kernel): the LRH placeholder,
+    /// the IP and UDP headers masked (see [`IpHeader::emit_masked`]), then from
+    /// [`DatagramRepr::masked_prefix_len`] on the BTH and extension headers as sent. Returns
+    /// the length written. The bytes from the BTH on are the head of the UDP payload; the
+    /// packet's ICRC is [`Icrc::start_masked`] over the whole, then the payload and pad.
+    pub fn emit_masked(&self, buf: &mut [u8]) -> Result<usize> {
+        let need = self.masked_prefix_len() + self.roce.header_len();
+        check_len("masked headers buffer", buf, need)?;
+        let udp_len = self.udp_len();
+        if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
+            return Err(Error::BadPayload {
+                opcode: self.roce.bth.opcode.0,
+                len: self.roce.payload_len,
+                reason: "the datagram does not fit in an IP packet",
+            });
+        }
+        let at = emit_masked_outer(&self.ip, &self.udp, udp_len, buf)?;
+        Ok(at + self.roce.emit_headers(&mut buf[at..])?)
     }
 
     /// The ICRC of the datagram whose headers [`DatagramRepr::emit_headers`] wrote into
@@ -494,19 +550,26 @@ impl DatagramRepr {
 /// then `udp` — and returns their length. The one place outer headers are written: for whole
 /// frames, and for transports that rebuild what a socket sent.
 pub fn emit_outer(ip: &IpHeader, udp: &UdpHeader, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
-    emit_outer_with(ip, udp, udp_len, buf, true)
+    let ip_len = ip.emit(udp_len, buf)?;
+    Ok(ip_len + udp.emit(udp_len, &mut buf[ip_len..])?)
 }
 
-/// [`emit_outer`], the IPv4 header checksum filled in or left 0 (for an ICRC only).
-fn emit_outer_with(
+/// Writes the ICRC's view of the outer headers of a UDP datagram of `udp_len` bytes: the LRH
+/// placeholder, then `ip` and `udp` masked (see [`IpHeader::emit_masked`]); returns its
+/// length, where the BTH goes. The one place this prefix is written: for a packet to send
+/// ([`DatagramRepr::emit_masked`]) and for one received through a socket, whose IP header is
+/// rebuilt.
+pub fn emit_masked_outer(
     ip: &IpHeader,
     udp: &UdpHeader,
     udp_len: usize,
     buf: &mut [u8],
-    checksum: bool,
 ) -> Result<usize> {
-    let ip_len = ip.emit_with(udp_len, buf, checksum)?;
-    Ok(ip_len + udp.emit(udp_len, &mut buf[ip_len..])?)
+    check_len("masked headers buffer", buf, LRH_PLACEHOLDER.len())?;
+    let mut at = LRH_PLACEHOLDER.len();
+    buf[..at].copy_from_slice(&LRH_PLACEHOLDER);
+    at += ip.emit_masked(udp_len, &mut buf[at..])?;
+    Ok(at + udp.emit_masked(udp_len, &mut buf[at..])?)
 }
 
 /// Parses an IPv4 header; returns it, its length and the IP payload (Ethernet padding cut).

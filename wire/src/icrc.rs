@@ -25,7 +25,8 @@ pub use ident::with_ipv4_ident;
 /// ICRC length in bytes.
 pub const ICRC_LEN: usize = 4;
 
-const LRH_PLACEHOLDER: [u8; 8] = [0xff; 8];
+/// The 8 bytes of all ones that stand in for the LRH.
+pub const LRH_PLACEHOLDER: [u8; 8] = [0xff; 8];
 const UDP_HEADER_LEN: usize = 8;
 const UDP_CHECKSUM: core::ops::Range<usize> = 6..8;
 const IPV4_MIN_HEADER: usize = 20;
@@ -90,6 +91,22 @@ impl Icrc {
 
         let mut hasher = Hasher::new();
         hasher.update(&masked[..at]);
+        Ok(Icrc { hasher })
+    }
+
+    /// Starts an ICRC over `masked`, which holds the ICRC's view of a packet's first bytes as
+    /// [`crate::frame::DatagramRepr::emit_masked`] writes it: the LRH placeholder and the
+    /// masked IP and UDP headers, then from `bth_at` on the BTH and whatever follows it, as
+    /// sent. The BTH's masked byte is set to all ones for the computation and put back, so the
+    /// bytes from `bth_at` on can go on the wire as they are: the whole view is checksummed in
+    /// one pass, without the copy [`Icrc::start`] makes.
+    pub fn start_masked(masked: &mut [u8], bth_at: usize) -> Result<Icrc> {
+        check_len("masked headers", masked, bth_at + bth::HEADER_LEN)?;
+        let at = bth_at + bth::ICRC_MASKED_BYTE;
+        let sent = core::mem::replace(&mut masked[at], 0xff);
+        let mut hasher = Hasher::new();
+        hasher.update(masked);
+        masked[at] = sent;
         Ok(Icrc { hasher })
     }
 

@@ -11,7 +11,8 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
-use softrnic_wire::frame::{DatagramRepr, IpHeader, UdpHeader, UDP_HEADER_LEN};
+use softrnic_wire::frame::{DatagramRepr, IpHeader, UdpHeader};
+use softrnic_wire::icrc::{Icrc, ICRC_LEN};
 use softrnic_wire::roce::pad_len;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
@@ -20,7 +21,8 @@ use crate::mr::{MrTable, PinError, ReadPin};
 use crate::rc::{Payload, Transmit, MAX_INLINE};
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
 
-/// Room for IPv6 + UDP + BTH + the largest extension headers.
+/// Room for the ICRC's masked view of IPv6 + UDP (after the LRH placeholder), the BTH and the
+/// largest extension headers.
 const HEADER_ROOM: usize = 128;
 
 /// Room for a whole packet without a payload in registered memory: headers, inline data, pad
@@ -229,6 +231,10 @@ impl Emitter {
     /// Writes packet `i`'s headers and trailer, for the IPv4 Identification `ident` it will
     /// carry (see [`Idents`]); returns (BTH start, headers end, trailer len). A packet without
     /// a payload in registered memory is written whole, the trailer length then 0.
+    ///
+    /// The headers go in behind the ICRC's masked view of the IP and UDP headers (which only
+    /// the ICRC reads: the transport sends from the BTH on), so that the ICRC runs over one
+    /// contiguous stretch: for a whole packet, everything it covers.
     fn build(
         &mut self,
         i: usize,
@@ -249,37 +255,39 @@ impl Emitter {
             roce: tx.roce,
         };
         let buf = &mut self.headers[i];
-        // Only the ICRC reads the IP header: the transport sends from the BTH on.
-        let n = d.emit_headers_for_icrc(buf).map_err(drop)?;
-        let icrc = match &tx.payload {
-            Payload::None => d.icrc(&buf[..n], &[]),
-            Payload::Inline { bytes, len } => d.icrc(&buf[..n], &[&bytes[..*len as usize]]),
-            Payload::Memory(_) => {
-                let mut parts: [&[u8]; crate::rc::MAX_SGE] = [&[]; crate::rc::MAX_SGE];
-                for (k, p) in payload.iter().enumerate() {
-                    parts[k] = p;
-                }
-                d.icrc(&buf[..n], &parts[..payload.len()])
-            }
-        }
-        .map_err(drop)?;
-        let pad = pad_len(tx.roce.payload_len);
-        let h0 = d.ip.header_len() + UDP_HEADER_LEN;
+        let h0 = d.masked_prefix_len();
+        let n = d.emit_masked(buf).map_err(drop)?;
+        let len = tx.roce.payload_len;
+        let pad = pad_len(len);
         let inline = match &tx.payload {
             Payload::None => &[][..],
             Payload::Inline { bytes, len } => &bytes[..*len as usize],
             Payload::Memory(_) => {
+                if payload.iter().map(|p| p.len()).sum::<usize>() != len {
+                    return Err(());
+                }
+                let mut icrc = Icrc::start_masked(&mut buf[..n], h0).map_err(drop)?;
+                for p in payload {
+                    icrc.update(p);
+                }
+                icrc.update(&[0; 3][..pad]);
                 let t = &mut self.trailers[i];
                 t[..pad].fill(0);
-                t[pad..pad + 4].copy_from_slice(&icrc.to_le_bytes());
-                return Ok((h0, n, pad + 4));
+                t[pad..pad + ICRC_LEN].copy_from_slice(&icrc.finish().to_le_bytes());
+                return Ok((h0, n, pad + ICRC_LEN));
             }
         };
-        let end = n + inline.len();
-        buf[n..end].copy_from_slice(inline);
-        buf[end..end + pad].fill(0);
-        buf[end + pad..end + pad + 4].copy_from_slice(&icrc.to_le_bytes());
-        Ok((h0, end + pad + 4, 0))
+        if inline.len() != len {
+            return Err(());
+        }
+        let end = n + len + pad;
+        buf[n..n + len].copy_from_slice(inline);
+        buf[n + len..end].fill(0);
+        let icrc = Icrc::start_masked(&mut buf[..end], h0)
+            .map_err(drop)?
+            .finish();
+        buf[end..end + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+        Ok((h0, end + ICRC_LEN, 0))
     }
 }
 
@@ -320,6 +328,7 @@ mod tests {
     use std::time::Duration;
 
     use softrnic_wire::aeth::{AethRepr, CreditCode, Syndrome};
+    use softrnic_wire::frame::UDP_HEADER_LEN;
     use softrnic_wire::opcode::Opcode;
     use softrnic_wire::psn::Psn;
 

@@ -33,7 +33,9 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use softrnic_wire::frame::{IpHeader, UdpHeader, IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use softrnic_wire::frame::{
+    emit_masked_outer, IpHeader, UdpHeader, IPV6_HEADER_LEN, UDP_HEADER_LEN,
+};
 use softrnic_wire::icrc::{Icrc, ICRC_LEN};
 use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
@@ -209,42 +211,54 @@ impl RecvPacket<'_> {
             return IcrcStatus::Bad;
         }
         let udp_len = UDP_HEADER_LEN + self.payload.len();
-        let udp_header = UdpHeader {
+        let udp = UdpHeader {
             src_port: m.src.port(),
             dst_port: ROCE_V2_UDP_PORT,
             checksum: 0,
         };
-        let mut udp = [0u8; UDP_HEADER_LEN];
-        if udp_header.emit(udp_len, &mut udp).is_err() {
-            return IcrcStatus::Bad;
-        }
-        let mut rebuilt = [0u8; IPV6_HEADER_LEN];
-        let ip: &[u8] = match m.origin {
-            IpHeaderOrigin::Received => m.ip_header(),
-            IpHeaderOrigin::NotSeen => {
-                // Mixed address families: no socket sent that, so nothing can match.
-                let n = IpHeader::udp_socket(m.src.ip(), m.dst, HOP_LIMIT)
-                    .and_then(|h| h.emit_for_icrc(udp_len, &mut rebuilt).ok())
-                    .unwrap_or(0);
-                &rebuilt[..n]
-            }
-        };
         let (body, icrc) = self.payload.split_at(self.payload.len() - ICRC_LEN);
-        let ok = match Icrc::start(ip, &udp, &body[..bth::HEADER_LEN]) {
-            Ok(mut c) => {
-                c.update(&body[bth::HEADER_LEN..]);
-                c.finish().to_le_bytes() == icrc
+        let (bth, rest) = body.split_at(bth::HEADER_LEN);
+        let started = match m.origin {
+            IpHeaderOrigin::Received => {
+                let mut u = [0u8; UDP_HEADER_LEN];
+                udp.emit(udp_len, &mut u)
+                    .and_then(|_| Icrc::start(m.ip_header(), &u, bth))
             }
-            Err(_) if ip.is_empty() => false, // no header could be rebuilt: nothing matches
-            Err(_) => return IcrcStatus::Bad,
+            IpHeaderOrigin::NotSeen => match IpHeader::udp_socket(m.src.ip(), m.dst, HOP_LIMIT) {
+                // Mixed address families: no socket sent that, so nothing can match.
+                None => return self.mismatch(),
+                Some(ip) => {
+                    let mut view = [0u8; MASKED_VIEW_MAX];
+                    emit_masked_outer(&ip, &udp, udp_len, &mut view).and_then(|at| {
+                        view[at..at + bth::HEADER_LEN].copy_from_slice(bth);
+                        Icrc::start_masked(&mut view[..at + bth::HEADER_LEN], at)
+                    })
+                }
+            },
         };
-        match (ok, m.origin, m.src.ip()) {
-            (true, _, _) => IcrcStatus::Ok,
-            (false, IpHeaderOrigin::NotSeen, IpAddr::V4(_)) => IcrcStatus::Unverifiable,
-            (false, _, _) => IcrcStatus::Bad,
+        let Ok(mut c) = started else {
+            return IcrcStatus::Bad;
+        };
+        c.update(rest);
+        if c.finish().to_le_bytes() == icrc {
+            IcrcStatus::Ok
+        } else {
+            self.mismatch()
+        }
+    }
+
+    /// What an ICRC that does not match means: for an IPv4 packet whose IP header was not
+    /// seen, only that the sender's IP ID was not 0; otherwise a bad packet.
+    fn mismatch(&self) -> IcrcStatus {
+        match (self.meta.origin, self.meta.src.ip()) {
+            (IpHeaderOrigin::NotSeen, IpAddr::V4(_)) => IcrcStatus::Unverifiable,
+            _ => IcrcStatus::Bad,
         }
     }
 }
+
+/// The ICRC's view of rebuilt headers up to the BTH's end: LRH placeholder, IPv6, UDP, BTH.
+const MASKED_VIEW_MAX: usize = 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + bth::HEADER_LEN;
 
 /// Caller-owned receive buffers, reused from call to call: `capacity` slots of `slot_len`
 /// bytes each, allocated once by [`RecvBatch::new`].
