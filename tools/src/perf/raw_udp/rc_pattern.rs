@@ -4,10 +4,10 @@
 //! Per hop, an RC SEND ping-pong puts two datagrams on the wire: the SEND (BTH, 64 bytes of
 //! payload, ICRC: 80 bytes) and the ACK of the message that came the other way (BTH, AETH,
 //! ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own socket, connected to
-//! the peer's port-4791 socket, which a busy poller drains with `recvmmsg` (asking for twice
-//! what the last call got, at least one, and one with `recvfrom`, with source addresses). This
-//! baseline does exactly that and nothing
-//! else, so the gap between it and the plain ping-pong ([`super::udp_pingpong`]) is what the
+//! the peer's port-4791 socket, which a busy poller drains with `recvfrom` or `recvmmsg`, with
+//! source addresses, asking for as many as the transport's
+//! [`next_want`](softrnic_provider::transport::udp::next_want) says. This baseline does exactly
+//! that and nothing else, so the gap between it and the plain ping-pong ([`super::udp_pingpong`]) is what the
 //! packet pattern costs in the kernel, and the gap between it and RC is what softrnic's engine
 //! costs.
 
@@ -18,6 +18,8 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use softrnic_provider::transport::udp::next_want;
 
 use super::{invalid, join, SetOnDrop};
 use crate::perf::rtt::Rtt;
@@ -161,9 +163,11 @@ struct Io {
     addrs: Vec<libc::sockaddr_storage>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Datagrams the next `recvmmsg` asks for: twice what the last one got, at least one, as
-    /// softrnic's transport asks.
-    want: usize,
+    /// Datagrams the last receive got, and receives in a row that got one each with nothing
+    /// sent in between: what the next receive asks for follows from them, as in softrnic's
+    /// transport.
+    got: usize,
+    singles: u8,
 }
 
 impl Io {
@@ -178,13 +182,15 @@ impl Io {
             addrs: vec![addr; BATCH],
             iovs: vec![iov; BATCH],
             hdrs: vec![hdr; BATCH],
-            want: BATCH,
+            got: 0,
+            singles: 0,
         }
     }
 
     /// The answer carrying `seq`, then an ACK, in one `sendmmsg` to the peer `tx` is
     /// connected to.
     fn send(&mut self, tx: &UdpSocket, seq: u64) -> io::Result<()> {
+        self.singles = 0;
         self.answer[..8].copy_from_slice(&seq.to_le_bytes());
         let mut iov = [
             libc::iovec {
@@ -235,13 +241,18 @@ impl Io {
     ) -> io::Result<Option<u64>> {
         let mut tries = 0u32;
         loop {
-            let want = self.want;
+            let want = next_want(self.got, self.singles).min(BATCH);
             let r = if want == 1 {
                 self.recv_one(rx)
             } else {
                 self.recv_many(rx, want)
             };
-            self.want = (2 * r.max(0) as usize).clamp(1, BATCH);
+            self.got = r.max(0) as usize;
+            self.singles = if r == 1 {
+                self.singles.saturating_add(1)
+            } else {
+                0
+            };
             if r > 0 {
                 let answer = (0..r as usize).find(|&i| self.hdrs[i].msg_len as usize == ANSWER_LEN);
                 if let Some(i) = answer {
