@@ -10,10 +10,12 @@
 //!   application's own. A program may stop polling at any time, though (wait for its peer on
 //!   a TCP socket, say) while the peer still needs this device: an ACK, a READ response, a
 //!   retransmission. So an idle watchdog thread makes a round of progress whenever nobody has
-//!   made one for [`IDLE_ROUND`]. While the application polls, the watchdog looks only every
-//!   [`WATCH_WHILE_POLLED`], so what the peer needs waits at most about that long once the
-//!   application stops (far below any ACK timeout in use); while nobody polls, it runs a
-//!   round every [`IDLE_ROUND`]. It costs a few wake-ups per second, not a core.
+//!   made one for [`IDLE_ROUND`]. While the application polls, the watchdog looks every
+//!   [`WATCH_WHILE_POLLED`] at first, then less and less often, down to every
+//!   [`WATCH_WHILE_POLLED_MAX`], so what the peer needs waits at most about that long once
+//!   the application stops (half the 67 ms ACK timeout ibv_rc_pingpong and perftest use);
+//!   while nobody polls, it runs a round every [`IDLE_ROUND`]. It costs a few wake-ups per
+//!   second, not a core.
 //!
 //! In both modes a post transmits at once if no other thread is busy with the transport
 //! (lowest latency); the thread re-checks for work after it releases the transport, so a post
@@ -70,10 +72,16 @@ const MAX_DEFERRED: u8 = 3;
 /// In polling mode, the longest the device goes without a round of progress.
 pub const IDLE_ROUND: Duration = Duration::from_millis(1);
 
-/// How long the idle watchdog sleeps after finding the application polling: it only has to
-/// notice when the application stops. Waking every millisecond instead preempted a
+/// How long the idle watchdog sleeps after first finding the application polling: it only
+/// has to notice when the application stops. Waking every millisecond instead preempted a
 /// busy-polling thread on a 2-core machine often enough to triple the ping-pong's p99.
 pub const WATCH_WHILE_POLLED: Duration = Duration::from_millis(8);
+
+/// The longest the idle watchdog sleeps: each time it finds the application still polling,
+/// it sleeps twice as long, up to this. On a 2-core machine every wake-up preempts a busy
+/// poller, which costs that round trip some 45 µs here: at 8 ms, two devices' watchdogs
+/// added about 0.1 µs to the mean ping-pong round trip.
+pub const WATCH_WHILE_POLLED_MAX: Duration = Duration::from_millis(32);
 
 /// The longest the progress thread sleeps without a packet.
 const MAX_SLEEP: Duration = Duration::from_millis(1);
@@ -359,6 +367,7 @@ fn transport_error(e: &io::Error) -> Error {
 /// last looked (at least [`IDLE_ROUND`] before).
 fn watchdog(inner: &Inner) {
     let mut seen = u64::MAX;
+    let mut watch = WATCH_WHILE_POLLED;
     while !inner.stop.load(Ordering::Acquire) {
         let rounds = inner.rounds.load(Ordering::Relaxed);
         let idle = rounds == seen;
@@ -368,9 +377,11 @@ fn watchdog(inner: &Inner) {
             if let Ok(mut io) = inner.io.try_lock() {
                 progress(inner, &mut io, Round::Thread);
             }
+            watch = WATCH_WHILE_POLLED;
             std::thread::park_timeout(IDLE_ROUND);
         } else {
-            std::thread::park_timeout(WATCH_WHILE_POLLED);
+            std::thread::park_timeout(watch);
+            watch = (watch * 2).min(WATCH_WHILE_POLLED_MAX);
         }
     }
 }
