@@ -28,7 +28,7 @@ use common::*;
 use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, PdHandle};
 use softrnic_provider::qp_state::{AttrMask, QpState};
-use softrnic_provider::rc::QpAttr;
+use softrnic_provider::rc::{QpAttr, TxQueue};
 use softrnic_provider::transport::{FabricConfig, RecvMeta, RecvPacket};
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::SendOpcode;
@@ -630,7 +630,7 @@ fn random_bytes_through_accept_and_the_nic() {
     ];
     let base = Instant::now();
     let mut accepted = 0;
-    let mut out = Vec::new();
+    let mut out = TxQueue::new();
     let mut wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 64];
     for i in 0..20_000u64 {
         let g = match rng.below(3) {

@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
 use crate::nic::{CqId, Nic};
-use crate::rc::Transmit;
+use crate::rc::TxQueue;
 use crate::transport::{RecvBatch, Transport};
 use crate::wc::WorkCompletion;
 
@@ -90,7 +90,7 @@ struct Io {
     transport: Box<dyn Transport + Send>,
     emitter: Emitter,
     batch: RecvBatch,
-    txs: Vec<Transmit>,
+    txs: TxQueue,
     /// Consecutive poll rounds that returned completions without transmitting.
     tx_deferred: u8,
     /// The QPs' earliest deadline, as the last transmit pass left them.
@@ -188,7 +188,7 @@ impl Device {
                 transport,
                 emitter: Emitter::new(local, BATCH),
                 batch: RecvBatch::new(BATCH, 4096 + 512),
-                txs: Vec::with_capacity(BATCH),
+                txs: TxQueue::new(),
                 tx_deferred: 0,
                 next_due: None,
             }),
@@ -491,7 +491,7 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         let mut done = 0;
         let mut stalls = 0;
         while done < txs.len() {
-            match emitter.send(&txs[done..], &inner.mrs, transport.as_mut()) {
+            match emitter.send(&txs.as_slice()[done..], &inner.mrs, transport.as_mut()) {
                 Ok(0) => {
                     // The socket is full: wait for room a little, then give the rest up to
                     // retransmission rather than stall the device.

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventQueue, EventType};
 use crate::mr::{MrTable, PdHandle};
 use crate::qp_state::QpType;
-use crate::rc::{Completion, CqSide, Qp, QpCaps, Transmit};
+use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
@@ -561,8 +561,8 @@ impl Nic {
         self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()
     }
 
-    /// Appends up to `max` packets to send to `out`, taking from each QP in turn.
-    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Transmit>, max: usize) {
+    /// Appends packets to send to `out` until it holds `max`, taking from each QP in turn.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
         let mrs = &self.mrs;
         'outer: loop {
             let mut any = false;
@@ -570,10 +570,7 @@ impl Nic {
                 if out.len() >= max {
                     break 'outer;
                 }
-                if let Some(t) = e.qp.poll_transmit(now, mrs) {
-                    out.push(t);
-                    any = true;
-                }
+                any |= out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t));
             }
             if !any {
                 break;

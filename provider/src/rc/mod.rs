@@ -26,4 +26,4 @@ pub use connect::ConnectAttr;
 pub use context::{Completion, CqSide, QpContext};
 pub use qp::{Qp, QpAttr, QpCaps, QpLimits};
 pub use requester::{ACK_REQ_INTERVAL, WINDOW_PSNS};
-pub use transmit::{Chunk, Chunks, Payload, Transmit, MAX_INLINE, MAX_SGE};
+pub use transmit::{Chunk, Chunks, Payload, Transmit, TxQueue, MAX_INLINE, MAX_SGE};

@@ -447,8 +447,15 @@ impl Qp {
     /// The next packet to send: responses carrying data first, then requests, with plain
     /// ACKs interleaved (see below). In SQD only a message already begun goes on.
     pub fn poll_transmit(&mut self, now: Instant, mrs: &MrTable) -> Option<Transmit> {
+        let mut t = Transmit::empty();
+        self.poll_transmit_into(now, mrs, &mut t).then_some(t)
+    }
+
+    /// [`Qp::poll_transmit`] writing the packet into `out` (see [`crate::rc::TxQueue`]):
+    /// `true` if there was one.
+    pub fn poll_transmit_into(&mut self, now: Instant, mrs: &MrTable, out: &mut Transmit) -> bool {
         if self.state == QpState::Reset {
-            return None;
+            return false;
         }
         // Responses that carry data (READ responses, atomic ACKs) go first. A plain ACK or NAK
         // lets one requester packet go before it: in a ping-pong the answer then reaches the
@@ -456,8 +463,8 @@ impl Qp {
         // not waiting on. One packet at most, so ACKs are never starved by a long message.
         if !self.resp.next_is_plain_ack() || self.ack_yielded {
             self.ack_yielded = false;
-            if let Some(t) = self.resp.poll_transmit(&self.ctx) {
-                return Some(t);
+            if self.resp.poll_transmit(&self.ctx, out) {
+                return true;
             }
         }
         let start_new = match self.state {
@@ -465,28 +472,27 @@ impl Qp {
             QpState::Sqd => Some(false),
             _ => None,
         };
-        let t = start_new.and_then(|start_new| {
-            let t = self.req.poll_transmit(
+        let sent = start_new.is_some_and(|start_new| {
+            let sent = self.req.poll_transmit(
                 &self.ctx,
                 now,
                 start_new,
                 &mut self.timers,
                 mrs,
                 &mut self.ev,
+                out,
             );
             if self.qp_type != QpType::Rc {
                 self.req.complete_handed_out(&self.ctx, &mut self.ev);
             }
             self.settle();
-            t
+            sent
         });
-        match t {
-            Some(t) => {
-                self.ack_yielded = self.resp.next_is_plain_ack();
-                Some(t)
-            }
-            None => self.resp.poll_transmit(&self.ctx),
+        if sent {
+            self.ack_yielded = self.resp.next_is_plain_ack();
+            return true;
         }
+        self.resp.poll_transmit(&self.ctx, out)
     }
 
     /// The earliest time [`Qp::handle_timeout`] must be called.

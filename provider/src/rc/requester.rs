@@ -23,9 +23,10 @@ use softrnic_wire::{Opcode, Psn};
 
 use super::context::{CqSide, Events, QpContext};
 use super::segment::{packets_for, MessageKind, Segments};
-use super::transmit::{Chunks, Payload, Transmit, MAX_INLINE, MAX_SGE};
+use super::transmit::{Payload, Transmit, MAX_INLINE, MAX_SGE};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
+use crate::mr::PinFor;
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
@@ -288,9 +289,11 @@ impl Requester {
         *self = Requester::new(self.max_send_wr);
     }
 
-    /// The next request packet, if the window, the fence and `max_rd_atomic` allow one.
-    /// Without `start_new` (SQD) only WQEs already begun send (their rest, or a resend).
-    /// Local operations reached on the way are executed (`local_ops.rs`).
+    /// Writes the next request packet into `out`, if the window, the fence and
+    /// `max_rd_atomic` allow one (then returns `true`). Without `start_new` (SQD) only WQEs
+    /// already begun send (their rest, or a resend). Local operations reached on the way are
+    /// executed (`local_ops.rs`).
+    #[allow(clippy::too_many_arguments)]
     pub fn poll_transmit(
         &mut self,
         ctx: &QpContext,
@@ -299,11 +302,13 @@ impl Requester {
         timers: &mut TimerTable,
         mrs: &MrTable,
         ev: &mut Events,
-    ) -> Option<Transmit> {
+        out: &mut Transmit,
+    ) -> bool {
         while self.run_local_op(ctx, start_new, mrs, ev) {}
-        self.poll_packet(ctx, now, start_new, timers, mrs, ev)
+        self.poll_packet(ctx, now, start_new, timers, mrs, ev, out)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn poll_packet(
         &mut self,
         ctx: &QpContext,
@@ -312,27 +317,28 @@ impl Requester {
         timers: &mut TimerTable,
         mrs: &MrTable,
         ev: &mut Events,
-    ) -> Option<Transmit> {
+        out: &mut Transmit,
+    ) -> bool {
         if self.rnr_wait || self.cur >= self.sq.len() {
-            return None;
+            return false;
         }
         if !start_new && !self.sq[self.cur].started {
-            return None;
+            return false;
         }
         if self.next_psn.distance_from(self.una) >= WINDOW_PSNS {
-            return None;
+            return false;
         }
         let w = &self.sq[self.cur];
         if w.is_local() {
-            return None; // waits for its turn (run_local_op)
+            return false; // waits for its turn (run_local_op)
         }
         if w.is_rd_atomic() || w.fence {
             let in_flight = self.rd_atomic_in_flight();
             if w.fence && in_flight > 0 {
-                return None;
+                return false;
             }
             if w.is_rd_atomic() && in_flight >= usize::from(ctx.max_rd_atomic) {
-                return None;
+                return false;
             }
         }
         if !w.started {
@@ -342,13 +348,13 @@ impl Requester {
                     // order, so its error waits until they complete (or fail, flushing it),
                     // and nothing behind it is sent meanwhile (rxe's completer does the
                     // same).
-                    return None;
+                    return false;
                 }
                 // It is the front: a local error ends the QP (rxe does the same).
                 let w = self.sq.pop_front().expect("cur < len");
                 ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
                 ev.fatal = true;
-                return None;
+                return false;
             }
             let npkts = match w.opcode {
                 SendOpcode::AtomicCmpAndSwp
@@ -364,14 +370,14 @@ impl Requester {
             self.max_psn = self.max_psn.add(npkts);
             self.next_psn = w.first_psn;
         }
-        let t = self.build(ctx);
+        self.build(ctx, out);
         // UC and UD expect no ACK: nothing to time out.
         if ctx.transport == WireTransport::Rc && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
                 timers.set(Timer::Retransmit, now + d);
             }
         }
-        Some(t)
+        true
     }
 
     /// READs and atomics before `cur` (sent, not completed).
@@ -383,14 +389,17 @@ impl Requester {
             .count()
     }
 
-    /// Builds the packet at `cur`/`cur_offset` and moves past it.
-    fn build(&mut self, ctx: &QpContext) -> Transmit {
+    /// Builds the packet at `cur`/`cur_offset` into `out` and moves past it.
+    fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
         // A UD SEND goes where its WR says; a connected QP's packets to its peer.
-        let dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
-        let mut payload = Payload::None;
-        let roce = if let Some(kind) = MessageKind::of(w.opcode) {
+        out.dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
+        out.src_port = ctx.src_port;
+        // Every branch sets the payload; an inline array or chunk list already in the slot is
+        // reused (see `TxQueue`).
+        let payload = &mut out.payload;
+        out.roce = if let Some(kind) = MessageKind::of(w.opcode) {
             let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
                 .next()
                 .expect("a message has a packet at every offset before its end");
@@ -421,19 +430,15 @@ impl Requester {
                 roce.ieth = Some(IethRepr(w.imm));
             }
             roce.payload_len = seg.len as usize;
-            payload = match &w.inline {
+            match &w.inline {
                 Some(bytes) => {
-                    let mut b = [0u8; MAX_INLINE];
-                    let part = &bytes[seg.offset as usize..(seg.offset + seg.len) as usize];
-                    b[..part.len()].copy_from_slice(part);
-                    Payload::Inline {
-                        bytes: b,
-                        len: part.len() as u16,
-                    }
+                    payload.set_inline(&bytes[seg.offset as usize..(seg.offset + seg.len) as usize])
                 }
-                None if seg.len == 0 => Payload::None,
-                None => Payload::Memory(Chunks::of_sges(ctx.pd, &w.sges, seg.offset, seg.len)),
-            };
+                None if seg.len == 0 => *payload = Payload::None,
+                None => payload
+                    .set_memory(ctx.pd, PinFor::Local)
+                    .fill_from_sges(&w.sges, seg.offset, seg.len),
+            }
             self.cur_offset += seg.len;
             if seg.last {
                 self.cur += 1;
@@ -443,13 +448,14 @@ impl Requester {
             roce
         } else if matches!(w.opcode, SendOpcode::Flush | SendOpcode::AtomicWrite) {
             let (roce, p) = flush_atomic_write::request(ctx, w, psn);
-            payload = p;
+            *payload = p;
             self.next_psn = psn.add(1);
             self.cur += 1;
             self.cur_offset = 0;
             self.since_ack_req = 0;
             roce
         } else if w.opcode == SendOpcode::RdmaRead {
+            *payload = Payload::None;
             let mut roce = ctx.header(Opcode::RC_RDMA_READ_REQUEST, psn, true);
             roce.reth = Some(RethRepr {
                 va: w.remote.addr.wrapping_add(u64::from(self.cur_offset)),
@@ -467,6 +473,7 @@ impl Requester {
             } else {
                 Opcode::RC_FETCH_ADD
             };
+            *payload = Payload::None;
             let mut roce = ctx.header(opcode, psn, true);
             let (swap_add, compare) = if w.opcode == SendOpcode::AtomicCmpAndSwp {
                 (w.swap, w.compare_add)
@@ -485,12 +492,6 @@ impl Requester {
             self.since_ack_req = 0;
             roce
         };
-        Transmit {
-            dst,
-            src_port: ctx.src_port,
-            roce,
-            payload,
-        }
     }
 }
 

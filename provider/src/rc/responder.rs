@@ -442,10 +442,15 @@ impl Responder {
         self.out.push_back(Response::Ack { psn, syndrome, msn });
     }
 
-    /// The next response packet.
-    pub fn poll_transmit(&mut self, ctx: &QpContext) -> Option<Transmit> {
-        let resp = self.out.front_mut()?;
-        let (roce, payload) = match resp {
+    /// Writes the next response packet into `out`; `false` if there is none.
+    pub fn poll_transmit(&mut self, ctx: &QpContext, out: &mut Transmit) -> bool {
+        let Some(resp) = self.out.front_mut() else {
+            return false;
+        };
+        out.dst = ctx.dst;
+        out.src_port = ctx.src_port;
+        let payload = &mut out.payload;
+        out.roce = match resp {
             Response::Ack { psn, syndrome, msn } => {
                 let mut roce = ctx.header(Opcode::RC_ACKNOWLEDGE, *psn, false);
                 roce.aeth = Some(AethRepr {
@@ -453,7 +458,8 @@ impl Responder {
                     msn: *msn,
                 });
                 self.out.pop_front();
-                (roce, Payload::None)
+                *payload = Payload::None;
+                roce
             }
             Response::AtomicAck { psn, orig, msn } => {
                 let mut roce = ctx.header(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, false);
@@ -463,7 +469,8 @@ impl Responder {
                 });
                 roce.atomic_ack_eth = Some(AtomicAckEthRepr { orig_rem_dt: *orig });
                 self.out.pop_front();
-                (roce, Payload::None)
+                *payload = Payload::None;
+                roce
             }
             Response::Read {
                 rkey,
@@ -492,30 +499,24 @@ impl Responder {
                     });
                 }
                 roce.payload_len = seg.len as usize;
-                let payload = if seg.len == 0 {
-                    Payload::None
+                if seg.len == 0 {
+                    *payload = Payload::None;
                 } else {
-                    let mut c = Chunks::new(ctx.pd, PinFor::RemoteRead { qpn: ctx.qpn });
-                    c.push(Chunk {
+                    let why = PinFor::RemoteRead { qpn: ctx.qpn };
+                    payload.set_memory(ctx.pd, why).push(Chunk {
                         key: *rkey,
                         va: *va + u64::from(seg.offset),
                         len: seg.len,
                     });
-                    Payload::Memory(c)
-                };
+                }
                 *offset += seg.len;
                 if seg.last {
                     self.out.pop_front();
                 }
-                (roce, payload)
+                roce
             }
         };
-        Some(Transmit {
-            dst: ctx.dst,
-            src_port: ctx.src_port,
-            roce,
-            payload,
-        })
+        true
     }
 
     /// Whether responses are queued.

@@ -10,7 +10,9 @@
 
 use std::net::IpAddr;
 
+use softrnic_wire::bth::BthRepr;
 use softrnic_wire::roce::RoceRepr;
+use softrnic_wire::{Opcode, Psn};
 
 use crate::mr::{AccessError, MrTable, PdHandle, PinFor};
 use crate::wr::Sge;
@@ -67,8 +69,20 @@ impl Chunks {
 
     /// The chunks of bytes `offset..offset + len` of the message laid out by `sges` (a scatter/
     /// gather list, walked in order). Zero-length SGEs give no chunk.
-    pub fn of_sges(pd: PdHandle, sges: &[Sge], mut offset: u32, mut len: u32) -> Chunks {
+    pub fn of_sges(pd: PdHandle, sges: &[Sge], offset: u32, len: u32) -> Chunks {
         let mut out = Chunks::new(pd, PinFor::Local);
+        out.fill_from_sges(sges, offset, len);
+        out
+    }
+
+    /// Empties the list, for chunks to be read with `why` through keys of `pd`.
+    pub fn reset(&mut self, pd: PdHandle, why: PinFor) {
+        (self.pd, self.why, self.n) = (pd, why, 0);
+    }
+
+    /// Appends the chunks of bytes `offset..offset + len` of the message laid out by `sges`
+    /// (see [`Chunks::of_sges`]).
+    pub fn fill_from_sges(&mut self, sges: &[Sge], mut offset: u32, mut len: u32) {
         for sge in sges {
             if len == 0 {
                 break;
@@ -78,7 +92,7 @@ impl Chunks {
                 continue;
             }
             let take = (sge.length - offset).min(len);
-            out.push(Chunk {
+            self.push(Chunk {
                 key: sge.lkey,
                 va: sge.addr + u64::from(offset),
                 len: take,
@@ -86,7 +100,6 @@ impl Chunks {
             len -= take;
             offset = 0;
         }
-        out
     }
 
     /// Writes `data` (as long as the chunks together) into the chunks, each needing
@@ -125,6 +138,38 @@ pub enum Payload {
     Memory(Chunks),
 }
 
+impl Payload {
+    /// Makes this inline data `part` (at most [`MAX_INLINE`] bytes), reusing the array if it
+    /// is inline already: only `part` is copied.
+    pub fn set_inline(&mut self, part: &[u8]) {
+        if !matches!(self, Payload::Inline { .. }) {
+            *self = Payload::Inline {
+                bytes: [0; MAX_INLINE],
+                len: 0,
+            };
+        }
+        if let Payload::Inline { bytes, len } = self {
+            bytes[..part.len()].copy_from_slice(part);
+            *len = part.len() as u16;
+        }
+    }
+
+    /// Makes this an empty chunk list for reads with `why` through keys of `pd`, reusing the
+    /// list if it is one already; returns it to be filled.
+    pub fn set_memory(&mut self, pd: PdHandle, why: PinFor) -> &mut Chunks {
+        if !matches!(self, Payload::Memory(_)) {
+            *self = Payload::Memory(Chunks::new(pd, why));
+        }
+        match self {
+            Payload::Memory(c) => {
+                c.reset(pd, why);
+                c
+            }
+            _ => unreachable!("just made a chunk list"),
+        }
+    }
+}
+
 /// A packet for the driver to send.
 #[derive(Debug, Clone, Copy)]
 pub struct Transmit {
@@ -136,6 +181,77 @@ pub struct Transmit {
     pub roce: RoceRepr,
     /// The payload.
     pub payload: Payload,
+}
+
+impl Transmit {
+    /// A placeholder to build a packet into.
+    pub fn empty() -> Transmit {
+        Transmit {
+            dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            src_port: 0,
+            roce: RoceRepr::new(BthRepr {
+                opcode: Opcode::RC_ACKNOWLEDGE,
+                solicited: false,
+                mig_req: false,
+                pkey: 0,
+                fecn: false,
+                becn: false,
+                dest_qp: 0,
+                ack_req: false,
+                psn: Psn::new(0),
+            }),
+            payload: Payload::None,
+        }
+    }
+}
+
+/// The packets of one transmit pass, built where the emitter reads them.
+///
+/// A [`Transmit`] is some 700 bytes (inline data, a chunk list): returned by value through the
+/// QP's and the NIC's `poll_transmit` it was copied three or four times per packet, ACKs
+/// included, which was the largest single cost of building one. Here each is written once,
+/// into a slot kept from pass to pass (no allocation once the queue has grown to a batch).
+#[derive(Debug, Default)]
+pub struct TxQueue {
+    slots: Vec<Transmit>,
+    len: usize,
+}
+
+impl TxQueue {
+    /// An empty queue.
+    pub fn new() -> TxQueue {
+        TxQueue::default()
+    }
+
+    /// Forgets the packets (the slots stay for the next pass).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// How many packets are queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The packets.
+    pub fn as_slice(&self) -> &[Transmit] {
+        &self.slots[..self.len]
+    }
+
+    /// Lets `build` write a packet into the next slot; keeps it if `build` returns `true`.
+    pub fn push_with(&mut self, build: impl FnOnce(&mut Transmit) -> bool) -> bool {
+        if self.len == self.slots.len() {
+            self.slots.push(Transmit::empty());
+        }
+        let built = build(&mut self.slots[self.len]);
+        self.len += usize::from(built);
+        built
+    }
 }
 
 #[cfg(test)]
