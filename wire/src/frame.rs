@@ -456,6 +456,14 @@ impl DatagramRepr {
                 have: buf.len(),
             });
         }
+        let udp_len = self.checked_udp_len()?;
+        let outer_len = emit_outer(&self.ip, &self.udp, udp_len, buf)?;
+        let roce_len = self.roce.emit_headers(&mut buf[outer_len..])?;
+        Ok(outer_len + roce_len)
+    }
+
+    /// [`DatagramRepr::udp_len`], or an error if the datagram does not fit in an IP packet.
+    fn checked_udp_len(&self) -> Result<usize> {
         let udp_len = self.udp_len();
         if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
             return Err(Error::BadPayload {
@@ -464,9 +472,7 @@ impl DatagramRepr {
                 reason: "the datagram does not fit in an IP packet",
             });
         }
-        let outer_len = emit_outer(&self.ip, &self.udp, udp_len, buf)?;
-        let roce_len = self.roce.emit_headers(&mut buf[outer_len..])?;
-        Ok(outer_len + roce_len)
+        Ok(udp_len)
     }
 
     /// Where [`DatagramRepr::emit_masked`] puts the BTH: after the LRH placeholder and the IP
@@ -484,14 +490,7 @@ impl DatagramRepr {
     pub fn emit_masked(&self, buf: &mut [u8]) -> Result<usize> {
         let need = self.masked_prefix_len() + self.roce.header_len();
         check_len("masked headers buffer", buf, need)?;
-        let udp_len = self.udp_len();
-        if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
-            return Err(Error::BadPayload {
-                opcode: self.roce.bth.opcode.0,
-                len: self.roce.payload_len,
-                reason: "the datagram does not fit in an IP packet",
-            });
-        }
+        let udp_len = self.checked_udp_len()?;
         let at = emit_masked_outer(&self.ip, &self.udp, udp_len, buf)?;
         Ok(at + self.roce.emit_headers(&mut buf[at..])?)
     }
