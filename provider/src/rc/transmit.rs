@@ -259,6 +259,69 @@ mod test {
     use super::*;
 
     #[test]
+    fn a_reused_slot_carries_only_the_new_packet() {
+        let mut q = TxQueue::new();
+        assert!(q.push_with(|t| {
+            t.payload.set_inline(b"a longer first packet");
+            true
+        }));
+        q.push_with(|t| {
+            let c = t.payload.set_memory(PdHandle(3), PinFor::Local);
+            c.push(Chunk {
+                key: 1,
+                va: 2,
+                len: 3,
+            });
+            c.push(Chunk {
+                key: 4,
+                va: 5,
+                len: 6,
+            });
+            true
+        });
+        // A builder that finds nothing leaves no packet behind.
+        assert!(!q.push_with(|_| false));
+        assert_eq!(q.len(), 2);
+        q.clear();
+        assert!(q.is_empty());
+        q.push_with(|t| {
+            t.payload.set_inline(b"hi");
+            true
+        });
+        q.push_with(|t| {
+            t.payload
+                .set_memory(PdHandle(7), PinFor::Local)
+                .push(Chunk {
+                    key: 9,
+                    va: 8,
+                    len: 7,
+                });
+            true
+        });
+        let [a, b] = q.as_slice() else {
+            panic!("two packets: {:?}", q.as_slice().len())
+        };
+        match &a.payload {
+            Payload::Inline { bytes, len } => assert_eq!(&bytes[..usize::from(*len)], b"hi"),
+            p => panic!("{p:?}"),
+        }
+        match &b.payload {
+            Payload::Memory(c) => {
+                assert_eq!(c.pd, PdHandle(7));
+                assert_eq!(
+                    c.as_slice(),
+                    &[Chunk {
+                        key: 9,
+                        va: 8,
+                        len: 7
+                    }]
+                );
+            }
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
     fn chunks_of_an_sge_list_follow_the_message_offsets() {
         let sge = |addr, length, lkey| Sge { addr, length, lkey };
         let sges = [
