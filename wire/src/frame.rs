@@ -18,7 +18,7 @@ use smoltcp::wire::{
     Ipv6Repr, UdpPacket,
 };
 
-use crate::icrc::{Icrc, ICRC_LEN, LRH_PLACEHOLDER};
+use crate::icrc::{self, Icrc, ICRC_LEN, LRH_PLACEHOLDER};
 use crate::roce::{pad_len, RoceRepr};
 use crate::{bth, check_len, Error, Result, ROCE_V2_UDP_PORT};
 
@@ -173,48 +173,48 @@ impl IpHeader {
     }
 
     /// Writes the header as the ICRC sees it (A17.4.2) for a UDP datagram of `udp_len` bytes:
-    /// the masked fields (IPv4 Type of Service, TTL and checksum; IPv6 Traffic Class, Flow
-    /// Label and Hop Limit) all ones, the rest as [`IpHeader::emit`] writes them. Written by
-    /// hand, field by field: it is on the path of every packet a UDP socket sends, and needs no
-    /// checksum. Returns the header's length.
+    /// the fields it covers as [`IpHeader::emit`] writes them, the ones it masks all ones (see
+    /// [`icrc::mask_ip_header`]). Written by hand, field by field: it is on the path of every
+    /// packet a UDP socket sends, and needs no checksum. Returns the header's length.
     pub fn emit_masked(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
         let ip_len = self.header_len();
         check_len("IP header buffer", buf, ip_len)?;
-        let bad_len = || Error::BadField {
-            what: "IP payload length",
-            value: udp_len as u64,
-        };
         if udp_len > usize::from(u16::MAX) - IPV6_HEADER_LEN {
-            return Err(bad_len());
+            return Err(Error::BadField {
+                what: "IP payload length",
+                value: udp_len as u64,
+            });
         }
         let udp = IpProtocol::Udp.into();
         let b = &mut buf[..ip_len];
+        // The masked fields are written 0 here and set by `mask_ip_header`.
         match self {
             IpHeader::V4(h) => {
-                let total = u16::try_from(IPV4_HEADER_LEN + udp_len).map_err(|_| bad_len())?;
+                // Fits: udp_len is at most 65535 - 40.
+                let total = (IPV4_HEADER_LEN + udp_len) as u16;
                 let flags: u16 = if h.dont_frag { 0x4000 } else { 0 };
                 b[0] = 0x45; // version 4, 5 words
-                b[1] = 0xff; // DSCP, ECN
+                b[1] = 0; // DSCP, ECN
                 b[2..4].copy_from_slice(&total.to_be_bytes());
                 b[4..6].copy_from_slice(&h.ident.to_be_bytes());
                 b[6..8].copy_from_slice(&flags.to_be_bytes());
-                b[8] = 0xff; // TTL
+                b[8] = 0; // TTL
                 b[9] = udp;
-                b[10..12].fill(0xff); // header checksum
+                b[10..12].fill(0); // header checksum
                 b[12..16].copy_from_slice(&h.repr.src_addr.octets());
                 b[16..20].copy_from_slice(&h.repr.dst_addr.octets());
             }
             IpHeader::V6(h) => {
-                b[0] = 0x6f; // version 6, traffic class high nibble
-                b[1..4].fill(0xff); // traffic class low nibble, flow label
+                b[0] = 0x60; // version 6, traffic class high nibble
+                b[1..4].fill(0); // traffic class low nibble, flow label
                 b[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
                 b[6] = udp;
-                b[7] = 0xff; // hop limit
+                b[7] = 0; // hop limit
                 b[8..24].copy_from_slice(&h.repr.src_addr.octets());
                 b[24..40].copy_from_slice(&h.repr.dst_addr.octets());
             }
         }
-        Ok(ip_len)
+        icrc::mask_ip_header(b)
     }
 
     /// Source address.
@@ -266,13 +266,12 @@ impl UdpHeader {
         Ok(UDP_HEADER_LEN)
     }
 
-    /// Writes the header as the ICRC sees it: [`UdpHeader::emit`] with the checksum all ones.
+    /// Writes the header as the ICRC sees it: [`UdpHeader::emit`] with the checksum masked
+    /// (see [`icrc::mask_udp_header`]).
     pub fn emit_masked(&self, udp_len: usize, buf: &mut [u8]) -> Result<usize> {
-        let masked = UdpHeader {
-            checksum: 0xffff,
-            ..*self
-        };
-        masked.emit(udp_len, buf)
+        let n = self.emit(udp_len, buf)?;
+        icrc::mask_udp_header(&mut buf[..n])?;
+        Ok(n)
     }
 }
 

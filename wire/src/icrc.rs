@@ -59,29 +59,13 @@ impl Icrc {
         let mut masked = [0u8; MASKED_MAX];
         masked[..LRH_PLACEHOLDER.len()].copy_from_slice(&LRH_PLACEHOLDER);
         let mut at = LRH_PLACEHOLDER.len();
-        if ip_header[0] >> 4 == 6 {
-            check_len("IPv6 header", ip_header, IPV6_HEADER)?;
-            let ip = &mut masked[at..at + IPV6_HEADER];
-            ip.copy_from_slice(&ip_header[..IPV6_HEADER]);
-            ip[0] |= 0x0f; // traffic class, high nibble
-            ip[1..4].fill(0xff); // traffic class, low nibble; flow label
-            ip[IPV6_HOP_LIMIT] = 0xff;
-            at += IPV6_HEADER;
-        } else {
-            check_len("IPv4 header", ip_header, IPV4_MIN_HEADER)?;
-            let ihl = ((ip_header[0] & 0x0f) as usize * 4).clamp(IPV4_MIN_HEADER, IPV4_MAX_HEADER);
-            check_len("IPv4 header", ip_header, ihl)?;
-            let ip = &mut masked[at..at + ihl];
-            ip.copy_from_slice(&ip_header[..ihl]);
-            ip[IPV4_TOS] = 0xff;
-            ip[IPV4_TTL] = 0xff;
-            ip[IPV4_CHECKSUM].fill(0xff);
-            at += ihl;
-        }
+        let ip_len = ip_header_len(ip_header)?;
+        masked[at..at + ip_len].copy_from_slice(&ip_header[..ip_len]);
+        at += mask_ip_header(&mut masked[at..at + ip_len])?;
 
         let udp = &mut masked[at..at + UDP_HEADER_LEN];
         udp.copy_from_slice(&udp_header[..UDP_HEADER_LEN]);
-        udp[UDP_CHECKSUM].fill(0xff);
+        mask_udp_header(udp)?;
         at += UDP_HEADER_LEN;
 
         let b = &mut masked[at..at + bth::HEADER_LEN];
@@ -119,6 +103,45 @@ impl Icrc {
     pub fn finish(self) -> u32 {
         self.hasher.finalize()
     }
+}
+
+/// The length of `ip`, an IPv4 header (with its options) or the 40-byte IPv6 header, as its
+/// first byte gives it.
+fn ip_header_len(ip: &[u8]) -> Result<usize> {
+    check_len("IP header", ip, 1)?;
+    let len = if ip[0] >> 4 == 6 {
+        IPV6_HEADER
+    } else {
+        ((ip[0] & 0x0f) as usize * 4).clamp(IPV4_MIN_HEADER, IPV4_MAX_HEADER)
+    };
+    check_len("IP header", ip, len)?;
+    Ok(len)
+}
+
+/// Sets the fields of the IP header `ip` that the ICRC masks to all ones (A17.4.2): IPv4
+/// Type of Service, TTL and header checksum; IPv6 Traffic Class, Flow Label and Hop Limit.
+/// Its version nibble says which. Returns the header's length. The one place these fields are
+/// listed: for a received header ([`Icrc::start`]) and for one written to be checksummed
+/// ([`crate::frame::IpHeader::emit_masked`]).
+pub fn mask_ip_header(ip: &mut [u8]) -> Result<usize> {
+    let len = ip_header_len(ip)?;
+    if len == IPV6_HEADER {
+        ip[0] |= 0x0f; // traffic class, high nibble
+        ip[1..4].fill(0xff); // traffic class, low nibble; flow label
+        ip[IPV6_HOP_LIMIT] = 0xff;
+    } else {
+        ip[IPV4_TOS] = 0xff;
+        ip[IPV4_TTL] = 0xff;
+        ip[IPV4_CHECKSUM].fill(0xff);
+    }
+    Ok(len)
+}
+
+/// Sets the UDP checksum of `udp`, which the ICRC masks, to all ones.
+pub fn mask_udp_header(udp: &mut [u8]) -> Result<()> {
+    check_len("UDP header", udp, UDP_HEADER_LEN)?;
+    udp[UDP_CHECKSUM].fill(0xff);
+    Ok(())
 }
 
 /// The ICRC of a whole packet: `ip_header`, then `udp_datagram` (UDP header and payload, the
