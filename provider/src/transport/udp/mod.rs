@@ -119,26 +119,61 @@ pub struct UdpTransport {
     gso: bool,
     /// The multicast groups joined, each with its socket.
     groups: Vec<mcast::Group>,
-    /// Datagrams the last receive on the receive socket brought (see [`next_want`]).
-    rx_got: usize,
-    /// Receives in a row that brought one datagram each with nothing sent in between.
-    rx_singles: u8,
+    /// How many datagrams the next receive on the receive socket asks for.
+    rx_pacing: RecvPacing,
 }
 
-/// How many datagrams to ask the next receive for, after one that returned `got`, the
-/// `singles`-th receive in a row that returned exactly one with nothing sent in between.
-///
-/// One datagram comes by `recvfrom`, more by `recvmmsg`, and on loopback here `recvmmsg` costs
-/// a ping-pong about 0.2 µs a hop more than `recvfrom` when asked for one, and 0.5 µs when
-/// asked for two and given one (the kernel looks at the empty queue once more before it
-/// returns). So the receive that brings the next request or answer must ask for one, and
-/// asks for more only on evidence of a queue:
-/// * a call that brought two or more: the next asks for twice as many (a flood reaches a
-///   full batch in a few calls);
-/// * a third single datagram in a row with nothing sent in between: a steady stream. An
-///   RC ping-pong never gets there: each side receives the peer's ACK and then its next
-///   request, and sends its answer before the next ACK.
-pub fn next_want(got: usize, singles: u8) -> usize {
+/// How many datagrams a busy poller's next receive asks for (see [`RecvPacing::want`]), from
+/// what it has seen: what the last receive brought, and how many receives in a row brought
+/// one datagram each with nothing sent in between. The transport's receive socket keeps one, and
+/// so does the raw baseline that receives as it does (`softrnic perf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvPacing {
+    got: usize,
+    singles: u8,
+}
+
+impl RecvPacing {
+    /// Pacing as if the last receive had brought `got` datagrams.
+    pub const fn after(got: usize) -> RecvPacing {
+        RecvPacing { got, singles: 0 }
+    }
+
+    /// How many datagrams to ask for now.
+    ///
+    /// One datagram comes by `recvfrom`, more by `recvmmsg`, and on loopback here `recvmmsg`
+    /// costs a ping-pong about 0.2 µs a hop more than `recvfrom` when asked for one, and 0.5 µs
+    /// when asked for two and given one (the kernel looks at the empty queue once more before
+    /// it returns). So the receive that brings the next request or answer must ask for one,
+    /// and asks for more only on evidence of a queue:
+    /// * a call that brought two or more: the next asks for twice as many (a flood reaches a
+    ///   full batch in a few calls);
+    /// * a third single datagram in a row with nothing sent in between: a steady stream. An
+    ///   RC ping-pong never gets there: each side receives the peer's ACK and then its next
+    ///   request, and sends its answer before the next ACK.
+    pub fn want(&self) -> usize {
+        next_want(self.got, self.singles)
+    }
+
+    /// A receive brought `got` datagrams.
+    pub fn received(&mut self, got: usize) {
+        self.singles = if got == 1 {
+            self.singles.saturating_add(1)
+        } else {
+            0
+        };
+        self.got = got;
+    }
+
+    /// Something was sent: single datagrams since are a conversation, not a stream.
+    pub fn sent(&mut self) {
+        self.singles = 0;
+    }
+}
+
+/// The rule of [`RecvPacing::want`]: after a receive that brought `got` datagrams, the
+/// `singles`-th in a row that brought exactly one with nothing sent in between.
+fn next_want(got: usize, singles: u8) -> usize {
     match got {
         0 => 1,
         1 if singles < 2 => 1,
@@ -218,8 +253,7 @@ impl UdpTransport {
             scratch: Scratch::new(),
             gso,
             groups: Vec::new(),
-            rx_got: MAX_MSGS / 2,
-            rx_singles: 0,
+            rx_pacing: RecvPacing::after(MAX_MSGS / 2),
         })
     }
 
@@ -384,7 +418,7 @@ fn nonblocking(mut call: impl FnMut() -> isize) -> io::Result<Option<usize>> {
 
 impl Transport for UdpTransport {
     fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
-        self.rx_singles = 0;
+        self.rx_pacing.sent();
         let mut done = 0;
         while done < pkts.len() {
             match self.send_run(&pkts[done..]) {
@@ -404,14 +438,8 @@ impl Transport for UdpTransport {
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.set_len(0);
         let (fd, local) = (self.rx.as_raw_fd(), self.local);
-        let want = next_want(self.rx_got, self.rx_singles);
-        let mut n = self.recv_from(fd, local, batch, 0, want)?;
-        self.rx_got = n;
-        self.rx_singles = if n == 1 {
-            self.rx_singles.saturating_add(1)
-        } else {
-            0
-        };
+        let mut n = self.recv_from(fd, local, batch, 0, self.rx_pacing.want())?;
+        self.rx_pacing.received(n);
         for i in 0..self.groups.len() {
             let g = &self.groups[i];
             let (fd, group) = (g.sock.as_raw_fd(), g.ip);

@@ -5,11 +5,10 @@
 //! payload, ICRC: 80 bytes) and the ACK of the message that came the other way (BTH, AETH,
 //! ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own socket, connected to
 //! the peer's port-4791 socket, which a busy poller drains with `recvfrom` or `recvmmsg`, with
-//! source addresses, asking for as many as the transport's
-//! [`next_want`](softrnic_provider::transport::udp::next_want) says. This baseline does exactly
-//! that and nothing else, so the gap between it and the plain ping-pong ([`super::udp_pingpong`]) is what the
-//! packet pattern costs in the kernel, and the gap between it and RC is what softrnic's engine
-//! costs.
+//! source addresses, asking for as many as the transport's [`RecvPacing`] says. This baseline
+//! does exactly that and nothing else, so the gap between it and the plain ping-pong
+//! ([`super::udp_pingpong`]) is what the packet pattern costs in the kernel, and the gap
+//! between it and RC is what softrnic's engine costs.
 
 use std::io;
 use std::mem::size_of;
@@ -19,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use softrnic_provider::transport::udp::next_want;
+use softrnic_provider::transport::udp::RecvPacing;
 
 use super::{invalid, join, SetOnDrop};
 use crate::perf::rtt::Rtt;
@@ -163,11 +162,8 @@ struct Io {
     addrs: Vec<libc::sockaddr_storage>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Datagrams the last receive got, and receives in a row that got one each with nothing
-    /// sent in between: what the next receive asks for follows from them, as in softrnic's
-    /// transport.
-    got: usize,
-    singles: u8,
+    /// How many datagrams the next receive asks for, as in softrnic's transport.
+    pacing: RecvPacing,
 }
 
 impl Io {
@@ -182,15 +178,14 @@ impl Io {
             addrs: vec![addr; BATCH],
             iovs: vec![iov; BATCH],
             hdrs: vec![hdr; BATCH],
-            got: 0,
-            singles: 0,
+            pacing: RecvPacing::after(0),
         }
     }
 
     /// The answer carrying `seq`, then an ACK, in one `sendmmsg` to the peer `tx` is
     /// connected to.
     fn send(&mut self, tx: &UdpSocket, seq: u64) -> io::Result<()> {
-        self.singles = 0;
+        self.pacing.sent();
         self.answer[..8].copy_from_slice(&seq.to_le_bytes());
         let mut iov = [
             libc::iovec {
@@ -241,18 +236,13 @@ impl Io {
     ) -> io::Result<Option<u64>> {
         let mut tries = 0u32;
         loop {
-            let want = next_want(self.got, self.singles).min(BATCH);
+            let want = self.pacing.want().min(BATCH);
             let r = if want == 1 {
                 self.recv_one(rx)
             } else {
                 self.recv_many(rx, want)
             };
-            self.got = r.max(0) as usize;
-            self.singles = if r == 1 {
-                self.singles.saturating_add(1)
-            } else {
-                0
-            };
+            self.pacing.received(r.max(0) as usize);
             if r > 0 {
                 let answer = (0..r as usize).find(|&i| self.hdrs[i].msg_len as usize == ANSWER_LEN);
                 if let Some(i) = answer {
