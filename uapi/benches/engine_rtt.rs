@@ -7,7 +7,11 @@
 //! Unlike `softrnic perf` over loopback UDP, nothing here waits on another thread or a system
 //! call, so the figures are steady from run to run: the bench to measure engine changes with.
 //!
-//! `cargo bench -p softrnic-uapi --bench engine_rtt` (about 3 s). Without `--bench` (as
+//! A second ping-pong runs with [`IDLE_QPS`] more QPs on each device, created and never used:
+//! its ratio to the first is what the device's other QPs cost a round trip, which a design
+//! whose work per packet does not grow with the number of QPs keeps near 1.
+//!
+//! `cargo bench -p softrnic-uapi --bench engine_rtt` (about 4 s). Without `--bench` (as
 //! `cargo test --all-targets` runs it) it does a few round trips and prints nothing.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -24,6 +28,9 @@ use softrnic_uapi::{
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 19, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 19, 2));
+
+/// The idle QPs each device has in the second ping-pong.
+const IDLE_QPS: usize = 64;
 
 /// Round trips per second of `round_trip` over `time` (checked every 1024), or 1024 of them.
 fn ns_per(time: Option<Duration>, mut round_trip: impl FnMut(u64)) -> f64 {
@@ -46,12 +53,17 @@ fn main() {
     let timed = std::env::args().any(|a| a == "--bench");
     let time = timed.then_some(Duration::from_millis(1000));
     let fabric_ns = fabric_alone(time);
-    let rc_ns = rc_pingpong(time);
+    let rc_ns = rc_pingpong(time, 0);
+    let crowded_ns = rc_pingpong(time, IDLE_QPS);
     if timed {
         println!("fabric alone, 80 B + 20 B a hop:   {fabric_ns:>7.0} ns per round trip");
         println!(
             "RC SEND 64 B ping-pong, 1 thread:  {rc_ns:>7.0} ns per round trip   = {:.2}x the fabric alone",
             rc_ns / fabric_ns
+        );
+        println!(
+            "  the same, {IDLE_QPS} idle QPs a device: {crowded_ns:>7.0} ns per round trip   = {:.2}x without them",
+            crowded_ns / rc_ns
         );
     }
 }
@@ -102,12 +114,14 @@ struct Side {
     _ctx: Context,
     cq: Cq,
     qp: QueuePair,
+    /// QPs that are only there (see [`IDLE_QPS`]).
+    _idle: Vec<QueuePair>,
     mr: MemoryRegion,
     wcs: [WorkCompletion; 16],
 }
 
 impl Side {
-    fn open(fabric: &Fabric, addr: IpAddr, seed: u64) -> Side {
+    fn open(fabric: &Fabric, addr: IpAddr, seed: u64, idle: usize) -> Side {
         let opts = OpenOptions {
             progress: Progress::Polling,
             key_seed: seed,
@@ -124,12 +138,16 @@ impl Side {
             max_inline_data: 64,
         };
         let qp = pd.create_qp(&QpInitAttr::rc(&cq, caps)).expect("qp");
+        let idle = (0..idle)
+            .map(|_| pd.create_qp(&QpInitAttr::rc(&cq, caps)).expect("idle qp"))
+            .collect();
         let mr = pd.reg_mr(8192, Access::LOCAL_WRITE).expect("mr");
         let wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16];
         Side {
             _ctx: ctx,
             cq,
             qp,
+            _idle: idle,
             mr,
             wcs,
         }
@@ -179,11 +197,12 @@ impl Side {
     }
 }
 
-/// An RC SEND ping-pong, inline 64 bytes, one thread driving both devices.
-fn rc_pingpong(time: Option<Duration>) -> f64 {
+/// An RC SEND ping-pong, inline 64 bytes, one thread driving both devices, each of which has
+/// `idle` more QPs that do nothing.
+fn rc_pingpong(time: Option<Duration>, idle: usize) -> f64 {
     let fabric = Fabric::new(FabricConfig::default(), 8);
-    let mut a = Side::open(&fabric, A, 1);
-    let mut b = Side::open(&fabric, B, 2);
+    let mut a = Side::open(&fabric, A, 1, idle);
+    let mut b = Side::open(&fabric, B, 2, idle);
     for (s, dest, peer) in [(&a, B, &b), (&b, A, &a)] {
         let attr = ConnectAttr {
             dest,
