@@ -161,17 +161,13 @@ impl QueuePair {
     /// # Errors
     /// (index of the bad WR, why).
     pub fn post_send(&self, wrs: &[SendWr]) -> core::result::Result<(), (usize, Error)> {
-        let dev = &self.ctx.inner.device;
-        let r = {
-            let mut nic = dev.nic();
+        self.ctx.inner.device.post_send(self.qpn, |nic| {
             let mrs = nic.mrs().clone();
             let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
             wrs.iter()
                 .enumerate()
                 .try_for_each(|(i, w)| qp.post_send(w, &mrs).map_err(|e| (i, e)))
-        };
-        dev.transmit();
-        r
+        })
     }
 
     /// `ibv_post_recv` of a list of WRs.

@@ -123,8 +123,9 @@ enum Round {
     /// The application's poll: receive; transmit unless the packets completed work requests
     /// (see the module comment).
     Poll,
-    /// Right after a post: transmit only (receiving is for the thread or the next poll).
-    Post,
+    /// A flush before a QP is destroyed: transmit only, every QP (receiving is for the
+    /// thread or the next poll). A post's round is [`transmit_qp`].
+    Flush,
 }
 
 struct Inner {
@@ -266,10 +267,22 @@ impl Device {
         self.round(Round::Poll)
     }
 
-    /// Sends what a post queued, if no other thread is making progress: timers, transmit.
-    /// Returns the packets sent. Called after posts (both modes).
-    pub fn transmit(&self) -> usize {
-        self.round(Round::Post).packets
+    /// `ibv_post_send`: runs `post` (which posts work requests to QP `qpn`) on the NIC, then
+    /// sends what that QP has at once if no other thread is busy with the transport, or else
+    /// marks the device dirty, for that thread's next round to send it (both modes).
+    ///
+    /// The post's round touches QP `qpn` alone (its packets, completions and deadline): a
+    /// post changes no other QP, and timers are for the rounds that receive. So a post costs
+    /// the same with one QP or thousands, and the device's dirty mark, which may stand for
+    /// another thread's change to another QP, is left as it is.
+    pub fn post_send<R>(&self, qpn: u32, post: impl FnOnce(&mut Nic) -> R) -> R {
+        let r = post(&mut lock(&self.inner.nic));
+        match self.inner.io.try_lock() {
+            Ok(mut io) => transmit_qp(&self.inner, &mut io, qpn),
+            Err(TryLockError::Poisoned(p)) => transmit_qp(&self.inner, &mut p.into_inner(), qpn),
+            Err(TryLockError::WouldBlock) => self.inner.dirty.store(true, Ordering::Release),
+        }
+        r
     }
 
     /// Sends everything the QPs have queued now (ACKs owed included), waiting for a round
@@ -277,7 +290,7 @@ impl Device {
     /// ACK of a message whose completion the application has already seen still leaves (else
     /// the peer retries against a QP that is gone and fails with RETRY_EXC_ERR).
     pub fn flush(&self) -> usize {
-        progress(&self.inner, &mut lock(&self.inner.io), Round::Post).packets
+        progress(&self.inner, &mut lock(&self.inner.io), Round::Flush).packets
     }
 
     fn round(&self, round: Round) -> Moved {
@@ -456,8 +469,8 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         looked: true,
     };
     let mut clock = None;
-    if round != Round::Post {
-        // What the watchdog looks at: a round that receives (a post's round does not). Only
+    if round != Round::Flush {
+        // What the watchdog looks at: a round that receives (a flush does not). Only
         // the holder of `io` writes it, so a plain store does (no locked read-modify-write).
         let rounds = inner.rounds.load(Ordering::Relaxed);
         inner
@@ -467,12 +480,16 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         moved.packets += received;
         clock = at;
         if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
+            // The transmit pass is owed (`tx_deferred` > 0): the next round makes it, unless
+            // a post's round sends all of it first.
             io.tx_deferred += 1;
-            // The transmit pass is owed: the next round makes it.
-            inner.dirty.store(true, Ordering::Release);
             return moved;
         }
-        if round == Round::Poll && received == 0 && !inner.dirty.load(Ordering::Acquire) {
+        if round == Round::Poll
+            && received == 0
+            && io.tx_deferred == 0
+            && !inner.dirty.load(Ordering::Acquire)
+        {
             // Nothing came and nothing changed: only a due timer needs the NIC.
             let due = io.next_due.is_some_and(|t| {
                 io.unclocked += 1;
@@ -492,50 +509,85 @@ fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
     let now = clock.unwrap_or_else(Instant::now);
     // Cleared before the pass looks at the QPs (see the module comment).
     inner.dirty.store(false, Ordering::Release);
-    let Io {
-        transport,
-        emitter,
-        txs,
-        tx_deferred,
-        next_due,
-        ..
-    } = io;
-    *tx_deferred = 0;
+    io.tx_deferred = 0;
     loop {
-        txs.clear();
+        io.txs.clear();
         {
             let mut nic = lock(&inner.nic);
             nic.handle_timeout(now);
             nic.route_completions();
-            nic.poll_transmit(now, txs, emitter.batch());
-            *next_due = nic.poll_timeout();
+            nic.poll_transmit(now, &mut io.txs, io.emitter.batch());
+            io.next_due = nic.poll_timeout();
         }
-        if txs.is_empty() {
+        if io.txs.is_empty() {
             return moved;
         }
         // Fewer than a batch: every QP had nothing more, and sending changes no QP, so
         // another pass would find nothing.
-        let drained = txs.len() < emitter.batch();
-        let mut done = 0;
-        let mut stalls = 0;
-        while done < txs.len() {
-            match emitter.send(&txs.as_slice()[done..], &inner.mrs, transport.as_mut()) {
-                Ok(0) => {
-                    // The socket is full: wait for room a little, then give the rest up to
-                    // retransmission rather than stall the device.
-                    stalls += 1;
-                    if stalls > 50 {
-                        break;
-                    }
-                    let _ = transport.poll(Some(Duration::from_micros(200)));
-                }
-                Ok(n) => done += n,
-                Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
-            }
-        }
-        moved.packets += done;
+        let drained = io.txs.len() < io.emitter.batch();
+        moved.packets += send_queued(inner, io);
         if drained {
             return moved;
         }
     }
+}
+
+/// A post's round (see [`Device::post_send`]): sends what QP `qpn` has and moves its
+/// completions to their CQs; its deadline joins the device's.
+fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32) {
+    let now = Instant::now();
+    loop {
+        io.txs.clear();
+        let due = {
+            let mut nic = lock(&inner.nic);
+            let due = nic.poll_transmit_qp(qpn, now, &mut io.txs, io.emitter.batch());
+            nic.route_qp_completions(qpn);
+            // What poll rounds deferred (typically this QP's ACK, behind the answer posted
+            // now) goes out with these packets: no transmit pass is owed any more.
+            if io.tx_deferred > 0 && !nic.wants_transmit() {
+                io.tx_deferred = 0;
+            }
+            due
+        };
+        io.next_due = match (io.next_due, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if io.txs.is_empty() {
+            return;
+        }
+        let drained = io.txs.len() < io.emitter.batch();
+        send_queued(inner, io);
+        if drained {
+            return;
+        }
+    }
+}
+
+/// Sends `io.txs`; returns how many packets are done with.
+fn send_queued(inner: &Inner, io: &mut Io) -> usize {
+    let Io {
+        transport,
+        emitter,
+        txs,
+        ..
+    } = io;
+    let mut done = 0;
+    let mut stalls = 0;
+    while done < txs.len() {
+        match emitter.send(&txs.as_slice()[done..], &inner.mrs, transport.as_mut()) {
+            Ok(0) => {
+                // The socket is full: wait for room a little, then give the rest up to
+                // retransmission rather than stall the device.
+                stalls += 1;
+                if stalls > 50 {
+                    break;
+                }
+                let _ = transport.poll(Some(Duration::from_micros(200)));
+            }
+            Ok(n) => done += n,
+            Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
+        }
+    }
+    done
 }

@@ -82,6 +82,23 @@ struct QpEntry {
     recv_cq: CqId,
 }
 
+/// Moves QP `e`'s completions to its CQs; returns how many.
+fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
+    let mut n = 0;
+    while let Some(Completion { side, wc }) = e.qp.poll_completion() {
+        n += 1;
+        let cq = match side {
+            CqSide::Send => e.send_cq,
+            CqSide::Recv => e.recv_cq,
+        };
+        if let Some(c) = cqs.get_mut(&cq.0) {
+            // An overflow marks the CQ in error (reported by poll_cq).
+            let _ = c.push(wc);
+        }
+    }
+    n
+}
+
 /// The sans-IO NIC of one device.
 pub struct Nic {
     local: IpAddr,
@@ -455,18 +472,27 @@ impl Nic {
         let mut events = false;
         for e in self.qps.values_mut() {
             events |= e.qp.has_event();
-            while let Some(Completion { side, wc }) = e.qp.poll_completion() {
-                n += 1;
-                let cq = match side {
-                    CqSide::Send => e.send_cq,
-                    CqSide::Recv => e.recv_cq,
-                };
-                if let Some(c) = self.cqs.get_mut(&cq.0) {
-                    // An overflow marks the CQ in error (reported by poll_cq).
-                    let _ = c.push(wc);
-                }
-            }
+            n += route(e, &mut self.cqs);
         }
+        self.signal_events(events);
+        n
+    }
+
+    /// [`Nic::route_completions`] of QP `qpn` alone (after a post to it, which changes no
+    /// other QP); returns how many.
+    pub fn route_qp_completions(&mut self, qpn: u32) -> usize {
+        let Some(e) = self.qps.get_mut(&qpn) else {
+            return 0;
+        };
+        let events = e.qp.has_event();
+        let n = route(e, &mut self.cqs);
+        self.signal_events(events);
+        n
+    }
+
+    /// Calls the event notifier if events are pending (`events`: some QP has affiliated
+    /// events) and none was signalled since the consumer last drained them.
+    fn signal_events(&mut self, events: bool) {
         if let Some(notify) = &self.event_notifier {
             let pending = events || !self.events.is_empty() || self.srqs.any_limit_reached();
             if pending && !self.event_signalled {
@@ -474,7 +500,6 @@ impl Nic {
                 (notify.0)();
             }
         }
-        n
     }
 
     /// Sets what is called (with the NIC locked: it must only signal) when asynchronous
@@ -576,6 +601,21 @@ impl Nic {
                 break;
             }
         }
+    }
+
+    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it); returns its earliest
+    /// deadline after sending them, which only this QP's packets can have moved.
+    pub fn poll_transmit_qp(
+        &mut self,
+        qpn: u32,
+        now: Instant,
+        out: &mut TxQueue,
+        max: usize,
+    ) -> Option<Instant> {
+        let mrs = &self.mrs;
+        let e = self.qps.get_mut(&qpn)?;
+        while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
+        e.qp.poll_timeout()
     }
 
     /// Whether some QP may have packets to send.
