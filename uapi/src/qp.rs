@@ -177,12 +177,12 @@ impl QueuePair {
     ///
     /// (index of the bad WR, why).
     pub fn post_recv(&self, wrs: &[RecvWr]) -> core::result::Result<(), (usize, Error)> {
-        let dev = &self.ctx.inner.device;
-        let mut nic = dev.nic();
-        let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
-        wrs.iter()
-            .enumerate()
-            .try_for_each(|(i, w)| qp.post_recv(w).map_err(|e| (i, e)))
+        self.ctx.inner.device.post_recv(self.qpn, |nic| {
+            let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
+            wrs.iter()
+                .enumerate()
+                .try_for_each(|(i, w)| qp.post_recv(w).map_err(|e| (i, e)))
+        })
     }
 }
 

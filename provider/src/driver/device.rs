@@ -21,19 +21,7 @@
 //! (lowest latency); the thread re-checks for work after it releases the transport, so a post
 //! that found it busy is never left waiting. The NIC lock is never held across a system call.
 //!
-//! A busy poller's empty polls are kept short, as the loop's length is part of every answer's
-//! wait: every use of the NIC through [`Device::nic`] marks the device *dirty*, and a poll
-//! round that receives nothing skips the NIC entirely (no lock, no pass over the QPs) unless
-//! the device is dirty or a QP's timer is due (which it reads the clock for only every
-//! `CLOCK_EVERY`-th time). A round of progress clears the mark before it looks at the QPs, so
-//! a change made meanwhile marks the device again and is picked up by the next round.
-//!
-//! Latency: a poll that receives packets which complete work requests returns those
-//! completions *before* sending what the packets called for (typically the responder's ACK),
-//! the application usually answers with a post, and the ACK then leaves in the same
-//! `sendmmsg` as the answer. A round that completes nothing sends it in any case, and so does
-//! the fourth such round in a row, so an ACK waits at most a few rounds of the caller's
-//! polling.
+//! What one round of progress does is in `round.rs`.
 
 use std::io;
 use std::ops::{Deref, DerefMut};
@@ -43,14 +31,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::emit::Emitter;
-use super::ingress::{accept, Rejected};
+pub use super::round::Moved;
+use super::round::{progress, transmit_qp, Io, Round};
 use crate::device::Gid;
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
 use crate::nic::{CqId, Nic};
-use crate::rc::TxQueue;
-use crate::transport::{RecvBatch, Transport};
+use crate::transport::Transport;
 use crate::wc::WorkCompletion;
 
 /// How a device makes progress.
@@ -64,16 +52,6 @@ pub enum Progress {
 
 /// Packets per batch (sendmmsg/recvmmsg).
 pub const BATCH: usize = 32;
-
-/// Poll rounds in a row that may return completions before transmitting (see the module
-/// comment): enough for a send completion and a receive arriving in two batches.
-const MAX_DEFERRED: u8 = 3;
-
-/// While a timer is armed, a poll round that receives nothing reads the clock (to see whether
-/// the timer is due) only every this-many rounds: an empty round is then a receive call and
-/// little else. A deadline is so met a few microseconds late at most (8 empty polls), short
-/// of the RNR timer's 10 us step and of the ACK timer's 8 us at its shortest (timeout 1).
-const CLOCK_EVERY: u8 = 8;
 
 /// In polling mode, the longest the device goes without a round of progress.
 pub const IDLE_ROUND: Duration = Duration::from_millis(1);
@@ -92,52 +70,16 @@ pub const WATCH_WHILE_POLLED_MAX: Duration = Duration::from_millis(32);
 /// The longest the progress thread sleeps without a packet.
 const MAX_SLEEP: Duration = Duration::from_millis(1);
 
-struct Io {
-    transport: Box<dyn Transport + Send>,
-    emitter: Emitter,
-    batch: RecvBatch,
-    txs: TxQueue,
-    /// Consecutive poll rounds that returned completions without transmitting.
-    tx_deferred: u8,
-    /// The QPs' earliest deadline, as the last transmit pass left them.
-    next_due: Option<Instant>,
-    /// Empty poll rounds since one last read the clock (see [`CLOCK_EVERY`]).
-    unclocked: u8,
-}
-
-/// What a round of progress did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Moved {
-    /// Packets received and sent.
-    pub packets: usize,
-    /// Whether it looked at the NIC (or another thread was making a round): if not, nothing
-    /// changed for the CQs either.
-    pub looked: bool,
-}
-
-/// Who makes a round of progress, which decides what it does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Round {
-    /// The progress thread: receive, then transmit.
-    Thread,
-    /// The application's poll: receive; transmit unless the packets completed work requests
-    /// (see the module comment).
-    Poll,
-    /// A flush before a QP is destroyed: transmit only, every QP (receiving is for the
-    /// thread or the next poll). A post's round is [`transmit_qp`].
-    Flush,
-}
-
-struct Inner {
-    nic: Mutex<Nic>,
-    io: Mutex<Io>,
-    mrs: Arc<MrTable>,
+pub(super) struct Inner {
+    pub(super) nic: Mutex<Nic>,
+    pub(super) io: Mutex<Io>,
+    pub(super) mrs: Arc<MrTable>,
     stop: AtomicBool,
     /// The NIC may have changed since a round of progress last looked at it (see the module
     /// comment).
-    dirty: AtomicBool,
+    pub(super) dirty: AtomicBool,
     /// Rounds of progress that received, counted (the idle watchdog looks for a change).
-    rounds: AtomicU64,
+    pub(super) rounds: AtomicU64,
 }
 
 /// The NIC, locked by [`Device::nic`]; dropping it marks the device dirty (before unlocking,
@@ -174,7 +116,7 @@ pub struct Device {
     thread: Option<JoinHandle<()>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -193,15 +135,7 @@ impl Device {
         let wait_fd = transport.wait_fd();
         let inner = Arc::new(Inner {
             nic: Mutex::new(Nic::new(local, mrs.clone(), max_qp)),
-            io: Mutex::new(Io {
-                transport,
-                emitter: Emitter::new(local, BATCH),
-                batch: RecvBatch::new(BATCH, 4096 + 512),
-                txs: TxQueue::new(),
-                tx_deferred: 0,
-                next_due: None,
-                unclocked: 0,
-            }),
+            io: Mutex::new(Io::new(transport, Emitter::new(local, BATCH))),
             mrs,
             stop: AtomicBool::new(false),
             dirty: AtomicBool::new(true),
@@ -278,10 +212,25 @@ impl Device {
     pub fn post_send<R>(&self, qpn: u32, post: impl FnOnce(&mut Nic) -> R) -> R {
         let r = post(&mut lock(&self.inner.nic));
         match self.inner.io.try_lock() {
-            Ok(mut io) => transmit_qp(&self.inner, &mut io, qpn),
-            Err(TryLockError::Poisoned(p)) => transmit_qp(&self.inner, &mut p.into_inner(), qpn),
+            Ok(mut io) => {
+                transmit_qp(&self.inner, &mut io, qpn, Instant::now());
+            }
+            Err(TryLockError::Poisoned(p)) => {
+                transmit_qp(&self.inner, &mut p.into_inner(), qpn, Instant::now());
+            }
             Err(TryLockError::WouldBlock) => self.inner.dirty.store(true, Ordering::Release),
         }
+        r
+    }
+
+    /// `ibv_post_recv`: runs `post` (which posts receive work requests to QP `qpn`) on the
+    /// NIC, then moves that QP's completions to its CQ (in ERR it flushes them at once). A
+    /// receive WR gives no QP anything to send, so the device stays clean, and a busy
+    /// poller's empty rounds stay short.
+    pub fn post_recv<R>(&self, qpn: u32, post: impl FnOnce(&mut Nic) -> R) -> R {
+        let mut nic = lock(&self.inner.nic);
+        let r = post(&mut nic);
+        nic.route_qp_completions(qpn);
         r
     }
 
@@ -408,29 +357,6 @@ fn watchdog(inner: &Inner) {
     }
 }
 
-/// Receives one batch into the NIC: (packets received, completions they produced, the time
-/// they were handled at). The clock is only read when packets came.
-fn receive(inner: &Inner, io: &mut Io) -> (usize, usize, Option<Instant>) {
-    match io.transport.recv_batch(&mut io.batch) {
-        Ok(n) if n > 0 => {
-            let now = Instant::now();
-            let mut nic = lock(&inner.nic);
-            for pkt in io.batch.iter() {
-                match accept(&pkt) {
-                    Ok((p, verified)) => {
-                        let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
-                        nic.handle_packet_to(now, &p, verified, src, dst);
-                    }
-                    Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
-                    Err(Rejected::Malformed) => nic.rx.malformed += 1,
-                }
-            }
-            (n, nic.route_completions(), Some(now))
-        }
-        _ => (0, 0, None),
-    }
-}
-
 /// The progress thread.
 fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
     while !inner.stop.load(Ordering::Acquire) {
@@ -460,134 +386,4 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
             None => std::thread::sleep(sleep.min(Duration::from_micros(50))),
         }
     }
-}
-
-/// One round: receive a batch (not after a post), run timers, send everything the QPs have.
-fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
-    let mut moved = Moved {
-        packets: 0,
-        looked: true,
-    };
-    let mut clock = None;
-    if round != Round::Flush {
-        // What the watchdog looks at: a round that receives (a flush does not). Only
-        // the holder of `io` writes it, so a plain store does (no locked read-modify-write).
-        let rounds = inner.rounds.load(Ordering::Relaxed);
-        inner
-            .rounds
-            .store(rounds.wrapping_add(1), Ordering::Relaxed);
-        let (received, completed, at) = receive(inner, io);
-        moved.packets += received;
-        clock = at;
-        if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
-            // The transmit pass is owed (`tx_deferred` > 0): the next round makes it, unless
-            // a post's round sends all of it first.
-            io.tx_deferred += 1;
-            return moved;
-        }
-        if round == Round::Poll
-            && received == 0
-            && io.tx_deferred == 0
-            && !inner.dirty.load(Ordering::Acquire)
-        {
-            // Nothing came and nothing changed: only a due timer needs the NIC.
-            let due = io.next_due.is_some_and(|t| {
-                io.unclocked += 1;
-                io.unclocked >= CLOCK_EVERY && {
-                    io.unclocked = 0;
-                    let now = Instant::now();
-                    clock = Some(now);
-                    t <= now
-                }
-            });
-            if !due {
-                moved.looked = false;
-                return moved;
-            }
-        }
-    }
-    let now = clock.unwrap_or_else(Instant::now);
-    // Cleared before the pass looks at the QPs (see the module comment).
-    inner.dirty.store(false, Ordering::Release);
-    io.tx_deferred = 0;
-    loop {
-        io.txs.clear();
-        {
-            let mut nic = lock(&inner.nic);
-            nic.handle_timeout(now);
-            nic.route_completions();
-            nic.poll_transmit(now, &mut io.txs, io.emitter.batch());
-            io.next_due = nic.poll_timeout();
-        }
-        if io.txs.is_empty() {
-            return moved;
-        }
-        // Fewer than a batch: every QP had nothing more, and sending changes no QP, so
-        // another pass would find nothing.
-        let drained = io.txs.len() < io.emitter.batch();
-        moved.packets += send_queued(inner, io);
-        if drained {
-            return moved;
-        }
-    }
-}
-
-/// A post's round (see [`Device::post_send`]): sends what QP `qpn` has and moves its
-/// completions to their CQs; its deadline joins the device's.
-fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32) {
-    let now = Instant::now();
-    loop {
-        io.txs.clear();
-        let due = {
-            let mut nic = lock(&inner.nic);
-            let due = nic.poll_transmit_qp(qpn, now, &mut io.txs, io.emitter.batch());
-            nic.route_qp_completions(qpn);
-            // What poll rounds deferred (typically this QP's ACK, behind the answer posted
-            // now) goes out with these packets: no transmit pass is owed any more.
-            if io.tx_deferred > 0 && !nic.wants_transmit() {
-                io.tx_deferred = 0;
-            }
-            due
-        };
-        io.next_due = match (io.next_due, due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if io.txs.is_empty() {
-            return;
-        }
-        let drained = io.txs.len() < io.emitter.batch();
-        send_queued(inner, io);
-        if drained {
-            return;
-        }
-    }
-}
-
-/// Sends `io.txs`; returns how many packets are done with.
-fn send_queued(inner: &Inner, io: &mut Io) -> usize {
-    let Io {
-        transport,
-        emitter,
-        txs,
-        ..
-    } = io;
-    let mut done = 0;
-    let mut stalls = 0;
-    while done < txs.len() {
-        match emitter.send(&txs.as_slice()[done..], &inner.mrs, transport.as_mut()) {
-            Ok(0) => {
-                // The socket is full: wait for room a little, then give the rest up to
-                // retransmission rather than stall the device.
-                stalls += 1;
-                if stalls > 50 {
-                    break;
-                }
-                let _ = transport.poll(Some(Duration::from_micros(200)));
-            }
-            Ok(n) => done += n,
-            Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
-        }
-    }
-    done
 }

@@ -4,6 +4,7 @@
 pub mod device;
 pub mod emit;
 pub mod ingress;
+mod round;
 mod runs;
 
 pub use device::{Device, Progress};

@@ -1,0 +1,387 @@
+//! One round of progress of a running device ([`super::device`]): receive a batch and hand it
+//! to the NIC, run due timers, send what the QPs have. Who makes the round decides what it
+//! does ([`Round`]); a post makes one for its QP alone ([`transmit_qp`]).
+//!
+//! A busy poller's empty polls are kept short, as the loop's length is part of every answer's
+//! wait: every use of the NIC through [`Device::nic`](super::device::Device::nic) marks the device *dirty*, and a poll
+//! round that receives nothing skips the NIC entirely (no lock, no pass over the QPs) unless
+//! the device is dirty or a QP's timer is due (which it reads the clock for only every
+//! `CLOCK_EVERY`-th time). A round of progress clears the mark before it looks at the QPs, so
+//! a change made meanwhile marks the device again and is picked up by the next round.
+//!
+//! Latency: a poll that receives packets which complete work requests returns those
+//! completions *before* sending what the packets called for (typically the responder's ACK),
+//! the application usually answers with a post, and the ACK then leaves in the same
+//! `sendmmsg` as the answer. A round that completes nothing sends it in any case, and so does
+//! the fourth such round in a row, so an ACK waits at most a few rounds of the caller's
+//! polling.
+//!
+//! A round only looks at the QPs it has reason to: those its packets went to, those a post
+//! changed, and those owed a transmit by earlier rounds. Every QP is looked at (a full pass:
+//! timers, completions, transmit, deadlines) only after a change through the API (the dirty
+//! mark), when the earliest deadline the device knows of is due, for a multicast packet, by
+//! the progress thread and before a QP is destroyed. So a round trip costs the same with one
+//! QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`).
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::device::{lock, Inner, BATCH};
+use super::emit::Emitter;
+use super::ingress::{accept, Rejected};
+use crate::nic::mcast::MULTICAST_QPN;
+use crate::rc::TxQueue;
+use crate::transport::{RecvBatch, Transport};
+
+/// Poll rounds in a row that may return completions before transmitting (see the module
+/// comment): enough for a send completion and a receive arriving in two batches.
+const MAX_DEFERRED: u8 = 3;
+
+/// While a timer is armed, a poll round that receives nothing reads the clock (to see whether
+/// the timer is due) only every this-many rounds: an empty round is then a receive call and
+/// little else. A deadline is so met a few microseconds late at most (8 empty polls), short
+/// of the RNR timer's 10 us step and of the ACK timer's 8 us at its shortest (timeout 1).
+const CLOCK_EVERY: u8 = 8;
+
+/// The transport and what rounds keep from one to the next, behind the device's transport
+/// lock.
+pub(super) struct Io {
+    pub(super) transport: Box<dyn Transport + Send>,
+    pub(super) emitter: Emitter,
+    batch: RecvBatch,
+    txs: TxQueue,
+    /// Consecutive poll rounds that returned completions without transmitting.
+    tx_deferred: u8,
+    /// No later than the QPs' earliest deadline: exact after a full pass, which recomputes
+    /// it; a QP's round only brings it forward (a deadline it moves back makes one early
+    /// look, and a full pass).
+    next_due: Option<Instant>,
+    /// Empty poll rounds since one last read the clock (see [`CLOCK_EVERY`]).
+    unclocked: u8,
+    /// The QPs the last batch received went to.
+    touched: QpSet,
+    /// The QPs whose transmit the poll rounds deferred (`tx_deferred` rounds in a row).
+    owed: QpSet,
+}
+
+/// A few QPNs (those one batch or a few deferred rounds concern), or all of them: a set with
+/// a fixed capacity, which gives up to "all" rather than allocate.
+#[derive(Debug)]
+struct QpSet {
+    qpns: Vec<u32>,
+    all: bool,
+}
+
+impl QpSet {
+    /// Room for the QPs of every packet of `MAX_DEFERRED + 1` batches.
+    const CAPACITY: usize = BATCH * (MAX_DEFERRED as usize + 1);
+
+    fn new() -> QpSet {
+        QpSet {
+            qpns: Vec::with_capacity(QpSet::CAPACITY),
+            all: false,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.qpns.clear();
+        self.all = false;
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.all && self.qpns.is_empty()
+    }
+
+    /// Adds `qpn`; the multicast QPN (a packet to the QPs of a group) stands for all.
+    fn add(&mut self, qpn: u32) {
+        if qpn == MULTICAST_QPN || self.qpns.len() == QpSet::CAPACITY {
+            self.all = true;
+        } else if !self.all && !self.qpns.contains(&qpn) {
+            self.qpns.push(qpn);
+        }
+    }
+
+    fn add_all(&mut self, other: &QpSet) {
+        self.all |= other.all;
+        for &q in &other.qpns {
+            self.add(q);
+        }
+    }
+
+    fn remove(&mut self, qpn: u32) {
+        self.qpns.retain(|&q| q != qpn);
+    }
+}
+
+impl Io {
+    /// The scratch state of a device sending with `emitter` over `transport`.
+    pub(super) fn new(transport: Box<dyn Transport + Send>, emitter: Emitter) -> Io {
+        Io {
+            transport,
+            emitter,
+            batch: RecvBatch::new(BATCH, 4096 + 512),
+            txs: TxQueue::new(),
+            tx_deferred: 0,
+            next_due: None,
+            unclocked: 0,
+            touched: QpSet::new(),
+            owed: QpSet::new(),
+        }
+    }
+}
+
+/// What a round of progress did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moved {
+    /// Packets received and sent.
+    pub packets: usize,
+    /// Whether it looked at the NIC (or another thread was making a round): if not, nothing
+    /// changed for the CQs either.
+    pub looked: bool,
+}
+
+/// Who makes a round of progress, which decides what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Round {
+    /// The progress thread: receive, then transmit.
+    Thread,
+    /// The application's poll: receive; transmit unless the packets completed work requests
+    /// (see the module comment).
+    Poll,
+    /// A flush before a QP is destroyed: transmit only, every QP (receiving is for the
+    /// thread or the next poll). A post's round is [`transmit_qp`].
+    Flush,
+}
+
+/// Receives one batch into the NIC: (packets received, completions they produced, the time
+/// they were handled at). The clock is only read when packets came. `io.touched` says which
+/// QPs the packets went to; only their completions are moved to the CQs (a packet changes
+/// no other QP).
+fn receive(inner: &Inner, io: &mut Io) -> (usize, usize, Option<Instant>) {
+    io.touched.clear();
+    match io.transport.recv_batch(&mut io.batch) {
+        Ok(n) if n > 0 => {
+            let now = Instant::now();
+            let mut nic = lock(&inner.nic);
+            for pkt in io.batch.iter() {
+                match accept(&pkt) {
+                    Ok((p, verified)) => {
+                        let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
+                        io.touched.add(p.repr.bth.dest_qp);
+                        nic.handle_packet_to(now, &p, verified, src, dst);
+                    }
+                    Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
+                    Err(Rejected::Malformed) => nic.rx.malformed += 1,
+                }
+            }
+            let completed = if io.touched.all {
+                nic.route_completions()
+            } else {
+                io.touched
+                    .qpns
+                    .iter()
+                    .map(|&q| nic.route_qp_completions(q))
+                    .sum()
+            };
+            (n, completed, Some(now))
+        }
+        _ => (0, 0, None),
+    }
+}
+
+/// One round: receive a batch (not after a post), run timers, send everything the QPs have.
+pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
+    let mut moved = Moved {
+        packets: 0,
+        looked: true,
+    };
+    let mut clock = None;
+    if round != Round::Flush {
+        // What the watchdog looks at: a round that receives (a flush does not). Only
+        // the holder of `io` writes it, so a plain store does (no locked read-modify-write).
+        let rounds = inner.rounds.load(Ordering::Relaxed);
+        inner
+            .rounds
+            .store(rounds.wrapping_add(1), Ordering::Relaxed);
+        let (received, completed, at) = receive(inner, io);
+        moved.packets += received;
+        clock = at;
+        if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
+            // The transmit of the QPs the packets went to is owed: the next round makes it,
+            // unless posts' rounds send all of it first.
+            let Io { owed, touched, .. } = io;
+            owed.add_all(touched);
+            io.tx_deferred += 1;
+            if inner.dirty.load(Ordering::Acquire) {
+                // A change through the API may have given any QP completions or packets: the
+                // completions move now (or every poll_cq would move them all again), the
+                // packets go with the owed pass, made over all QPs.
+                inner.dirty.store(false, Ordering::Release);
+                lock(&inner.nic).route_completions();
+                io.owed.all = true;
+            }
+            return moved;
+        }
+        if round == Round::Poll
+            && received == 0
+            && io.tx_deferred == 0
+            && !inner.dirty.load(Ordering::Acquire)
+        {
+            // Nothing came and nothing changed: only a due timer needs the NIC.
+            let due = io.next_due.is_some_and(|t| {
+                io.unclocked += 1;
+                io.unclocked >= CLOCK_EVERY && {
+                    io.unclocked = 0;
+                    let now = Instant::now();
+                    clock = Some(now);
+                    t <= now
+                }
+            });
+            if !due {
+                moved.looked = false;
+                return moved;
+            }
+        }
+    }
+    let now = clock.unwrap_or_else(Instant::now);
+    if round == Round::Poll
+        && io.next_due.is_none_or(|t| t > now)
+        && !inner.dirty.load(Ordering::Acquire)
+    {
+        // Nothing changed but the QPs packets went to: they alone may have something to
+        // send (an ACK, a READ response), and their deadlines join the device's.
+        let Io { owed, touched, .. } = io;
+        owed.add_all(touched);
+        if !owed.all {
+            let qpns = std::mem::take(&mut io.owed.qpns);
+            for &q in &qpns {
+                moved.packets += transmit_qp(inner, io, q, now);
+            }
+            io.owed.qpns = qpns;
+            io.owed.clear();
+            io.tx_deferred = 0;
+            return moved;
+        }
+    }
+    // Cleared before the pass looks at the QPs (see the module comment).
+    inner.dirty.store(false, Ordering::Release);
+    io.tx_deferred = 0;
+    io.owed.clear();
+    loop {
+        io.txs.clear();
+        {
+            let mut nic = lock(&inner.nic);
+            nic.handle_timeout(now);
+            nic.route_completions();
+            nic.poll_transmit(now, &mut io.txs, io.emitter.batch());
+            io.next_due = nic.poll_timeout();
+        }
+        if io.txs.is_empty() {
+            return moved;
+        }
+        // Fewer than a batch: every QP had nothing more, and sending changes no QP, so
+        // another pass would find nothing.
+        let drained = io.txs.len() < io.emitter.batch();
+        moved.packets += send_queued(inner, io);
+        if drained {
+            return moved;
+        }
+    }
+}
+
+/// A round for QP `qpn` alone (a post's, see [`Device::post_send`], or for the QPs a batch
+/// went to): sends what it has and moves its completions to their CQs; its deadline joins
+/// the device's. Returns the packets sent.
+pub(super) fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32, now: Instant) -> usize {
+    let mut sent = 0;
+    loop {
+        io.txs.clear();
+        let due = {
+            let mut nic = lock(&inner.nic);
+            let due = nic.poll_transmit_qp(qpn, now, &mut io.txs, io.emitter.batch());
+            nic.route_qp_completions(qpn);
+            due
+        };
+        // What poll rounds deferred for this QP (typically its ACK, behind the answer posted
+        // now) goes out with these packets.
+        if io.tx_deferred > 0 {
+            io.owed.remove(qpn);
+            if io.owed.is_empty() {
+                io.tx_deferred = 0;
+            }
+        }
+        io.next_due = match (io.next_due, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if io.txs.is_empty() {
+            return sent;
+        }
+        let drained = io.txs.len() < io.emitter.batch();
+        sent += send_queued(inner, io);
+        if drained {
+            return sent;
+        }
+    }
+}
+
+/// Sends `io.txs`; returns how many packets are done with.
+fn send_queued(inner: &Inner, io: &mut Io) -> usize {
+    let Io {
+        transport,
+        emitter,
+        txs,
+        ..
+    } = io;
+    let mut done = 0;
+    let mut stalls = 0;
+    while done < txs.len() {
+        match emitter.send(&txs.as_slice()[done..], &inner.mrs, transport.as_mut()) {
+            Ok(0) => {
+                // The socket is full: wait for room a little, then give the rest up to
+                // retransmission rather than stall the device.
+                stalls += 1;
+                if stalls > 50 {
+                    break;
+                }
+                let _ = transport.poll(Some(Duration::from_micros(200)));
+            }
+            Ok(n) => done += n,
+            Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
+        }
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qp_set_holds_each_qpn_once_and_gives_up_to_all_rather_than_grow() {
+        let mut s = QpSet::new();
+        assert!(s.is_empty());
+        for q in [17, 18, 17, 19, 18] {
+            s.add(q);
+        }
+        assert_eq!((s.qpns.as_slice(), s.all), (&[17, 18, 19][..], false));
+        s.remove(18);
+        assert_eq!(s.qpns, [17, 19]);
+        // One more distinct QPN than it has room for: "all", and no allocation.
+        let room = s.qpns.capacity();
+        for q in 0..=QpSet::CAPACITY as u32 {
+            s.add(1000 + q);
+        }
+        assert!(s.all && !s.is_empty());
+        assert_eq!(s.qpns.capacity(), room);
+        s.clear();
+        assert!(s.is_empty());
+        // A packet to a multicast group concerns every QP attached to it.
+        s.add(MULTICAST_QPN);
+        assert!(s.all);
+        let mut t = QpSet::new();
+        t.add(5);
+        t.add_all(&s);
+        assert!(t.all);
+    }
+}
