@@ -213,6 +213,8 @@ const RX_DEPTH: u64 = 4;
 /// One side of a ping-pong: its SEND work request, built once, and room for completions.
 struct Pinger<'a> {
     side: &'a Side,
+    /// Every this-many-th SEND is signaled (1: all of them).
+    signal_every: u64,
     /// Sends come from `off`, receives go to `off + 4096`.
     off: usize,
     send: softrnic_uapi::SendWr,
@@ -223,12 +225,13 @@ struct Pinger<'a> {
 
 impl<'a> Pinger<'a> {
     /// Posts [`RX_DEPTH`] receives of 64 bytes at `off + 4096`; sends come from `off`.
-    fn new(side: &'a Side, off: usize) -> io::Result<Pinger<'a>> {
+    fn new(side: &'a Side, off: usize, signal_every: u64) -> io::Result<Pinger<'a>> {
         for i in 0..RX_DEPTH {
             side.post_recv(i, off + 4096, 64)?;
         }
         Ok(Pinger {
             side,
+            signal_every: signal_every.max(1),
             off,
             send: inline_send(side, 0, off),
             wcs: [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16],
@@ -236,9 +239,14 @@ impl<'a> Pinger<'a> {
         })
     }
 
-    /// Posts the signaled, inline 64-byte SEND `id`.
+    /// Posts the inline 64-byte SEND `id`, signaled if it is an `signal_every`-th one.
     fn send(&mut self, id: u64) -> io::Result<()> {
         self.send.wr_id = id;
+        self.send.flags = if (id + 1) % self.signal_every == 0 {
+            SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0)
+        } else {
+            SendFlags::INLINE
+        };
         self.side
             .qp
             .post_send(std::slice::from_ref(&self.send))
@@ -282,7 +290,7 @@ impl<'a> Pinger<'a> {
 /// RC SEND 64-byte ping-pong, `iters` measured round trips, one thread driving both sides.
 pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<Rtt> {
     let off = 1 << 20;
-    let (mut a, mut b) = (Pinger::new(&rig.a, off)?, Pinger::new(&rig.b, off)?);
+    let (mut a, mut b) = (Pinger::new(&rig.a, off, 1)?, Pinger::new(&rig.b, off, 1)?);
     let mut ns = Vec::with_capacity(iters);
     for i in 0..(warmup(iters) + iters) as u64 {
         let t0 = Instant::now();
@@ -299,14 +307,19 @@ pub fn pingpong(rig: &Rig, iters: usize) -> io::Result<Rtt> {
 }
 
 /// RC SEND 64-byte ping-pong, `iters` measured round trips, each side busy-polled by its own
-/// thread (as the raw UDP baseline runs). In polling mode the rig's sides stop driving each
-/// other's progress for the run.
-pub fn pingpong_threads(rig: &mut Rig, iters: usize) -> io::Result<Rtt> {
+/// thread (as the raw UDP baseline runs). Every `signal_every`-th SEND is signaled (1: all,
+/// as ibv_rc_pingpong and perftest's ib_send_lat do); the others complete without a
+/// completion and ask their peer for no ACK. In polling mode the rig's sides stop driving
+/// each other's progress for the run.
+pub fn pingpong_threads(rig: &mut Rig, iters: usize, signal_every: u64) -> io::Result<Rtt> {
     let total = warmup(iters) + iters;
     let peers = (rig.a.peer.take(), rig.b.peer.take());
     let r = std::thread::scope(|s| {
         let off = 1 << 20;
-        let (mut a, mut b) = (Pinger::new(&rig.a, off)?, Pinger::new(&rig.b, off)?);
+        let (mut a, mut b) = (
+            Pinger::new(&rig.a, off, signal_every)?,
+            Pinger::new(&rig.b, off, signal_every)?,
+        );
         let echo = s.spawn(move || -> io::Result<()> {
             for i in 0..total as u64 {
                 b.wait_recv()?;

@@ -72,7 +72,7 @@ pub fn run(opts: &Options) -> io::Result<Report> {
             iters,
             ..Default::default()
         })?;
-        let rtt = crate::demo::pingpong_threads(&mut rig, iters)?;
+        let rtt = crate::demo::pingpong_threads(&mut rig, iters, 1)?;
         let rtt1 = crate::demo::pingpong(&rig, iters)?;
         for (all, one) in ns.iter_mut().zip([lat.rtt, pattern.rtt, rtt, rtt1]) {
             all.extend(one.ns);
