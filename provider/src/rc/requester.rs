@@ -38,9 +38,9 @@ mod flush_atomic_write;
 /// keeps a burst within what a receiver's socket buffer holds.
 pub const WINDOW_PSNS: u32 = 512;
 
-/// AckReq is set on the last packet of every message and on every this-many packets of a
-/// long one, so that ACKs open the window before it closes (IBTA 9.7.2.1.1 leaves the
-/// frequency to the requester).
+/// AckReq is set on every this-many packets at least, so that ACKs open the window before it
+/// closes (IBTA 9.7.2.1.1 leaves the frequency to the requester; see [`Requester::build`] for
+/// the last packets of messages).
 pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
 
 /// A send work request as the requester keeps it.
@@ -127,6 +127,8 @@ pub(crate) struct Requester {
     pub una: Psn,
     /// The PSN after the last packet sent (where the window is measured to).
     pub next_psn: Psn,
+    /// The PSN after the furthest packet ever sent: a packet before it is a resend.
+    pub sent_end: Psn,
     /// Retries left after timeouts and sequence NAKs / after RNR NAKs.
     pub retry: Retries,
     pub rnr: Retries,
@@ -148,6 +150,7 @@ impl Requester {
             max_psn: Psn::new(0),
             una: Psn::new(0),
             next_psn: Psn::new(0),
+            sent_end: Psn::new(0),
             retry: Retries::Limited(0),
             rnr: Retries::Limited(0),
             rnr_wait: false,
@@ -162,6 +165,7 @@ impl Requester {
         self.max_psn = psn;
         self.una = psn;
         self.next_psn = psn;
+        self.sent_end = psn;
     }
 
     /// Whether packets are sent and not acknowledged.
@@ -390,9 +394,25 @@ impl Requester {
     }
 
     /// Builds the packet at `cur`/`cur_offset` into `out` and moves past it.
+    ///
+    /// The last packet of a SEND or RDMA WRITE asks for an ACK (AckReq) when the WR is
+    /// signaled (its completion waits for that ACK), when the packets sent since the last ask
+    /// would fill half the send queue (so that posting never stalls for want of ACKs), and
+    /// when it is a resend (the ACK it asks for is what ends the retry). An unsignaled WR's
+    /// last packet asks for none the first time: the responder may then leave it
+    /// unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs; rxe, like
+    /// softrnic, ACKs only AckReq), so a program that signals every Nth send, as perftest's
+    /// bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N messages
+    /// instead of one per message. A tail of unsignaled WRs that nothing follows is acknowledged once the ACK
+    /// timer resends it (with timeout 0, no timer: when a later WR asks). READs and atomics
+    /// always ask: their response is the ACK.
     fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
+        let resend = psn != self.sent_end;
+        if !resend {
+            self.sent_end = psn.add(1);
+        }
         // A UD SEND goes where its WR says; a connected QP's packets to its peer.
         out.dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
         out.src_port = ctx.src_port;
@@ -404,9 +424,13 @@ impl Requester {
                 .next()
                 .expect("a message has a packet at every offset before its end");
             self.since_ack_req += 1;
+            // Packets since the last ask, at least the WRs: asking once they would fill half
+            // the send queue frees its slots before it is full.
+            let sq_half = (self.max_send_wr / 2).max(1) as u32;
+            let asks = w.signaled || resend || self.since_ack_req >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
             let ack_req = ctx.transport == WireTransport::Rc
-                && (seg.last || self.since_ack_req >= ACK_REQ_INTERVAL);
+                && ((seg.last && asks) || self.since_ack_req >= ACK_REQ_INTERVAL);
             if ack_req {
                 self.since_ack_req = 0;
             }
@@ -463,6 +487,10 @@ impl Requester {
                 dma_len: w.total - self.cur_offset,
             });
             self.next_psn = w.first_psn.add(w.npkts);
+            if !resend {
+                // The READ's response PSNs are spent with its request.
+                self.sent_end = self.next_psn;
+            }
             self.cur += 1;
             self.cur_offset = 0;
             self.since_ack_req = 0;

@@ -68,6 +68,8 @@ pub struct Seen {
     /// The original remote value of an ATOMIC ACKNOWLEDGE.
     pub atomic_orig: Option<u64>,
     pub payload_len: usize,
+    /// Its BTH AckReq bit.
+    pub ack_req: bool,
     /// The node's `drop_if` dropped it before the QP saw it.
     pub dropped: bool,
 }
@@ -273,6 +275,7 @@ impl Node {
                                 syndrome: p.repr.aeth.map(|a| a.syndrome),
                                 atomic_orig: p.repr.atomic_ack_eth.map(|a| a.orig_rem_dt),
                                 payload_len: p.payload.len(),
+                                ack_req: p.repr.bth.ack_req,
                                 dropped,
                             });
                             if !dropped {
