@@ -149,6 +149,25 @@ pub struct SendWr {
     pub ud: Option<UdDest>,
 }
 
+impl SendWr {
+    /// A WR of `opcode` over `sg_list`, unsignaled, with no flags, no remote address, no
+    /// immediate data and no operands (a struct update fills in what an operation needs).
+    pub fn new(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>) -> SendWr {
+        SendWr {
+            wr_id,
+            opcode,
+            flags: SendFlags(0),
+            sg_list,
+            imm_data_or_inv_rkey: 0,
+            remote: RemoteAddr { addr: 0, rkey: 0 },
+            compare_add: 0,
+            swap: 0,
+            bind_mw: None,
+            ud: None,
+        }
+    }
+}
+
 /// The destination of a UD send work request (`ibv_send_wr.wr.ud`): the address handle's
 /// peer, the remote QP number and the Q_Key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,25 +11,18 @@ use softrnic_provider::mr::Access;
 use softrnic_provider::rc::{Qp, QpCaps, ACK_REQ_INTERVAL};
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::WcStatus;
-use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_provider::wr::{RecvWr, SendFlags, SendOpcode, SendWr, Sge};
 use softrnic_wire::Opcode;
 
 fn send(wr_id: u64, sge: Sge, signaled: bool) -> SendWr {
+    let flags = if signaled {
+        SendFlags::SIGNALED
+    } else {
+        SendFlags(0)
+    };
     SendWr {
-        wr_id,
-        opcode: SendOpcode::Send,
-        flags: if signaled {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags(0)
-        },
-        sg_list: vec![sge],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr { addr: 0, rkey: 0 },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
+        flags,
+        ..SendWr::new(wr_id, SendOpcode::Send, vec![sge])
     }
 }
 

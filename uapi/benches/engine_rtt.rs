@@ -25,8 +25,7 @@ use softrnic_provider::transport::{
 };
 use softrnic_uapi::{
     Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Progress, QpCaps, QpInitAttr,
-    QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus,
-    WorkCompletion,
+    QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 19, 1));
@@ -179,16 +178,8 @@ impl Side {
             SendFlags::INLINE
         };
         let wr = SendWr {
-            wr_id: id,
-            opcode: SendOpcode::Send,
             flags,
-            sg_list: vec![self.mr.sge(0, 64)],
-            imm_data_or_inv_rkey: 0,
-            remote: RemoteAddr { addr: 0, rkey: 0 },
-            compare_add: 0,
-            swap: 0,
-            bind_mw: None,
-            ud: None,
+            ..SendWr::new(id, SendOpcode::Send, vec![self.mr.sge(0, 64)])
         };
         self.qp
             .post_send(&[wr])

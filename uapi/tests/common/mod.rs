@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use softrnic_provider::transport::{Fabric, FabricConfig, Transport};
 use softrnic_uapi::{
-    ConnectAttr, Context, Cq, OpenOptions, Pd, Progress, QpCaps, QpInitAttr, QueuePair, RemoteAddr,
-    SendFlags, SendOpcode, SendWr, Sge, WorkCompletion,
+    ConnectAttr, Context, Cq, OpenOptions, Pd, Progress, QpCaps, QpInitAttr, QueuePair, SendFlags,
+    SendOpcode, SendWr, Sge, WorkCompletion,
 };
 
 /// One device with a PD, a CQ and an RC QP.
@@ -80,15 +80,7 @@ pub fn connect(sa: &Side, a: IpAddr, sb: &Side, b: IpAddr) {
 /// A signaled SEND of `sge`.
 pub fn signaled_send(wr_id: u64, sge: Sge) -> SendWr {
     SendWr {
-        wr_id,
-        opcode: SendOpcode::Send,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![sge],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr { addr: 0, rkey: 0 },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
+        ..SendWr::new(wr_id, SendOpcode::Send, vec![sge])
     }
 }
