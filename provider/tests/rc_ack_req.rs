@@ -151,3 +151,47 @@ fn a_long_run_of_unsignaled_sends_asks_every_ack_req_interval_packets() {
     assert_eq!(p.a.qp.send_queue_len(), 0);
     assert_eq!(p.b.recv_wcs.len(), n as usize);
 }
+
+#[test]
+fn unsignaled_messages_of_several_packets_count_as_messages_against_the_send_queue() {
+    let mut p = Pair::new(FabricConfig::default(), 45, Connect::default());
+    let c = Connect::default();
+    let small = QpCaps {
+        max_send_wr: 8,
+        ..caps()
+    };
+    p.a.qp = Qp::new(0x11, PD, small, 0xc011, false);
+    connect(&mut p.a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
+    let a_mem = p.a.region(4096, Access::LOCAL_WRITE);
+    let b_mem = p.b.region(4096, Access::LOCAL_WRITE);
+    let sge = |m: &Region| Sge {
+        addr: m.addr(),
+        length: 4096, // 4 packets at the pair's PMTU of 1024
+        lkey: m.keys.lkey,
+    };
+    for i in 0..4 {
+        p.b.qp
+            .post_recv(&RecvWr {
+                wr_id: i,
+                sg_list: vec![sge(&b_mem)],
+            })
+            .unwrap();
+        let mrs = &p.a.mrs;
+        p.a.qp
+            .post_send(&send(i, sge(&a_mem), i == 3), mrs)
+            .unwrap();
+    }
+    p.run_to_quiescence(1000);
+    // Each message is as many packets as half the send queue has slots (4), but three
+    // unasked messages do not fill it: only the signaled message's last packet asks.
+    let asked: Vec<_> =
+        p.b.seen
+            .iter()
+            .filter(|s| s.ack_req)
+            .map(|s| (s.opcode, s.psn.value() - c.a_psn))
+            .collect();
+    assert_eq!(asked, [(Opcode::RC_SEND_LAST, 15)]);
+    assert_eq!(p.a.qp.send_queue_len(), 0);
+    assert_eq!(p.b.recv_wcs.len(), 4);
+    assert!(p.elapsed().as_millis() < 60, "{:?}", p.elapsed());
+}

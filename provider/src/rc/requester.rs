@@ -138,6 +138,8 @@ pub(crate) struct Requester {
     pub last_go_back: Option<Psn>,
     /// Packets sent since the last AckReq.
     pub since_ack_req: u32,
+    /// Messages whose last packet went without AckReq since the last one that asked.
+    pub unasked: u32,
     pub max_send_wr: usize,
 }
 
@@ -156,6 +158,7 @@ impl Requester {
             rnr_wait: false,
             last_go_back: None,
             since_ack_req: 0,
+            unasked: 0,
             max_send_wr,
         }
     }
@@ -396,16 +399,17 @@ impl Requester {
     /// Builds the packet at `cur`/`cur_offset` into `out` and moves past it.
     ///
     /// The last packet of a SEND or RDMA WRITE asks for an ACK (AckReq) when the WR is
-    /// signaled (its completion waits for that ACK), when the packets sent since the last ask
-    /// would fill half the send queue (so that posting never stalls for want of ACKs), and
-    /// when it is a resend (the ACK it asks for is what ends the retry). An unsignaled WR's
-    /// last packet asks for none the first time: the responder may then leave it
-    /// unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs; rxe, like
-    /// softrnic, ACKs only AckReq), so a program that signals every Nth send, as perftest's
-    /// bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N messages
-    /// instead of one per message. A tail of unsignaled WRs that nothing follows is acknowledged once the ACK
-    /// timer resends it (with timeout 0, no timer: when a later WR asks). READs and atomics
-    /// always ask: their response is the ACK.
+    /// signaled (its completion waits for that ACK), when the messages that asked for none
+    /// since the last ask would fill half the send queue (so that posting never stalls for
+    /// want of ACKs), and when it is a resend (the ACK it asks for is what ends the retry).
+    /// An unsignaled WR's last packet asks for none the first time: the responder may then
+    /// leave it unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs;
+    /// rxe, like softrnic, ACKs only AckReq), so a program that signals every Nth send, as
+    /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
+    /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
+    /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
+    /// asks). Every [`ACK_REQ_INTERVAL`] packets ask in any case, and READs and atomics always
+    /// ask: their response is the ACK.
     fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
@@ -424,15 +428,18 @@ impl Requester {
                 .next()
                 .expect("a message has a packet at every offset before its end");
             self.since_ack_req += 1;
-            // Packets since the last ask, at least the WRs: asking once they would fill half
-            // the send queue frees its slots before it is full.
+            // Asking once the unasked messages would fill half the send queue frees its slots
+            // before it is full.
             let sq_half = (self.max_send_wr / 2).max(1) as u32;
-            let asks = w.signaled || resend || self.since_ack_req >= sq_half;
+            let asks = w.signaled || resend || self.unasked + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
             let ack_req = ctx.transport == WireTransport::Rc
                 && ((seg.last && asks) || self.since_ack_req >= ACK_REQ_INTERVAL);
             if ack_req {
                 self.since_ack_req = 0;
+                self.unasked = 0;
+            } else if seg.last {
+                self.unasked += 1;
             }
             let mut roce = ctx.header(seg.opcode, psn, ack_req);
             roce.bth.solicited = w.solicited && seg.last;
@@ -477,6 +484,7 @@ impl Requester {
             self.cur += 1;
             self.cur_offset = 0;
             self.since_ack_req = 0;
+            self.unasked = 0;
             roce
         } else if w.opcode == SendOpcode::RdmaRead {
             *payload = Payload::None;
@@ -494,6 +502,7 @@ impl Requester {
             self.cur += 1;
             self.cur_offset = 0;
             self.since_ack_req = 0;
+            self.unasked = 0;
             roce
         } else {
             let opcode = if w.opcode == SendOpcode::AtomicCmpAndSwp {
@@ -518,6 +527,7 @@ impl Requester {
             self.cur += 1;
             self.cur_offset = 0;
             self.since_ack_req = 0;
+            self.unasked = 0;
             roce
         };
     }
