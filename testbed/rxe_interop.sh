@@ -57,7 +57,10 @@ pair "ibv_rc_pingpong -s 65536 -c"  "ibv_rc_pingpong -d rxe0 -g 1 -n 20 -s 65536
 pair "ibv_uc_pingpong -c"           "ibv_uc_pingpong -d rxe0 -g 1 -n 20 -c"          "ibv_uc_pingpong -g 1 -n 20 -c"
 pair "ibv_ud_pingpong -c"           "ibv_ud_pingpong -d rxe0 -g 1 -n 20 -s 512 -c"   "ibv_ud_pingpong -g 1 -n 20 -s 512 -c"
 pair "ibv_srq_pingpong -c"          "ibv_srq_pingpong -d rxe0 -g 1 -n 20 -c"         "ibv_srq_pingpong -g 1 -n 20 -c"
+# -Q 100: every 100th WR signaled, so softrnic's requester leaves AckReq off the others and
+# rxe's responder, which ACKs only what asks, must still let every WR complete.
 for t in "ib_write_bw -s 65536" "ib_read_bw -s 65536" "ib_send_bw -s 65536" "ib_atomic_bw" \
+         "ib_write_bw -s 65536 -Q 100" "ib_send_bw -s 65536 -Q 100" \
          "ib_write_lat" "ib_send_lat" "ib_read_lat"; do
   pair "$t" "$t -d rxe0 -x 1 -F -n 200" "$t -x 1 -F -n 200"
 done
