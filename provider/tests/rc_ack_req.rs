@@ -58,6 +58,19 @@ fn sends_seen(p: &Pair) -> Vec<(u32, bool)> {
         .collect()
 }
 
+/// A pair whose A QP has a send queue of 8 WRs.
+fn pair_with_8_send_slots_on_a(seed: u64) -> Pair {
+    let mut p = Pair::new(FabricConfig::default(), seed, Connect::default());
+    let c = Connect::default();
+    let small = QpCaps {
+        max_send_wr: 8,
+        ..caps()
+    };
+    p.a.qp = Qp::new(0x11, PD, small, 0xc011, false);
+    connect(&mut p.a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
+    p
+}
+
 #[test]
 fn unsignaled_sends_ask_for_no_ack_and_the_signaled_one_after_them_acks_all() {
     let mut p = Pair::new(FabricConfig::default(), 41, Connect::default());
@@ -105,14 +118,7 @@ fn an_unsignaled_tail_is_acknowledged_once_the_ack_timer_resends_it() {
 
 #[test]
 fn half_a_send_queue_unacknowledged_asks_for_an_ack() {
-    let mut p = Pair::new(FabricConfig::default(), 43, Connect::default());
-    let c = Connect::default();
-    let small = QpCaps {
-        max_send_wr: 8,
-        ..caps()
-    };
-    p.a.qp = Qp::new(0x11, PD, small, 0xc011, false);
-    connect(&mut p.a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
+    let mut p = pair_with_8_send_slots_on_a(43);
     let sge = setup(&mut p, 8);
     for i in 0..8 {
         let mrs = &p.a.mrs;
@@ -154,14 +160,8 @@ fn a_long_run_of_unsignaled_sends_asks_every_ack_req_interval_packets() {
 
 #[test]
 fn unsignaled_messages_of_several_packets_count_as_messages_against_the_send_queue() {
-    let mut p = Pair::new(FabricConfig::default(), 45, Connect::default());
+    let mut p = pair_with_8_send_slots_on_a(45);
     let c = Connect::default();
-    let small = QpCaps {
-        max_send_wr: 8,
-        ..caps()
-    };
-    p.a.qp = Qp::new(0x11, PD, small, 0xc011, false);
-    connect(&mut p.a.qp, 0x22, B_ADDR, c, c.a_psn, c.b_psn);
     let a_mem = p.a.region(4096, Access::LOCAL_WRITE);
     let b_mem = p.b.region(4096, Access::LOCAL_WRITE);
     let sge = |m: &Region| Sge {
