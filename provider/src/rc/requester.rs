@@ -39,8 +39,8 @@ mod flush_atomic_write;
 pub const WINDOW_PSNS: u32 = 512;
 
 /// AckReq is set on every this-many packets at least, so that ACKs open the window before it
-/// closes (IBTA 9.7.2.1.1 leaves the frequency to the requester; see [`Requester::build`] for
-/// the last packets of messages).
+/// closes (IBTA 9.7.2.1.1 leaves the frequency to the requester; the requester's `build` says
+/// when the last packet of a message asks).
 pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
 
 /// A send work request as the requester keeps it.
