@@ -30,6 +30,7 @@ use super::device::{lock, Inner, BATCH};
 use super::emit::Emitter;
 use super::ingress::{accept, Rejected};
 use crate::nic::mcast::MULTICAST_QPN;
+use crate::nic::Nic;
 use crate::rc::TxQueue;
 use crate::transport::{RecvBatch, Transport};
 
@@ -267,57 +268,55 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
     inner.dirty.store(false, Ordering::Release);
     io.tx_deferred = 0;
     io.owed.clear();
-    loop {
-        io.txs.clear();
-        {
-            let mut nic = lock(&inner.nic);
-            nic.handle_timeout(now);
-            nic.route_completions();
-            nic.poll_transmit(now, &mut io.txs, io.emitter.batch());
-            io.next_due = nic.poll_timeout();
-        }
-        if io.txs.is_empty() {
-            return moved;
-        }
-        // Fewer than a batch: every QP had nothing more, and sending changes no QP, so
-        // another pass would find nothing.
-        let drained = io.txs.len() < io.emitter.batch();
-        moved.packets += send_queued(inner, io);
-        if drained {
-            return moved;
-        }
-    }
+    moved.packets += passes(inner, io, |nic, txs, max, next_due| {
+        nic.handle_timeout(now);
+        nic.route_completions();
+        nic.poll_transmit(now, txs, max);
+        *next_due = nic.poll_timeout();
+    });
+    moved
 }
 
 /// A round for QP `qpn` alone (a post's, see [`Device::post_send`], or for the QPs a batch
 /// went to): sends what it has and moves its completions to their CQs; its deadline joins
 /// the device's. Returns the packets sent.
 pub(super) fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32, now: Instant) -> usize {
-    let mut sent = 0;
-    loop {
-        io.txs.clear();
-        let due = {
-            let mut nic = lock(&inner.nic);
-            let due = nic.poll_transmit_qp(qpn, now, &mut io.txs, io.emitter.batch());
-            nic.route_qp_completions(qpn);
-            due
-        };
-        // What poll rounds deferred for this QP (typically its ACK, behind the answer posted
-        // now) goes out with these packets.
-        if io.tx_deferred > 0 {
-            io.owed.remove(qpn);
-            if io.owed.is_empty() {
-                io.tx_deferred = 0;
-            }
+    // What poll rounds deferred for this QP (typically its ACK, behind the answer posted
+    // now) goes out with its packets.
+    if io.tx_deferred > 0 {
+        io.owed.remove(qpn);
+        if io.owed.is_empty() {
+            io.tx_deferred = 0;
         }
-        io.next_due = match (io.next_due, due) {
+    }
+    passes(inner, io, |nic, txs, max, next_due| {
+        let due = nic.poll_transmit_qp(qpn, now, txs, max);
+        nic.route_qp_completions(qpn);
+        *next_due = match (*next_due, due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    })
+}
+
+/// Transmit passes: `fill` puts up to `max` packets into the queue (and updates the device's
+/// deadline) with the NIC locked, then they are sent, until a pass leaves room in the queue:
+/// every QP it looked at had nothing more, and sending changes no QP, so another pass would
+/// find nothing. Returns the packets sent.
+fn passes(
+    inner: &Inner,
+    io: &mut Io,
+    mut fill: impl FnMut(&mut Nic, &mut TxQueue, usize, &mut Option<Instant>),
+) -> usize {
+    let mut sent = 0;
+    loop {
+        io.txs.clear();
+        let max = io.emitter.batch();
+        fill(&mut lock(&inner.nic), &mut io.txs, max, &mut io.next_due);
         if io.txs.is_empty() {
             return sent;
         }
-        let drained = io.txs.len() < io.emitter.batch();
+        let drained = io.txs.len() < max;
         sent += send_queued(inner, io);
         if drained {
             return sent;
