@@ -43,6 +43,15 @@ pub const WINDOW_PSNS: u32 = 512;
 /// when the last packet of a message asks).
 pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
 
+/// What the requester sent without AckReq since a packet last asked (see `Requester::build`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Unasked {
+    /// Packets.
+    pub packets: u32,
+    /// Messages whose last packet did not ask.
+    pub messages: u32,
+}
+
 /// A send work request as the requester keeps it.
 #[derive(Debug, Clone)]
 pub(crate) struct SendWqe {
@@ -136,10 +145,8 @@ pub(crate) struct Requester {
     pub rnr_wait: bool,
     /// The `una` of the last go-back, so that a burst of late responses retransmits once.
     pub last_go_back: Option<Psn>,
-    /// Packets sent since the last AckReq.
-    pub since_ack_req: u32,
-    /// Messages whose last packet went without AckReq since the last one that asked.
-    pub unasked: u32,
+    /// What went without AckReq since a packet last asked.
+    pub unasked: Unasked,
     pub max_send_wr: usize,
 }
 
@@ -157,8 +164,7 @@ impl Requester {
             rnr: Retries::Limited(0),
             rnr_wait: false,
             last_go_back: None,
-            since_ack_req: 0,
-            unasked: 0,
+            unasked: Unasked::default(),
             max_send_wr,
         }
     }
@@ -427,19 +433,18 @@ impl Requester {
             let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
                 .next()
                 .expect("a message has a packet at every offset before its end");
-            self.since_ack_req += 1;
+            self.unasked.packets += 1;
             // Asking once the unasked messages would fill half the send queue frees its slots
             // before it is full.
             let sq_half = (self.max_send_wr / 2).max(1) as u32;
-            let asks = w.signaled || resend || self.unasked + 1 >= sq_half;
+            let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
             let ack_req = ctx.transport == WireTransport::Rc
-                && ((seg.last && asks) || self.since_ack_req >= ACK_REQ_INTERVAL);
+                && ((seg.last && asks) || self.unasked.packets >= ACK_REQ_INTERVAL);
             if ack_req {
-                self.since_ack_req = 0;
-                self.unasked = 0;
+                self.unasked = Unasked::default();
             } else if seg.last {
-                self.unasked += 1;
+                self.unasked.messages += 1;
             }
             let mut roce = ctx.header(seg.opcode, psn, ack_req);
             roce.bth.solicited = w.solicited && seg.last;
@@ -483,8 +488,7 @@ impl Requester {
             self.next_psn = psn.add(1);
             self.cur += 1;
             self.cur_offset = 0;
-            self.since_ack_req = 0;
-            self.unasked = 0;
+            self.unasked = Unasked::default();
             roce
         } else if w.opcode == SendOpcode::RdmaRead {
             *payload = Payload::None;
@@ -501,8 +505,7 @@ impl Requester {
             }
             self.cur += 1;
             self.cur_offset = 0;
-            self.since_ack_req = 0;
-            self.unasked = 0;
+            self.unasked = Unasked::default();
             roce
         } else {
             let opcode = if w.opcode == SendOpcode::AtomicCmpAndSwp {
@@ -526,8 +529,7 @@ impl Requester {
             self.next_psn = psn.add(1);
             self.cur += 1;
             self.cur_offset = 0;
-            self.since_ack_req = 0;
-            self.unasked = 0;
+            self.unasked = Unasked::default();
             roce
         };
     }
