@@ -189,6 +189,13 @@ pub struct RecvWr {
     pub sg_list: Vec<Sge>,
 }
 
+/// An SGE list as a queued WQE keeps it: up to [`SGES_INLINE`] SGEs in place, more on the heap,
+/// so that posting a WR with a short list allocates nothing.
+pub type SgeList = smallvec::SmallVec<[Sge; SGES_INLINE]>;
+
+/// SGEs a queued WQE holds without allocating.
+pub const SGES_INLINE: usize = 2;
+
 /// A posted receive WR as a receive queue keeps it (the QP's own RQ or an SRQ): its SGEs, their
 /// total length, and the PD they are checked against (the QP's, or the SRQ's).
 #[derive(Debug, Clone)]
@@ -196,7 +203,7 @@ pub struct RecvWqe {
     /// The consumer's identifier.
     pub wr_id: u64,
     /// Where the payload goes.
-    pub sges: Vec<Sge>,
+    pub sges: SgeList,
     /// The sum of the SGE lengths.
     pub total: u32,
     /// The protection domain of the queue it was posted to.
@@ -217,7 +224,7 @@ impl RecvWqe {
         ))?;
         Ok(RecvWqe {
             wr_id: wr.wr_id,
-            sges: wr.sg_list.clone(),
+            sges: SgeList::from_slice(&wr.sg_list),
             total,
             pd,
         })

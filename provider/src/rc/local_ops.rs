@@ -16,7 +16,7 @@ use super::requester::{Requester, SendWqe};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::wc::WcStatus;
-use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr};
+use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList};
 
 impl Requester {
     /// `ibv_post_send` of a BIND_MW or LOCAL_INV: checked and queued.
@@ -33,7 +33,7 @@ impl Requester {
             signaled: ctx.sq_sig_all || wr.flags.contains(SendFlags::SIGNALED),
             fence: wr.flags.contains(SendFlags::FENCE),
             solicited: false,
-            sges: Vec::new(),
+            sges: SgeList::new(),
             inline: None,
             total: 0,
             imm: wr.imm_data_or_inv_rkey,

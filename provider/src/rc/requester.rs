@@ -30,7 +30,7 @@ use crate::mr::PinFor;
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
-use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, UdDest};
+use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, SgeList, UdDest};
 
 mod flush_atomic_write;
 
@@ -52,6 +52,10 @@ pub(crate) struct Unasked {
     pub messages: u32,
 }
 
+/// Inline data as a queued WQE keeps it: up to 64 bytes (a short message, such as a
+/// ping-pong's) in place, longer on the heap.
+pub(crate) type InlineData = smallvec::SmallVec<[u8; 64]>;
+
 /// A send work request as the requester keeps it.
 #[derive(Debug, Clone)]
 pub(crate) struct SendWqe {
@@ -60,8 +64,8 @@ pub(crate) struct SendWqe {
     pub signaled: bool,
     pub fence: bool,
     pub solicited: bool,
-    pub sges: Vec<Sge>,
-    pub inline: Option<Box<[u8]>>,
+    pub sges: SgeList,
+    pub inline: Option<InlineData>,
     pub total: u32,
     pub imm: u32,
     pub remote: RemoteAddr,
@@ -242,9 +246,9 @@ impl Requester {
             fence: wr.flags.contains(SendFlags::FENCE),
             solicited: wr.flags.contains(SendFlags::SOLICITED),
             sges: if inline.is_some() {
-                Vec::new()
+                SgeList::new()
             } else {
-                wr.sg_list.clone()
+                SgeList::from_slice(&wr.sg_list)
             },
             inline,
             total,
@@ -536,8 +540,8 @@ impl Requester {
 }
 
 /// Copies inline data out of the SGEs at post time (the buffers may be reused at once).
-fn gather_inline(ctx: &QpContext, sges: &[Sge], total: u32, mrs: &MrTable) -> Result<Box<[u8]>> {
-    let mut out = Vec::with_capacity(total as usize);
+fn gather_inline(ctx: &QpContext, sges: &[Sge], total: u32, mrs: &MrTable) -> Result<InlineData> {
+    let mut out = InlineData::with_capacity(total as usize);
     for s in sges {
         // Inline data needs no lkey (ibv_post_send(3)); softrnic reads it through the table
         // all the same, so that only registered memory is ever read.
@@ -546,7 +550,7 @@ fn gather_inline(ctx: &QpContext, sges: &[Sge], total: u32, mrs: &MrTable) -> Re
         })
         .map_err(|_| Error::InvalidArgument("inline data not in a registered region of the PD"))?;
     }
-    Ok(out.into_boxed_slice())
+    Ok(out)
 }
 
 /// Checks the local buffers of a WQE about to start (no byte is touched): sources of SEND /

@@ -23,14 +23,14 @@ use softrnic_wire::reth::RethRepr;
 use softrnic_wire::roce::{RocePacket, RoceRepr};
 use softrnic_wire::{Opcode, Psn};
 
-use super::{gather_inline, Requester, SendWqe};
+use super::{gather_inline, InlineData, Requester, SendWqe};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::rc::context::{Events, QpContext};
 use crate::rc::transmit::{Payload, MAX_INLINE};
 use crate::timer::TimerTable;
 use crate::wc::WcStatus;
-use crate::wr::{SendOpcode, SendWr};
+use crate::wr::{SendOpcode, SendWr, SgeList};
 
 /// The FETH a FLUSH work request asks for (module doc), checked.
 ///
@@ -64,7 +64,7 @@ pub(super) fn check_post(
     ctx: &QpContext,
     wr: &SendWr,
     mrs: &MrTable,
-) -> Result<(u32, Option<Box<[u8]>>)> {
+) -> Result<(u32, Option<InlineData>)> {
     match wr.opcode {
         SendOpcode::Flush => {
             feth_of(wr.imm_data_or_inv_rkey)?;
@@ -154,7 +154,7 @@ impl Requester {
             signaled: ctx.sq_sig_all || wr.flags.contains(crate::wr::SendFlags::SIGNALED),
             fence: wr.flags.contains(crate::wr::SendFlags::FENCE),
             solicited: false,
-            sges: Vec::new(),
+            sges: SgeList::new(),
             inline,
             total,
             imm: wr.imm_data_or_inv_rkey,
