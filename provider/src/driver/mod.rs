@@ -9,4 +9,4 @@ mod runs;
 
 pub use device::{Device, Progress};
 pub use emit::{EmitStats, Emitter};
-pub use ingress::{accept, Rejected};
+pub use ingress::{accept, IcrcGuesses, Rejected};

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use super::device::{lock, Inner, BATCH};
 use super::emit::Emitter;
-use super::ingress::{accept, Rejected};
+use super::ingress::{IcrcGuesses, Rejected};
 use crate::nic::mcast::MULTICAST_QPN;
 use crate::nic::Nic;
 use crate::rc::TxQueue;
@@ -63,6 +63,8 @@ pub(super) struct Io {
     touched: QpSet,
     /// The QPs whose transmit the poll rounds deferred (`tx_deferred` rounds in a row).
     owed: QpSet,
+    /// Which sources' IPv4 ICRCs are worth a guess.
+    guesses: IcrcGuesses,
 }
 
 /// A few QPNs (those one batch or a few deferred rounds concern), or all of them: a set with
@@ -127,6 +129,7 @@ impl Io {
             unclocked: 0,
             touched: QpSet::new(),
             owed: QpSet::new(),
+            guesses: IcrcGuesses::default(),
         }
     }
 }
@@ -165,7 +168,7 @@ fn receive(inner: &Inner, io: &mut Io) -> (usize, usize, Option<Instant>) {
             let now = Instant::now();
             let mut nic = lock(&inner.nic);
             for pkt in io.batch.iter() {
-                match accept(&pkt) {
+                match io.guesses.accept(&pkt) {
                     Ok((p, verified)) => {
                         let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
                         io.touched.add(p.repr.bth.dest_qp);

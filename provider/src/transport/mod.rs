@@ -207,7 +207,7 @@ impl RecvPacket<'_> {
     /// [`IcrcStatus::Unverifiable`]). The UDP header is rebuilt (its checksum is masked).
     pub fn icrc_status(&self) -> IcrcStatus {
         let m = self.meta;
-        if m.truncated || self.payload.len() < bth::HEADER_LEN + ICRC_LEN {
+        if self.too_short() {
             return IcrcStatus::Bad;
         }
         let udp_len = UDP_HEADER_LEN + self.payload.len();
@@ -245,6 +245,28 @@ impl RecvPacket<'_> {
         } else {
             self.mismatch()
         }
+    }
+
+    /// Whether an ICRC check can only guess at the header: an IPv4 packet whose IP header the
+    /// transport did not see (its IP ID is unknown; see [`IcrcStatus::Unverifiable`]).
+    pub fn icrc_is_a_guess(&self) -> bool {
+        self.meta.origin == IpHeaderOrigin::NotSeen && self.meta.src.is_ipv4()
+    }
+
+    /// What [`RecvPacket::icrc_status`] says of a packet whose guess is not tried (see
+    /// [`RecvPacket::icrc_is_a_guess`]): `Bad` if it is cut or too short to carry an ICRC, as
+    /// always, and otherwise `Unverifiable`, which is all a guess that fails can say.
+    pub fn icrc_status_untried(&self) -> IcrcStatus {
+        if self.too_short() {
+            IcrcStatus::Bad
+        } else {
+            IcrcStatus::Unverifiable
+        }
+    }
+
+    /// Cut by the transport, or too short to carry a BTH and an ICRC.
+    fn too_short(&self) -> bool {
+        self.meta.truncated || self.payload.len() < bth::HEADER_LEN + ICRC_LEN
     }
 
     /// What an ICRC that does not match means: for an IPv4 packet whose IP header was not
