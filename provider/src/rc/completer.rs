@@ -29,7 +29,7 @@ use softrnic_wire::Psn;
 
 use super::context::{CqSide, Events, QpContext};
 use super::requester::Requester;
-use super::transmit::Chunks;
+use super::transmit::scatter;
 use crate::mr::MrTable;
 use crate::qp_state::{rnr_retries, transport_retries, Retries};
 use crate::timer::{Timer, TimerTable};
@@ -135,9 +135,8 @@ impl Requester {
                     return;
                 };
                 let w = self.sq.front().expect("expected_response saw it");
-                let chunks = Chunks::of_sges(ctx.pd, &w.sges, 0, 8);
                 let bytes = ack.orig_rem_dt.to_ne_bytes();
-                if chunks.write(mrs, &bytes).is_err() {
+                if scatter(mrs, ctx.pd, &w.sges, 0, &bytes).is_err() {
                     self.fail_front(ctx, WcStatus::LocProtErr, ev);
                     return;
                 }
@@ -242,8 +241,7 @@ impl Requester {
             self.fail_front(ctx, WcStatus::BadRespErr, ev);
             return;
         }
-        let chunks = Chunks::of_sges(ctx.pd, &w.sges, offset, expect_len);
-        if chunks.write(mrs, pkt.payload).is_err() {
+        if scatter(mrs, ctx.pd, &w.sges, offset, pkt.payload).is_err() {
             self.fail_front(ctx, WcStatus::LocProtErr, ev);
             return;
         }

@@ -37,7 +37,7 @@ use softrnic_wire::{Opcode, Psn};
 use super::context::{CqSide, Events, QpContext};
 use super::segment::{packets_for, payload_fits, MessageKind, Segments};
 use super::sequence::{classify, PsnClass};
-use super::transmit::{Chunk, Chunks, Payload, Transmit};
+use super::transmit::{scatter, Chunk, Payload, Transmit};
 use crate::mr::{Access, AccessError, MrTable, PinFor};
 use crate::srq::Srq;
 use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
@@ -229,9 +229,7 @@ impl Responder {
                 if offset.checked_add(len).is_none_or(|end| end > wqe.total) {
                     return Err(Fatal(NakCode::InvalidRequest, WcStatus::LocLenErr));
                 }
-                let chunks = Chunks::of_sges(wqe.pd, &wqe.sges, *offset, len);
-                chunks
-                    .write(mrs, pkt.payload)
+                scatter(mrs, wqe.pd, &wqe.sges, *offset, pkt.payload)
                     .map_err(|_| Fatal(NakCode::RemoteOperationalError, WcStatus::LocProtErr))?;
                 *offset += len;
                 if matches!(info.position, Position::Last | Position::Only) {

@@ -67,57 +67,66 @@ impl Chunks {
         &self.items[..self.n as usize]
     }
 
-    /// The chunks of bytes `offset..offset + len` of the message laid out by `sges` (a scatter/
-    /// gather list, walked in order). Zero-length SGEs give no chunk.
-    pub fn of_sges(pd: PdHandle, sges: &[Sge], offset: u32, len: u32) -> Chunks {
-        let mut out = Chunks::new(pd, PinFor::Local);
-        out.fill_from_sges(sges, offset, len);
-        out
-    }
-
     /// Empties the list, for chunks to be read with `why` through keys of `pd`.
     pub fn reset(&mut self, pd: PdHandle, why: PinFor) {
         (self.pd, self.why, self.n) = (pd, why, 0);
     }
 
     /// Appends the chunks of bytes `offset..offset + len` of the message laid out by `sges`
-    /// (see [`Chunks::of_sges`]).
-    pub fn fill_from_sges(&mut self, sges: &[Sge], mut offset: u32, mut len: u32) {
-        for sge in sges {
-            if len == 0 {
-                break;
-            }
+    /// (see [`chunks_of`]).
+    pub fn fill_from_sges(&mut self, sges: &[Sge], offset: u32, len: u32) {
+        for c in chunks_of(sges, offset, len) {
+            self.push(c);
+        }
+    }
+}
+
+/// The chunks of bytes `offset..offset + len` of the message laid out by `sges` (a scatter/
+/// gather list, walked in order). Zero-length SGEs give no chunk.
+pub fn chunks_of(sges: &[Sge], mut offset: u32, mut len: u32) -> impl Iterator<Item = Chunk> + '_ {
+    let mut sges = sges.iter();
+    std::iter::from_fn(move || {
+        while len > 0 {
+            let sge = sges.next()?;
             if offset >= sge.length {
                 offset -= sge.length;
                 continue;
             }
             let take = (sge.length - offset).min(len);
-            self.push(Chunk {
+            let chunk = Chunk {
                 key: sge.lkey,
                 va: sge.addr + u64::from(offset),
                 len: take,
-            });
-            len -= take;
-            offset = 0;
+            };
+            (len, offset) = (len - take, 0);
+            return Some(chunk);
         }
-    }
+        None
+    })
+}
 
-    /// Writes `data` (as long as the chunks together) into the chunks, each needing
-    /// `LOCAL_WRITE` (a receive buffer, a READ's or atomic's sink).
-    ///
-    /// # Errors
-    /// The first failed access check; chunks before it have been written.
-    pub fn write(&self, mrs: &MrTable, data: &[u8]) -> Result<(), AccessError> {
-        let mut at = 0usize;
-        for c in self.as_slice() {
-            let n = c.len as usize;
-            mrs.with_local_write(c.key, self.pd, c.va, n, |dst| {
-                dst.copy_from_slice(&data[at..at + n])
-            })?;
-            at += n;
-        }
-        Ok(())
+/// Writes `data` into bytes `offset..offset + data.len()` of the message laid out by `sges`
+/// (keys of `pd`), each chunk needing `LOCAL_WRITE`: a receive buffer, a READ's or an atomic's
+/// sink. (Straight from the list: no chunk list is built for a write.)
+///
+/// # Errors
+/// The first failed access check; chunks before it have been written.
+pub fn scatter(
+    mrs: &MrTable,
+    pd: PdHandle,
+    sges: &[Sge],
+    offset: u32,
+    data: &[u8],
+) -> Result<(), AccessError> {
+    let mut at = 0usize;
+    for c in chunks_of(sges, offset, data.len() as u32) {
+        let n = c.len as usize;
+        mrs.with_local_write(c.key, pd, c.va, n, |dst| {
+            dst.copy_from_slice(&data[at..at + n])
+        })?;
+        at += n;
     }
+    Ok(())
 }
 
 /// Where a packet's payload comes from. (Held by value in small batches: the inline variant's
@@ -330,7 +339,7 @@ mod test {
             sge(500, 20, 2),
             sge(900, 5, 3),
         ];
-        let c = Chunks::of_sges(PdHandle(1), &sges, 5, 20);
+        let of = |offset, len| chunks_of(&sges, offset, len).collect::<Vec<_>>();
         let expect = [
             Chunk {
                 key: 1,
@@ -343,18 +352,21 @@ mod test {
                 len: 15,
             },
         ];
+        assert_eq!(of(5, 20), expect);
+        let mut c = Chunks::new(PdHandle(1), PinFor::Local);
+        c.fill_from_sges(&sges, 5, 20);
         assert_eq!(c.as_slice(), &expect);
-        let c = Chunks::of_sges(PdHandle(1), &sges, 30, 5);
         assert_eq!(
-            c.as_slice(),
-            &[Chunk {
+            of(30, 5),
+            [Chunk {
                 key: 3,
                 va: 900,
                 len: 5
             }]
         );
-        assert!(Chunks::of_sges(PdHandle(1), &sges, 0, 0)
-            .as_slice()
-            .is_empty());
+        assert!(of(0, 0).is_empty());
+        // Past the end of the list: what there is.
+        assert_eq!(of(33, 10).len(), 1);
+        assert!(of(35, 10).is_empty());
     }
 }

@@ -25,7 +25,7 @@ use crate::mr::{Access, MrTable};
 use crate::rc::context::{CqSide, Events, QpContext};
 use crate::rc::responder::recv_wc;
 use crate::rc::segment::payload_fits;
-use crate::rc::transmit::Chunks;
+use crate::rc::transmit::scatter;
 use crate::srq::Srq;
 use crate::wc::{WcFlags, WcOpcode, WcStatus};
 use crate::wr::RecvWqe;
@@ -188,9 +188,7 @@ impl UcResponder {
                 if offset.checked_add(n).is_none_or(|end| end > wqe.total) {
                     return Err(Drop::Length);
                 }
-                Chunks::of_sges(wqe.pd, &wqe.sges, *offset, n)
-                    .write(mrs, pkt.payload)
-                    .map_err(|_| Drop::Silent)?;
+                scatter(mrs, wqe.pd, &wqe.sges, *offset, pkt.payload).map_err(|_| Drop::Silent)?;
                 *offset += n;
                 if last {
                     let Some(Message::Send { wqe, offset }) = self.msg.take() else {

@@ -23,7 +23,7 @@ use softrnic_wire::roce::RocePacket;
 use crate::mr::MrTable;
 use crate::rc::context::{CqSide, Events, QpContext};
 use crate::rc::responder::recv_wc;
-use crate::rc::transmit::Chunks;
+use crate::rc::transmit::scatter;
 use crate::srq::Srq;
 use crate::wc::{WcFlags, WcStatus};
 use crate::wr::RecvWqe;
@@ -86,9 +86,8 @@ pub fn handle_datagram(
         return;
     }
     let header = grh(src, dst, repr.buffer_len());
-    let placed = Chunks::of_sges(wqe.pd, &wqe.sges, 0, GRH_LEN)
-        .write(mrs, &header)
-        .and_then(|()| Chunks::of_sges(wqe.pd, &wqe.sges, GRH_LEN, n).write(mrs, pkt.payload));
+    let placed = scatter(mrs, wqe.pd, &wqe.sges, 0, &header)
+        .and_then(|()| scatter(mrs, wqe.pd, &wqe.sges, GRH_LEN, pkt.payload));
     if placed.is_err() {
         // The buffers are not writable (a region deregistered meanwhile): as on RC, a local
         // protection error, and the QP enters ERR.
