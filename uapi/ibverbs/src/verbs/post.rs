@@ -3,6 +3,9 @@
 //! softrnic's [`SendWr`] / [`RecvWr`] and posted in order. On an error `*bad_wr` is the first
 //! WR not posted (the ones before it are), and the errno is returned, as verbs documents.
 
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
 use libc::c_int;
 use softrnic_uapi::{QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
@@ -20,44 +23,61 @@ const MAX_CHAIN: usize = 1 << 16;
 /// packet QPs and ignored).
 const SEND_FLAGS: u32 = 0xf;
 
-/// The SGEs of a WR.
+/// Writes the SGEs of a WR into `out` (replacing what it held, keeping its capacity).
 ///
 /// # Safety
 /// `sg_list` must point to `num_sge` readable SGEs when `num_sge > 0`.
-pub(crate) unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int) -> Result<Vec<Sge>, c_int> {
+pub(crate) unsafe fn sges_into(
+    sg_list: *const ibv_sge,
+    num_sge: c_int,
+    out: &mut Vec<Sge>,
+) -> Result<(), c_int> {
     if num_sge < 0 || (num_sge > 0 && sg_list.is_null()) {
         return Err(libc::EINVAL);
     }
+    out.clear();
     if num_sge == 0 {
-        return Ok(Vec::new());
+        return Ok(());
     }
     // SAFETY: forwarded from the caller; non-NULL, num_sge > 0.
     let list = unsafe { std::slice::from_raw_parts(sg_list, num_sge as usize) };
-    Ok(list
-        .iter()
-        .map(|s| Sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        })
-        .collect())
+    out.extend(list.iter().map(|s| Sge {
+        addr: s.addr,
+        length: s.length,
+        lkey: s.lkey,
+    }));
+    Ok(())
+}
+
+/// A receive WR into `slot`, its SGE list reused.
+///
+/// # Safety
+/// `w`'s `sg_list` must point to `num_sge` readable SGEs.
+pub(crate) unsafe fn to_recv_wr(w: &ibv_recv_wr, slot: &mut RecvWr) -> Result<(), c_int> {
+    slot.wr_id = w.wr_id;
+    // SAFETY: forwarded from the caller.
+    unsafe { sges_into(w.sg_list, w.num_sge, &mut slot.sg_list) }
 }
 
 /// softrnic's form of one send WR: `imm_data` as on the wire (verbs gives it in network
 /// order), `invalidate_rkey` as is; `wr.rdma` for WRITE/READ, `wr.atomic` for atomics,
 /// `bind_mw` for BIND_MW (type 2 windows, `verbs::mw`).
 ///
+/// Written into `slot`, whose SGE list is reused.
+///
 /// # Safety
 /// `w`'s `sg_list` must point to `num_sge` readable SGEs.
-pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
+pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<(), c_int> {
     use SendOpcode::*;
     let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
     let flags = SendFlags(w.send_flags & SEND_FLAGS);
     if opcode == BindMw {
-        return crate::verbs::mw::bind_wr(w, flags);
+        *slot = crate::verbs::mw::bind_wr(w, flags)?;
+        return Ok(());
     }
+    let mut sg_list = std::mem::take(&mut slot.sg_list);
     // SAFETY: forwarded from the caller.
-    let sg_list = unsafe { sges(w.sg_list, w.num_sge)? };
+    unsafe { sges_into(w.sg_list, w.num_sge, &mut sg_list)? };
     let imm = match opcode {
         SendWithImm | RdmaWriteWithImm => u32::from_be(w.imm_data),
         // `invalidate_rkey`, the other member of the union.
@@ -90,7 +110,7 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
         },
         _ => (RemoteAddr::default(), 0, 0),
     };
-    Ok(SendWr {
+    *slot = SendWr {
         wr_id: w.wr_id,
         opcode,
         flags,
@@ -102,53 +122,127 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr) -> Result<SendWr, c_int> {
         // Only BIND_MW carries one (`verbs::mw::bind_wr`).
         bind_mw: None,
         ud: None,
-    })
+    };
+    Ok(())
 }
 
-/// Walks a chain, converting each WR; posts the converted ones with `post`, which reports the
-/// index of a WR it refused. Returns 0, or the errno with `*bad_wr` set.
+/// A post's WRs in softrnic's form, kept per thread from one post to the next: the vectors,
+/// and each WR's SGE list, keep their capacity, so that once they have grown to the chains a
+/// program posts, posting allocates nothing (a verbs program posts for every message).
+pub(crate) struct Chain<W, C> {
+    /// The links walked (for `*bad_wr`).
+    ptrs: Vec<*mut W>,
+    /// Converted WRs; those past the current post's are spares.
+    wrs: Vec<C>,
+}
+
+/// Spare WRs a thread keeps beyond a post (a long chain's are freed).
+const KEPT: usize = 64;
+
+thread_local! {
+    /// The send chains of this thread's posts.
+    pub(crate) static SENDS: RefCell<Chain<ibv_send_wr, SendWr>> = const { RefCell::new(Chain::new()) };
+    /// The receive chains of this thread's posts (QPs and SRQs).
+    pub(crate) static RECVS: RefCell<Chain<ibv_recv_wr, RecvWr>> = const { RefCell::new(Chain::new()) };
+}
+
+impl<W, C> Chain<W, C> {
+    const fn new() -> Chain<W, C> {
+        Chain {
+            ptrs: Vec::new(),
+            wrs: Vec::new(),
+        }
+    }
+
+    /// Walks a chain, converting each WR into a slot (`fresh` makes a new one); posts the
+    /// converted ones with `post`, which reports the index of a WR it refused. Returns 0, or
+    /// the errno with `*bad_wr` set.
+    ///
+    /// # Safety
+    /// `first` must be NULL or a valid chain; `bad_wr` NULL or writable.
+    unsafe fn post(
+        &mut self,
+        first: *mut W,
+        bad_wr: *mut *mut W,
+        next: impl Fn(&W) -> *mut W,
+        fresh: impl Fn() -> C,
+        convert: impl Fn(&W, &mut C) -> Result<(), c_int>,
+        post: impl FnOnce(&[C]) -> Result<(), (usize, c_int)>,
+    ) -> c_int {
+        let Chain { ptrs, wrs } = self;
+        ptrs.clear();
+        let mut n = 0;
+        let mut failed = None;
+        let mut p = first;
+        while !p.is_null() {
+            if ptrs.len() == MAX_CHAIN {
+                failed = Some((ptrs.len(), libc::ENOMEM));
+                ptrs.push(p);
+                break;
+            }
+            ptrs.push(p);
+            // SAFETY: a non-NULL link of the caller's chain.
+            let w = unsafe { &*p };
+            if wrs.len() == n {
+                wrs.push(fresh());
+            }
+            match convert(w, &mut wrs[n]) {
+                Ok(()) => n += 1,
+                Err(e) => {
+                    failed = Some((ptrs.len() - 1, e));
+                    break;
+                }
+            }
+            p = next(w);
+        }
+        let errno = match post(&wrs[..n]).err().or(failed) {
+            None => 0,
+            Some((i, e)) => {
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller passes NULL or a writable slot.
+                    unsafe { *bad_wr = ptrs[i] };
+                }
+                e
+            }
+        };
+        ptrs.clear();
+        wrs.truncate(KEPT);
+        errno
+    }
+}
+
+/// [`Chain::post`] with this thread's chain in `scratch` (a chain of its own if that one is in
+/// use: a post from inside a post, which verbs programs do not make).
 ///
 /// # Safety
-/// `first` must be NULL or a valid chain; `bad_wr` NULL or writable.
-pub(crate) unsafe fn post_chain<W, C>(
+/// As [`Chain::post`].
+pub(crate) unsafe fn post_chain<W: 'static, C: 'static>(
+    scratch: &'static LocalKey<RefCell<Chain<W, C>>>,
     first: *mut W,
     bad_wr: *mut *mut W,
     next: impl Fn(&W) -> *mut W,
-    convert: impl Fn(&W) -> Result<C, c_int>,
+    fresh: impl Fn() -> C,
+    convert: impl Fn(&W, &mut C) -> Result<(), c_int>,
     post: impl FnOnce(&[C]) -> Result<(), (usize, c_int)>,
 ) -> c_int {
-    let mut ptrs = Vec::new();
-    let mut wrs = Vec::new();
-    let mut failed = None;
-    let mut p = first;
-    while !p.is_null() {
-        if ptrs.len() == MAX_CHAIN {
-            failed = Some((ptrs.len(), libc::ENOMEM));
-            ptrs.push(p);
-            break;
-        }
-        ptrs.push(p);
-        // SAFETY: a non-NULL link of the caller's chain.
-        let w = unsafe { &*p };
-        match convert(w) {
-            Ok(c) => wrs.push(c),
-            Err(e) => {
-                failed = Some((ptrs.len() - 1, e));
-                break;
-            }
-        }
-        p = next(w);
-    }
-    let r = post(&wrs).err().or(failed);
-    match r {
-        None => 0,
-        Some((i, e)) => {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller passes NULL or a writable slot.
-                unsafe { *bad_wr = ptrs[i] };
-            }
-            e
-        }
+    scratch.with(|cell| match cell.try_borrow_mut() {
+        // SAFETY: forwarded from the caller.
+        Ok(mut chain) => unsafe { chain.post(first, bad_wr, next, fresh, convert, post) },
+        // SAFETY: forwarded from the caller.
+        Err(_) => unsafe { Chain::new().post(first, bad_wr, next, fresh, convert, post) },
+    })
+}
+
+/// An empty send WR, for a chain's new slot.
+fn fresh_send() -> SendWr {
+    SendWr::new(0, SendOpcode::Send, Vec::new())
+}
+
+/// An empty receive WR, for a chain's new slot.
+pub(crate) fn fresh_recv() -> RecvWr {
+    RecvWr {
+        wr_id: 0,
+        sg_list: Vec::new(),
     }
 }
 
@@ -168,18 +262,20 @@ pub(crate) unsafe extern "C" fn op_post_send(
         // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
         unsafe {
             post_chain(
+                &SENDS,
                 wr,
                 bad_wr,
                 |w| w.next,
+                fresh_send,
                 // SAFETY: each WR of a valid chain has a valid sg_list.
-                |w| {
-                    let mut wr = to_send_wr(w)?;
+                |w, slot| {
+                    to_send_wr(w, slot)?;
                     if ud {
                         // SAFETY: a UD QP's WRs use the `ud` member; every bit pattern of
                         // it is valid (the AH pointer is checked before use).
-                        wr.ud = Some(ud_dest(&w.wr.ud)?);
+                        slot.ud = Some(ud_dest(&w.wr.ud)?);
                     }
-                    Ok(wr)
+                    Ok(())
                 },
                 |wrs| soft.qp.post_send(wrs).map_err(|(i, e)| (i, e.errno())),
             )
@@ -202,16 +298,13 @@ pub(crate) unsafe extern "C" fn op_post_recv(
         // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
         unsafe {
             post_chain(
+                &RECVS,
                 wr,
                 bad_wr,
                 |w| w.next,
-                |w| {
-                    Ok(RecvWr {
-                        wr_id: w.wr_id,
-                        // SAFETY: each WR of a valid chain has a valid sg_list.
-                        sg_list: sges(w.sg_list, w.num_sge)?,
-                    })
-                },
+                fresh_recv,
+                // SAFETY: each WR of a valid chain has a valid sg_list.
+                |w, slot| to_recv_wr(w, slot),
                 |wrs| soft.qp.post_recv(wrs).map_err(|(i, e)| (i, e.errno())),
             )
         }
@@ -228,4 +321,167 @@ pub(crate) unsafe fn refuse<W>(wr: *mut W, bad_wr: *mut *mut W) -> c_int {
         unsafe { *bad_wr = wr };
     }
     libc::EINVAL
+}
+
+#[cfg(test)]
+mod tests {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// The system allocator, counting the allocations of a thread that asks it to.
+    struct Counting;
+
+    thread_local! {
+        static COUNTING: Cell<bool> = const { Cell::new(false) };
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    // SAFETY: forwards to the system allocator; the counters are const-initialized
+    // thread-locals, which allocate nothing.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            if COUNTING.get() {
+                ALLOCS.set(ALLOCS.get() + 1);
+            }
+            // SAFETY: forwarded.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: forwarded.
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            if COUNTING.get() {
+                ALLOCS.set(ALLOCS.get() + 1);
+            }
+            // SAFETY: forwarded.
+            unsafe { System.realloc(p, l, n) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    /// Allocations `f` makes on this thread.
+    fn allocations(f: impl FnOnce()) -> u64 {
+        ALLOCS.set(0);
+        COUNTING.set(true);
+        f();
+        COUNTING.set(false);
+        ALLOCS.get()
+    }
+
+    fn sge(addr: u64) -> ibv_sge {
+        ibv_sge {
+            addr,
+            length: 64,
+            lkey: 7,
+        }
+    }
+
+    /// A chain of three receive WRs with 1, 2 and 0 SGEs, posted through this thread's chain
+    /// to `post`.
+    fn post_three(post: impl FnOnce(&[RecvWr]) -> Result<(), (usize, c_int)>) -> c_int {
+        let mut sges = [sge(0x1000), sge(0x2000), sge(0x3000)];
+        let mut wrs = [0u64, 1, 2].map(|wr_id| ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+        });
+        (wrs[0].sg_list, wrs[0].num_sge) = (&raw mut sges[0], 1);
+        (wrs[1].sg_list, wrs[1].num_sge) = (&raw mut sges[1], 2);
+        let base = wrs.as_mut_ptr();
+        // SAFETY: in bounds of `wrs`, which outlives the post; written through `base` only.
+        unsafe {
+            (*base).next = base.add(1);
+            (*base.add(1)).next = base.add(2);
+        }
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: a valid chain over live arrays, a writable bad_wr.
+        unsafe {
+            post_chain(
+                &RECVS,
+                base,
+                &raw mut bad,
+                |w| w.next,
+                fresh_recv,
+                |w, slot| to_recv_wr(w, slot),
+                post,
+            )
+        }
+    }
+
+    #[test]
+    fn once_its_chain_has_grown_a_thread_posts_without_allocating() {
+        let check = |wrs: &[RecvWr]| {
+            let addrs: Vec<Vec<u64>> = wrs
+                .iter()
+                .map(|w| w.sg_list.iter().map(|s| s.addr).collect())
+                .collect();
+            assert_eq!(addrs, [vec![0x1000], vec![0x2000, 0x3000], vec![]]);
+            assert_eq!(wrs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
+        };
+        // A new chain (the tests may share a thread): the first post grows it, and the count
+        // sees that. The check allocates, so it runs outside the count.
+        RECVS.with(|c| *c.borrow_mut() = Chain::new());
+        let mut seen = Vec::new();
+        let first = allocations(|| {
+            let r = post_three(|w| {
+                seen.reserve_exact(3);
+                seen.extend_from_slice(w);
+                Ok(())
+            });
+            assert_eq!(r, 0);
+        });
+        check(&seen);
+        assert!(first > 3, "{first}: the count misses the chain growing");
+        let mut second = None;
+        let n = allocations(|| {
+            let r = post_three(|w| {
+                second = Some((w.len(), w[1].sg_list.len(), w[1].sg_list[1].addr));
+                Ok(())
+            });
+            assert_eq!(r, 0);
+        });
+        assert_eq!(second, Some((3, 2, 0x3000)));
+        assert_eq!(n, 0, "the second post allocated");
+    }
+
+    #[test]
+    fn a_refused_wr_is_named_by_bad_wr_and_the_chain_is_reusable_after() {
+        // `post` refuses the second WR: the errno comes back.
+        assert_eq!(post_three(|_| Err((1, libc::ENOMEM))), libc::ENOMEM);
+        // A WR whose SGE list is NULL with num_sge > 0 stops the walk before `post` sees it.
+        let mut w = ibv_recv_wr {
+            wr_id: 9,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 1,
+        };
+        let mut bad = std::ptr::null_mut();
+        let mut posted = usize::MAX;
+        // SAFETY: a one-WR chain; bad_wr writable.
+        let r = unsafe {
+            post_chain(
+                &RECVS,
+                &raw mut w,
+                &raw mut bad,
+                |w| w.next,
+                fresh_recv,
+                |w, slot| to_recv_wr(w, slot),
+                |wrs| {
+                    posted = wrs.len();
+                    Ok(())
+                },
+            )
+        };
+        assert_eq!((r, posted, bad), (libc::EINVAL, 0, &raw mut w));
+        assert_eq!(
+            post_three(|w| if w.len() == 3 { Ok(()) } else { Err((0, 1)) }),
+            0
+        );
+    }
 }

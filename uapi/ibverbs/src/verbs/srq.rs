@@ -11,7 +11,7 @@ use std::ptr::null_mut;
 use std::sync::{Mutex, MutexGuard};
 
 use libc::c_int;
-use softrnic_uapi::{RecvWr, Srq, SrqAttr, SrqAttrMask};
+use softrnic_uapi::{Srq, SrqAttr, SrqAttrMask};
 
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_pd, ibv_srq};
@@ -22,7 +22,7 @@ use crate::ffi::{catch, set_errno};
 use crate::live::Live;
 use crate::verbs::async_event::count_ack;
 use crate::verbs::pd::pd_of;
-use crate::verbs::post::{post_chain, refuse, sges};
+use crate::verbs::post::{fresh_recv, post_chain, refuse, to_recv_wr, RECVS};
 
 /// A shared receive queue.
 #[repr(C)]
@@ -218,16 +218,13 @@ pub(crate) unsafe extern "C" fn op_post_srq_recv(
             // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
             unsafe {
                 post_chain(
+                    &RECVS,
                     wr,
                     bad_wr,
                     |w| w.next,
-                    |w| {
-                        Ok(RecvWr {
-                            wr_id: w.wr_id,
-                            // SAFETY: each WR of a valid chain has a valid sg_list.
-                            sg_list: sges(w.sg_list, w.num_sge)?,
-                        })
-                    },
+                    fresh_recv,
+                    // SAFETY: each WR of a valid chain has a valid sg_list.
+                    |w, slot| to_recv_wr(w, slot),
                     |wrs| s.post_recv(wrs).map_err(|(i, e)| (i, e.errno())),
                 )
             }
