@@ -153,23 +153,31 @@ impl<W, C> Chain<W, C> {
             wrs: Vec::new(),
         }
     }
+}
 
-    /// Walks a chain, converting each WR into a slot (`fresh` makes a new one); posts the
-    /// converted ones with `post`, which reports the index of a WR it refused. Returns 0, or
-    /// the errno with `*bad_wr` set.
-    ///
-    /// # Safety
-    /// `first` must be NULL or a valid chain; `bad_wr` NULL or writable.
-    unsafe fn post(
-        &mut self,
-        first: *mut W,
-        bad_wr: *mut *mut W,
-        next: impl Fn(&W) -> *mut W,
-        fresh: impl Fn() -> C,
-        convert: impl Fn(&W, &mut C) -> Result<(), c_int>,
-        post: impl FnOnce(&[C]) -> Result<(), (usize, c_int)>,
-    ) -> c_int {
-        let Chain { ptrs, wrs } = self;
+/// Walks a chain, converting each WR into a slot of this thread's chain in `scratch` (`fresh`
+/// makes a new slot); posts the converted ones with `post`, which reports the index of a WR it
+/// refused. Returns 0, or the errno with `*bad_wr` set. (A post from inside a post, which
+/// verbs programs do not make, finds the thread's chain in use and gets one of its own.)
+///
+/// # Safety
+/// `first` must be NULL or a valid chain; `bad_wr` NULL or writable.
+pub(crate) unsafe fn post_chain<W: 'static, C: 'static>(
+    scratch: &'static LocalKey<RefCell<Chain<W, C>>>,
+    first: *mut W,
+    bad_wr: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    fresh: impl Fn() -> C,
+    convert: impl Fn(&W, &mut C) -> Result<(), c_int>,
+    post: impl FnOnce(&[C]) -> Result<(), (usize, c_int)>,
+) -> c_int {
+    scratch.with(|cell| {
+        let mut own = None;
+        let mut shared = cell.try_borrow_mut().ok();
+        let Chain { ptrs, wrs } = match shared.as_deref_mut() {
+            Some(chain) => chain,
+            None => own.insert(Chain::new()),
+        };
         ptrs.clear();
         let mut n = 0;
         let mut failed = None;
@@ -208,28 +216,6 @@ impl<W, C> Chain<W, C> {
         ptrs.clear();
         wrs.truncate(KEPT);
         errno
-    }
-}
-
-/// [`Chain::post`] with this thread's chain in `scratch` (a chain of its own if that one is in
-/// use: a post from inside a post, which verbs programs do not make).
-///
-/// # Safety
-/// As [`Chain::post`].
-pub(crate) unsafe fn post_chain<W: 'static, C: 'static>(
-    scratch: &'static LocalKey<RefCell<Chain<W, C>>>,
-    first: *mut W,
-    bad_wr: *mut *mut W,
-    next: impl Fn(&W) -> *mut W,
-    fresh: impl Fn() -> C,
-    convert: impl Fn(&W, &mut C) -> Result<(), c_int>,
-    post: impl FnOnce(&[C]) -> Result<(), (usize, c_int)>,
-) -> c_int {
-    scratch.with(|cell| match cell.try_borrow_mut() {
-        // SAFETY: forwarded from the caller.
-        Ok(mut chain) => unsafe { chain.post(first, bad_wr, next, fresh, convert, post) },
-        // SAFETY: forwarded from the caller.
-        Err(_) => unsafe { Chain::new().post(first, bad_wr, next, fresh, convert, post) },
     })
 }
 
@@ -483,5 +469,22 @@ mod tests {
             post_three(|w| if w.len() == 3 { Ok(()) } else { Err((0, 1)) }),
             0
         );
+    }
+
+    #[test]
+    fn a_post_from_inside_a_post_gets_a_chain_of_its_own() {
+        let ids = |w: &[RecvWr]| w.iter().map(|w| w.wr_id).collect::<Vec<_>>();
+        let mut inner = None;
+        let r = post_three(|outer| {
+            inner = Some(post_three(|w| {
+                assert_eq!(ids(w), [0, 1, 2]);
+                Ok(())
+            }));
+            // The inner post did not touch the outer one's WRs.
+            assert_eq!(ids(outer), [0, 1, 2]);
+            assert_eq!(outer[1].sg_list.len(), 2);
+            Ok(())
+        });
+        assert_eq!((r, inner), (0, Some(0)));
     }
 }
