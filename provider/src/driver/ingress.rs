@@ -8,7 +8,7 @@
 //! it is accepted either way. Senders that number their datagrams (kernel rxe, a softrnic
 //! with connected sockets) never match, so [`IcrcGuesses`] stops computing an ICRC that can
 //! only fail for a source whose last few packets all failed, and tries it again on every
-//! [`RETRY_EVERY`]-th packet, in case the source changed. What is accepted, and what is
+//! 64th packet (`RETRY_EVERY`), in case the source changed. What is accepted, and what is
 //! dropped, is the same; only the split of the counters between verified and unverifiable
 //! packets may lag behind a source that changes.
 
