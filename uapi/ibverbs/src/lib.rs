@@ -1,7 +1,7 @@
 //! softrnic-ibverbs: the C ABI of softrnic, a drop-in `libibverbs.so.1` (issue 4).
 //!
 //! Built as `libsoftrnic_ibverbs.so` with SONAME `libibverbs.so.1` and rdma-core 44's GNU
-//! symbol versions (`build.rs`, [`export`]). Already-compiled verbs programs load it instead
+//! symbol versions (`build.rs`, `export.rs`). Already-compiled verbs programs load it instead
 //! of rdma-core's from a directory holding it under the name `libibverbs.so.1`:
 //!
 //! ```sh
