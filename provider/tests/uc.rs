@@ -250,6 +250,51 @@ fn a_send_without_a_receive_wqe_is_dropped_and_the_next_one_arrives() {
     assert_eq!(p.b.read(&b_mem, 0, 64), bytes(64, 9));
 }
 
+/// rxe's UC "class D": a SEND longer than its receive WQE completes that WQE with
+/// `IBV_WC_LOC_LEN_ERR` and drops the rest of the message; the QP goes on, and the next SEND
+/// fills the next WQE. Nothing of the long SEND lands past the WQE's buffer.
+#[test]
+fn a_send_longer_than_its_receive_wqe_completes_it_with_a_length_error() {
+    let mut p = uc_pair(5);
+    let a_mem = p.a.region(1 << 14, RW);
+    let b_mem = p.b.region(1 << 14, RW);
+    p.a.fill(&a_mem, 0, &bytes(3 * PMTU, 4));
+    p.b.qp
+        .post_recv(&recv_wr(70, vec![sge_of(&b_mem, 0, 100)]))
+        .unwrap();
+    p.b.qp
+        .post_recv(&recv_wr(71, vec![sge_of(&b_mem, 4096, 64)]))
+        .unwrap();
+    let long = send_wr(
+        1,
+        SendOpcode::Send,
+        vec![sge_of(&a_mem, 0, 3 * PMTU as u32)],
+        remote_of(&b_mem, 0),
+    );
+    post(&mut p, &long);
+    post(
+        &mut p,
+        &send_wr(
+            2,
+            SendOpcode::Send,
+            vec![sge_of(&a_mem, 0, 64)],
+            remote_of(&b_mem, 0),
+        ),
+    );
+    p.run_to_quiescence(10_000);
+    assert_eq!(
+        wc_statuses(&p.b.recv_wcs),
+        vec![(70, WcStatus::LocLenErr), (71, WcStatus::Success)]
+    );
+    assert_eq!(p.b.read(&b_mem, 100, 4096 - 100), vec![0; 4096 - 100]);
+    assert_eq!(p.b.read(&b_mem, 4096, 64), bytes(64, 4));
+    assert_eq!(
+        p.b.qp.state(),
+        softrnic_provider::qp_state::QpState::Rts,
+        "UC errors are not fatal"
+    );
+}
+
 #[test]
 fn a_write_to_a_bad_rkey_is_dropped_silently() {
     let mut p = uc_pair(4);

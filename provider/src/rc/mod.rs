@@ -13,6 +13,7 @@
 mod completer;
 pub mod connect;
 pub mod context;
+pub(crate) mod inbound;
 mod local_ops;
 pub mod qp;
 pub mod qp_attr;

@@ -35,31 +35,17 @@ use softrnic_wire::roce::RocePacket;
 use softrnic_wire::{Opcode, Psn};
 
 use super::context::{CqSide, Events, QpContext};
+use super::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
 use super::segment::{packets_for, payload_fits, MessageKind, Segments};
 use super::sequence::{classify, PsnClass};
-use super::transmit::{scatter, Chunk, Payload, Transmit};
+use super::transmit::{Chunk, Payload, Transmit};
 use crate::mr::{Access, AccessError, MrTable, PinFor};
 use crate::srq::Srq;
-use crate::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use crate::wc::WcStatus;
 use crate::wr::RecvWqe;
 
 mod duplicate;
 mod flush_atomic_write;
-
-/// The message being received.
-#[derive(Debug)]
-enum InMessage {
-    Send {
-        wqe: RecvWqe,
-        offset: u32,
-    },
-    Write {
-        rkey: u32,
-        va: u64,
-        len: u32,
-        offset: u32,
-    },
-}
 
 /// A saved READ or atomic (a responder resource, IBTA 9.7.5.1.2).
 #[derive(Debug, Clone, Copy)]
@@ -222,33 +208,23 @@ impl Responder {
                 if !payload_fits(info.position, pkt.payload.len(), ctx.pmtu) {
                     return Err(INVALID); // the WQE just taken completes in error
                 }
-                let Some(InMessage::Send { wqe, offset }) = &mut self.msg else {
-                    unreachable!("set above")
-                };
-                let len = pkt.payload.len() as u32;
-                if offset.checked_add(len).is_none_or(|end| end > wqe.total) {
-                    return Err(Fatal(NakCode::InvalidRequest, WcStatus::LocLenErr));
-                }
-                scatter(mrs, wqe.pd, &wqe.sges, *offset, pkt.payload)
-                    .map_err(|_| Fatal(NakCode::RemoteOperationalError, WcStatus::LocProtErr))?;
-                *offset += len;
-                if matches!(info.position, Position::Last | Position::Only) {
+                let last = matches!(info.position, Position::Last | Position::Only);
+                let msg = self.msg.as_mut().expect("set above");
+                msg.place(ctx, mrs, pkt.payload, last)
+                    .map_err(|e| match e {
+                        PlaceError::Length => Fatal(NakCode::InvalidRequest, WcStatus::LocLenErr),
+                        PlaceError::Access(_) => {
+                            Fatal(NakCode::RemoteOperationalError, WcStatus::LocProtErr)
+                        }
+                    })?;
+                if last {
                     if let Some(ieth) = repr.ieth {
                         invalidate(ctx, mrs, ieth.0)?;
                     }
                     let Some(InMessage::Send { wqe, offset }) = self.msg.take() else {
                         unreachable!("set above")
                     };
-                    let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
-                    wc.byte_len = offset;
-                    if let Some(imm) = repr.immdt {
-                        wc.imm_data_or_inv_rkey = imm.0;
-                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
-                    }
-                    if let Some(ieth) = repr.ieth {
-                        wc.imm_data_or_inv_rkey = ieth.0;
-                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_INV.0);
-                    }
+                    let wc = send_wc(ctx, &wqe, offset, repr.immdt, repr.ieth);
                     ev.complete(CqSide::Recv, wc);
                     self.msn = (self.msn + 1) & MSN_MASK;
                 }
@@ -267,62 +243,23 @@ impl Responder {
                 if last && repr.immdt.is_some() && !self.wqe_ready(srq) {
                     return self.rnr(ctx, psn);
                 }
-                if let Some(reth) = repr.reth {
-                    if reth.dma_len > 0 {
-                        mrs.with_remote_write(
-                            reth.rkey,
-                            ctx.pd,
-                            ctx.qpn,
-                            reth.va,
-                            reth.dma_len as usize,
-                            |_| (),
-                        )
-                        .map_err(remote_fatal)?;
-                    }
-                    self.msg = Some(InMessage::Write {
-                        rkey: reth.rkey,
-                        va: reth.va,
-                        len: reth.dma_len,
-                        offset: 0,
-                    });
+                if let Some(reth) = &repr.reth {
+                    self.msg = Some(InMessage::write(ctx, mrs, reth).map_err(remote_fatal)?);
                 }
-                let Some(InMessage::Write {
-                    rkey,
-                    va,
-                    len,
-                    offset,
-                }) = &mut self.msg
-                else {
-                    unreachable!("in_sequence checked it")
-                };
-                let n = pkt.payload.len() as u32;
-                let end = offset.checked_add(n).filter(|&e| e <= *len);
-                let Some(end) = end.filter(|&e| !last || e == *len) else {
-                    return Err(INVALID); // the payloads do not add up to the DMA length
-                };
-                if n > 0 {
-                    mrs.with_remote_write(
-                        *rkey,
-                        ctx.pd,
-                        ctx.qpn,
-                        *va + u64::from(*offset),
-                        n as usize,
-                        |d| d.copy_from_slice(pkt.payload),
-                    )
-                    .map_err(remote_fatal)?;
-                }
-                *offset = end;
+                let msg = self.msg.as_mut().expect("in_sequence checked it");
+                msg.place(ctx, mrs, pkt.payload, last)
+                    .map_err(|e| match e {
+                        // The payloads do not add up to the DMA length.
+                        PlaceError::Length => INVALID,
+                        PlaceError::Access(a) => remote_fatal(a),
+                    })?;
                 if last {
-                    let total = *len;
-                    self.msg = None;
+                    let Some(InMessage::Write { len: total, .. }) = self.msg.take() else {
+                        unreachable!("in_sequence checked it")
+                    };
                     if let Some(imm) = repr.immdt {
                         let wqe = self.take_wqe(srq).expect("checked above, in this call");
-                        let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
-                        wc.opcode = WcOpcode::RecvRdmaWithImm;
-                        wc.byte_len = total;
-                        wc.imm_data_or_inv_rkey = imm.0;
-                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
-                        ev.complete(CqSide::Recv, wc);
+                        ev.complete(CqSide::Recv, write_imm_wc(ctx, &wqe, total, imm));
                     }
                     self.msn = (self.msn + 1) & MSN_MASK;
                 }
@@ -525,13 +462,6 @@ impl Responder {
     /// Whether the next response is an ACK or NAK without data.
     pub fn next_is_plain_ack(&self) -> bool {
         matches!(self.out.front(), Some(Response::Ack { .. }))
-    }
-}
-
-pub(crate) fn recv_wc(ctx: &QpContext, wqe: &RecvWqe, status: WcStatus) -> WorkCompletion {
-    WorkCompletion {
-        src_qp: ctx.dest_qpn,
-        ..WorkCompletion::error(wqe.wr_id, status, WcOpcode::Recv, ctx.qpn)
     }
 }
 

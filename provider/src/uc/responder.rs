@@ -23,27 +23,11 @@ use softrnic_wire::Psn;
 
 use crate::mr::{Access, MrTable};
 use crate::rc::context::{CqSide, Events, QpContext};
-use crate::rc::responder::recv_wc;
+use crate::rc::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
 use crate::rc::segment::payload_fits;
-use crate::rc::transmit::scatter;
 use crate::srq::Srq;
-use crate::wc::{WcFlags, WcOpcode, WcStatus};
+use crate::wc::WcStatus;
 use crate::wr::RecvWqe;
-
-/// The message being received.
-#[derive(Debug)]
-enum Message {
-    Send {
-        wqe: RecvWqe,
-        offset: u32,
-    },
-    Write {
-        rkey: u32,
-        va: u64,
-        len: u32,
-        offset: u32,
-    },
-}
 
 /// Why a packet was not executed.
 enum Drop {
@@ -58,7 +42,7 @@ enum Drop {
 pub(crate) struct UcResponder {
     /// The expected PSN.
     pub epsn: Psn,
-    msg: Option<Message>,
+    msg: Option<InMessage>,
     /// A WQE taken from the QP's own receive queue for a message that was dropped: the next
     /// SEND uses it first.
     spare: Option<RecvWqe>,
@@ -78,7 +62,7 @@ impl UcResponder {
     /// (On a QP with an SRQ, as on RC, the WQE of a message in progress is the QP's and is
     /// flushed with it.)
     pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
-        if let Some(Message::Send { wqe, .. }) = self.msg.take() {
+        if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
             ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
         }
         if let Some(wqe) = self.spare.take() {
@@ -113,7 +97,7 @@ impl UcResponder {
         match self.execute(ctx, pkt, mrs, rq, &mut srq, ev) {
             Ok(()) => self.epsn = psn.add(1),
             Err(why) => {
-                if let (Drop::Length, Some(Message::Send { wqe, .. })) = (why, self.msg.take()) {
+                if let (Drop::Length, Some(InMessage::Send { wqe, .. })) = (why, self.msg.take()) {
                     ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::LocLenErr));
                 }
                 self.drop_message(&mut srq);
@@ -125,7 +109,7 @@ impl UcResponder {
     /// Abandons the message in progress; a SEND's WQE is kept for the next message (given
     /// back to the SRQ it came from, if the QP has one).
     fn drop_message(&mut self, srq: &mut Option<&mut Srq>) {
-        if let Some(Message::Send { wqe, .. }) = self.msg.take() {
+        if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
             match srq {
                 Some(s) => s.give_back(wqe),
                 None => self.spare = Some(wqe),
@@ -167,40 +151,31 @@ impl UcResponder {
         let continues = matches!(info.position, Position::Middle | Position::Last);
         let last = matches!(info.position, Position::Last | Position::Only);
         let in_sequence = match (&self.msg, info.operation) {
-            (Some(Message::Send { .. }), Operation::Send) => continues,
-            (Some(Message::Write { .. }), Operation::RdmaWrite) => continues,
+            (Some(InMessage::Send { .. }), Operation::Send) => continues,
+            (Some(InMessage::Write { .. }), Operation::RdmaWrite) => continues,
             (Some(_), _) => false,
             (None, _) => !continues,
         };
         if !in_sequence || !payload_fits(info.position, pkt.payload.len(), ctx.pmtu) {
             return Err(Drop::Silent);
         }
-        let n = pkt.payload.len() as u32;
         match info.operation {
             Operation::Send => {
                 if self.msg.is_none() {
                     let wqe = self.take_wqe(rq, srq).ok_or(Drop::Silent)?;
-                    self.msg = Some(Message::Send { wqe, offset: 0 });
+                    self.msg = Some(InMessage::Send { wqe, offset: 0 });
                 }
-                let Some(Message::Send { wqe, offset }) = &mut self.msg else {
-                    return Err(Drop::Silent);
-                };
-                if offset.checked_add(n).is_none_or(|end| end > wqe.total) {
-                    return Err(Drop::Length);
-                }
-                scatter(mrs, wqe.pd, &wqe.sges, *offset, pkt.payload).map_err(|_| Drop::Silent)?;
-                *offset += n;
+                let msg = self.msg.as_mut().ok_or(Drop::Silent)?;
+                msg.place(ctx, mrs, pkt.payload, last)
+                    .map_err(|e| match e {
+                        PlaceError::Length => Drop::Length,
+                        PlaceError::Access(_) => Drop::Silent,
+                    })?;
                 if last {
-                    let Some(Message::Send { wqe, offset }) = self.msg.take() else {
+                    let Some(InMessage::Send { wqe, offset }) = self.msg.take() else {
                         return Err(Drop::Silent);
                     };
-                    let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
-                    wc.byte_len = offset;
-                    if let Some(imm) = repr.immdt {
-                        wc.imm_data_or_inv_rkey = imm.0;
-                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
-                    }
-                    ev.complete(CqSide::Recv, wc);
+                    ev.complete(CqSide::Recv, send_wc(ctx, &wqe, offset, repr.immdt, None));
                 }
                 Ok(())
             }
@@ -211,61 +186,22 @@ impl UcResponder {
                 if last && repr.immdt.is_some() && !self.wqe_ready(rq, srq) {
                     return Err(Drop::Silent);
                 }
-                if let Some(reth) = repr.reth {
-                    if reth.dma_len > 0 {
-                        mrs.with_remote_write(
-                            reth.rkey,
-                            ctx.pd,
-                            ctx.qpn,
-                            reth.va,
-                            reth.dma_len as usize,
-                            |_| (),
-                        )
-                        .map_err(|_| Drop::Silent)?;
-                    }
-                    self.msg = Some(Message::Write {
-                        rkey: reth.rkey,
-                        va: reth.va,
-                        len: reth.dma_len,
-                        offset: 0,
-                    });
+                if let Some(reth) = &repr.reth {
+                    let msg = InMessage::write(ctx, mrs, reth).map_err(|_| Drop::Silent)?;
+                    self.msg = Some(msg);
                 }
-                let Some(Message::Write {
-                    rkey,
-                    va,
-                    len,
-                    offset,
-                }) = &mut self.msg
-                else {
-                    return Err(Drop::Silent); // a FIRST or ONLY without a RETH
-                };
-                let end = offset.checked_add(n).filter(|&e| e <= *len);
-                let Some(end) = end.filter(|&e| !last || e == *len) else {
-                    return Err(Drop::Silent); // the payloads do not add up to the DMA length
-                };
-                if n > 0 {
-                    mrs.with_remote_write(
-                        *rkey,
-                        ctx.pd,
-                        ctx.qpn,
-                        va.wrapping_add(u64::from(*offset)),
-                        n as usize,
-                        |d| d.copy_from_slice(pkt.payload),
-                    )
+                // A FIRST or ONLY without a RETH has no message; payloads that do not add up
+                // to the DMA length drop it.
+                let msg = self.msg.as_mut().ok_or(Drop::Silent)?;
+                msg.place(ctx, mrs, pkt.payload, last)
                     .map_err(|_| Drop::Silent)?;
-                }
-                *offset = end;
                 if last {
-                    let total = *len;
-                    self.msg = None;
+                    let Some(InMessage::Write { len: total, .. }) = self.msg.take() else {
+                        return Err(Drop::Silent);
+                    };
                     if let Some(imm) = repr.immdt {
                         let wqe = self.take_wqe(rq, srq).ok_or(Drop::Silent)?;
-                        let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
-                        wc.opcode = WcOpcode::RecvRdmaWithImm;
-                        wc.byte_len = total;
-                        wc.imm_data_or_inv_rkey = imm.0;
-                        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
-                        ev.complete(CqSide::Recv, wc);
+                        ev.complete(CqSide::Recv, write_imm_wc(ctx, &wqe, total, imm));
                     }
                 }
                 Ok(())

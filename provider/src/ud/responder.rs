@@ -22,7 +22,7 @@ use softrnic_wire::roce::RocePacket;
 
 use crate::mr::MrTable;
 use crate::rc::context::{CqSide, Events, QpContext};
-use crate::rc::responder::recv_wc;
+use crate::rc::inbound::recv_wc;
 use crate::rc::transmit::scatter;
 use crate::srq::Srq;
 use crate::wc::{WcFlags, WcStatus};
