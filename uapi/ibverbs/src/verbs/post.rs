@@ -53,7 +53,7 @@ pub(crate) unsafe fn sges_into(
 ///
 /// # Safety
 /// `w`'s `sg_list` must point to `num_sge` readable SGEs.
-pub(crate) unsafe fn to_recv_wr(w: &ibv_recv_wr, slot: &mut RecvWr) -> Result<(), c_int> {
+unsafe fn to_recv_wr(w: &ibv_recv_wr, slot: &mut RecvWr) -> Result<(), c_int> {
     slot.wr_id = w.wr_id;
     // SAFETY: forwarded from the caller.
     unsafe { sges_into(w.sg_list, w.num_sge, &mut slot.sg_list) }
@@ -143,7 +143,7 @@ thread_local! {
     /// The send chains of this thread's posts.
     pub(crate) static SENDS: RefCell<Chain<ibv_send_wr, SendWr>> = const { RefCell::new(Chain::new()) };
     /// The receive chains of this thread's posts (QPs and SRQs).
-    pub(crate) static RECVS: RefCell<Chain<ibv_recv_wr, RecvWr>> = const { RefCell::new(Chain::new()) };
+    static RECVS: RefCell<Chain<ibv_recv_wr, RecvWr>> = const { RefCell::new(Chain::new()) };
 }
 
 impl<W, C> Chain<W, C> {
@@ -225,7 +225,7 @@ fn fresh_send() -> SendWr {
 }
 
 /// An empty receive WR, for a chain's new slot.
-pub(crate) fn fresh_recv() -> RecvWr {
+fn fresh_recv() -> RecvWr {
     RecvWr {
         wr_id: 0,
         sg_list: Vec::new(),
@@ -282,19 +282,33 @@ pub(crate) unsafe extern "C" fn op_post_recv(
             return unsafe { refuse(wr, bad_wr) };
         };
         // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
-        unsafe {
-            post_chain(
-                &RECVS,
-                wr,
-                bad_wr,
-                |w| w.next,
-                fresh_recv,
-                // SAFETY: each WR of a valid chain has a valid sg_list.
-                |w, slot| to_recv_wr(w, slot),
-                |wrs| soft.qp.post_recv(wrs).map_err(|(i, e)| (i, e.errno())),
-            )
-        }
+        unsafe { post_recv_chain(wr, bad_wr, |wrs| soft.qp.post_recv(wrs)) }
     })
+}
+
+/// Posts a chain of receive WRs (a QP's or an SRQ's) with `post`, through this thread's
+/// receive chain: 0, or the errno with `*bad_wr` set.
+///
+/// # Safety
+/// `wr` must be NULL or a valid chain; `bad_wr` NULL or writable.
+pub(crate) unsafe fn post_recv_chain(
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+    post: impl FnOnce(&[RecvWr]) -> Result<(), (usize, softrnic_uapi::Error)>,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        post_chain(
+            &RECVS,
+            wr,
+            bad_wr,
+            |w| w.next,
+            fresh_recv,
+            // SAFETY: each WR of a valid chain has a valid sg_list.
+            |w, slot| to_recv_wr(w, slot),
+            |wrs| post(wrs).map_err(|(i, e)| (i, e.errno())),
+        )
+    }
 }
 
 /// `EINVAL` with `*bad_wr = wr` (a bad QP: nothing is posted).

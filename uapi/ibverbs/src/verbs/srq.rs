@@ -22,7 +22,7 @@ use crate::ffi::{catch, set_errno};
 use crate::live::Live;
 use crate::verbs::async_event::count_ack;
 use crate::verbs::pd::pd_of;
-use crate::verbs::post::{fresh_recv, post_chain, refuse, to_recv_wr, RECVS};
+use crate::verbs::post::{post_recv_chain, refuse};
 
 /// A shared receive queue.
 #[repr(C)]
@@ -216,18 +216,7 @@ pub(crate) unsafe extern "C" fn op_post_srq_recv(
     catch(libc::EIO, || {
         let r = with_srq(srq, |s| {
             // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
-            unsafe {
-                post_chain(
-                    &RECVS,
-                    wr,
-                    bad_wr,
-                    |w| w.next,
-                    fresh_recv,
-                    // SAFETY: each WR of a valid chain has a valid sg_list.
-                    |w, slot| to_recv_wr(w, slot),
-                    |wrs| s.post_recv(wrs).map_err(|(i, e)| (i, e.errno())),
-                )
-            }
+            unsafe { post_recv_chain(wr, bad_wr, |wrs| s.post_recv(wrs)) }
         });
         // SAFETY: the caller passes NULL or a writable slot.
         r.unwrap_or_else(|_| unsafe { refuse(wr, bad_wr) })
