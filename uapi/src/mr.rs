@@ -92,7 +92,19 @@ impl Pd {
         let mrs = self.ctx.inner.device.mrs();
         // SAFETY: forwarded from the caller.
         let keys = unsafe { mrs.register(self.handle, addr, len, addr as u64, access)? };
-        Ok(MemoryRegion {
+        Ok(self.registered(keys, addr, len, access))
+    }
+
+    /// The region `keys` name: `len` bytes at `addr` with `access`, registered in this PD (by
+    /// the caller: a plain registration, not owning its buffer; callers set what differs).
+    pub(crate) fn registered(
+        &self,
+        keys: MrKeys,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> MemoryRegion {
+        MemoryRegion {
             pd: self.clone(),
             keys,
             addr,
@@ -102,7 +114,7 @@ impl Pd {
             registered: true,
             relaxed: false,
             mapping: None,
-        })
+        }
     }
 }
 

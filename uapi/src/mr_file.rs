@@ -51,17 +51,9 @@ impl Pd {
         // SAFETY: the mapping lives in the region and is unmapped only after deregistration
         // (`MemoryRegion::drop`); no Rust reference to its bytes is handed out.
         let keys = unsafe { mrs.register_file(self.handle, addr, len, addr as u64, access)? };
-        Ok(MemoryRegion {
-            pd: self.clone(),
-            keys,
-            addr,
-            len,
-            access,
-            owned: None,
-            registered: true,
-            relaxed: false,
-            mapping: Some(map),
-        })
+        let mut mr = self.registered(keys, addr, len, access);
+        mr.mapping = Some(map);
+        Ok(mr)
     }
 
     /// [`reg_mr_file`](Self::reg_mr_file) of the file at `path`, opened read-write (and

@@ -183,17 +183,9 @@ impl Pd {
         let mrs = self.ctx.inner.device.mrs();
         // SAFETY: forwarded from the caller.
         let keys = unsafe { mrs.register_relaxed(pool, addr, len, access)? };
-        Ok(MemoryRegion {
-            pd: self.clone(),
-            keys,
-            addr,
-            len,
-            access,
-            owned: None,
-            registered: true,
-            relaxed: true,
-            mapping: None,
-        })
+        let mut mr = self.registered(keys, addr, len, access);
+        mr.relaxed = true;
+        Ok(mr)
     }
 
     /// `ibv_flush_relaxed_mr`: invalidates every relaxed region of this PD deregistered so
