@@ -161,10 +161,10 @@ mod tests {
     use crate::mr::PdHandle;
     use crate::rc::{Qp, QpCaps, QpLimits};
 
-    #[test]
-    fn the_steps_take_a_qp_from_reset_to_rts() {
+    /// A QP in RESET, and limits with `active_mtu`.
+    fn fresh(active_mtu: Mtu) -> (Qp, QpLimits) {
         let limits = QpLimits {
-            active_mtu: Mtu::Mtu4096,
+            active_mtu,
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
         };
@@ -175,7 +175,12 @@ mod tests {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let mut qp = Qp::new(0x11, PdHandle(1), caps, 0xc011, false);
+        (Qp::new(0x11, PdHandle(1), caps, 0xc011, false), limits)
+    }
+
+    #[test]
+    fn the_steps_take_a_qp_from_reset_to_rts() {
+        let (mut qp, limits) = fresh(Mtu::Mtu4096);
         let attr = ConnectAttr {
             dest: "127.0.0.2".parse().unwrap(),
             dest_qp_num: 0x22,
@@ -190,19 +195,7 @@ mod tests {
 
     #[test]
     fn a_step_out_of_order_is_refused() {
-        let limits = QpLimits {
-            active_mtu: Mtu::Mtu1024,
-            max_rd_atomic: 16,
-            max_dest_rd_atomic: 16,
-        };
-        let caps = QpCaps {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let mut qp = Qp::new(0x11, PdHandle(1), caps, 0xc011, false);
+        let (mut qp, limits) = fresh(Mtu::Mtu1024);
         let [_, rtr, _] = ConnectAttr::default().steps();
         assert!(qp.modify(&rtr.0, rtr.1, &limits).is_err(), "RESET to RTR");
         assert_eq!(qp.state(), QpState::Reset);
