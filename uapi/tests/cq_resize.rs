@@ -5,10 +5,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::Setup;
 use softrnic_provider::transport::{Fabric, FabricConfig};
-use softrnic_uapi::{
-    AttrMask, Context, OpenOptions, Progress, QpAttr, QpCaps, QpInitAttr, QpState, RecvWr, WcStatus,
-};
+use softrnic_uapi::{AttrMask, Progress, QpAttr, QpState, RecvWr, WcStatus};
 
 /// An in-memory fabric address (nobody else's).
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 31, 1));
@@ -17,20 +18,13 @@ const EINVAL: i32 = 22;
 #[test]
 fn resizing_keeps_the_completions_in_order_and_checks_the_size() {
     let fabric = Fabric::new(FabricConfig::default(), 31);
-    let opts = OpenOptions {
+    let setup = Setup {
         progress: Progress::Polling,
-        key_seed: 31,
+        seed: 31,
+        cqe: 4,
+        ..Setup::default()
     };
-    let ctx = Context::open_on(Box::new(fabric.attach(A).unwrap()), opts).unwrap();
-    let cq = ctx.create_cq(4).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = ctx.alloc_pd().create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
+    let common::Side { ctx, cq, qp, .. } = setup.on(&fabric, A);
     let to = |qp_state| {
         let attr = QpAttr {
             qp_state,

@@ -6,65 +6,31 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::{Node, Setup};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, DescriptorError, MemoryRegion, OpenOptions, Progress, QpCaps,
-    QpInitAttr, QueuePair, RemoteMr, SendFlags, SendOpcode, SendWr, Usage, WcStatus,
+    Access, DescriptorError, RemoteMr, SendFlags, SendOpcode, SendWr, Usage, WcStatus,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 2, 2));
 
-struct Side {
-    _ctx: Context,
-    cq: Cq,
-    qp: QueuePair,
-    mr: MemoryRegion,
+fn side(fabric: &Fabric, addr: IpAddr, access: Access) -> Node {
+    let setup = Setup {
+        seed: 3,
+        ..Setup::default()
+    };
+    Node::new(setup.on(fabric, addr), 8192, access)
 }
 
-fn side(fabric: &Fabric, addr: IpAddr, access: Access) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: 3,
-    };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let mr = pd.reg_mr(8192, access).unwrap();
-    let cq = ctx.create_cq(16).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    Side {
-        _ctx: ctx,
-        cq,
-        qp,
-        mr,
-    }
-}
-
-fn connect(a: &Side, b: &Side) {
-    let attr = ConnectAttr::default();
-    a.qp.connect(&ConnectAttr {
-        dest: B,
-        dest_qp_num: b.qp.qp_num(),
-        ..attr
-    })
-    .unwrap();
-    b.qp.connect(&ConnectAttr {
-        dest: A,
-        dest_qp_num: a.qp.qp_num(),
-        ..attr
-    })
-    .unwrap();
+fn connect(a: &Node, b: &Node) {
+    common::connect(&a.dev, A, &b.dev, B);
 }
 
 fn run(
-    a: &Side,
+    a: &Node,
     opcode: SendOpcode,
     local_off: usize,
     len: u32,
@@ -74,7 +40,7 @@ fn run(
         wr_id: 1,
         opcode,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![a.mr.sge(local_off, len)],
+        sg_list: vec![a.mem.sge(local_off, len)],
         imm_data_or_inv_rkey: 0,
         remote,
         compare_add: 0,
@@ -93,15 +59,15 @@ fn a_peer_writes_and_reads_through_a_descriptor() {
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let (a, b) = (side(&fabric, A, Access::LOCAL_WRITE), side(&fabric, B, rw));
     connect(&a, &b);
-    b.mr.write(0, &[0xEE; 8192]).unwrap();
+    b.mem.write(0, &[0xEE; 8192]).unwrap();
 
     // The 21 bytes are all A gets.
-    let desc: Vec<u8> = b.mr.descriptor().to_vec();
+    let desc: Vec<u8> = b.mem.descriptor().to_vec();
     let remote = RemoteMr::from_descriptor(Some(&desc)).unwrap();
     assert_eq!(remote.len, 8192);
     assert!(remote.usage.contains(Usage::WRITE_DST | Usage::READ_SRC));
 
-    a.mr.write(0, &[0x5A; 100]).unwrap();
+    a.mem.write(0, &[0x5A; 100]).unwrap();
     run(
         &a,
         SendOpcode::RdmaWrite,
@@ -110,7 +76,7 @@ fn a_peer_writes_and_reads_through_a_descriptor() {
         remote.at(1000, 100, Usage::WRITE_DST).unwrap(),
     );
     let mut got = vec![0u8; 8192];
-    b.mr.read(0, &mut got).unwrap();
+    b.mem.read(0, &mut got).unwrap();
     assert!(got[1000..1100].iter().all(|&x| x == 0x5A));
     assert!(
         got[..1000].iter().chain(&got[1100..]).all(|&x| x == 0xEE),
@@ -125,7 +91,7 @@ fn a_peer_writes_and_reads_through_a_descriptor() {
         remote.at(900, 300, Usage::READ_SRC).unwrap(),
     );
     let mut back = vec![0u8; 300];
-    a.mr.read(4096, &mut back).unwrap();
+    a.mem.read(4096, &mut back).unwrap();
     assert_eq!(&back[..], &got[900..1200]);
 
     // What the descriptor does not cover is refused before anything is posted.
@@ -139,10 +105,10 @@ fn a_peer_writes_and_reads_through_a_descriptor() {
 fn a_read_only_region_describes_itself_as_such() {
     let fabric = Fabric::new(FabricConfig::default(), 8);
     let b = side(&fabric, B, Access::REMOTE_READ);
-    let remote = RemoteMr::from_descriptor(Some(&b.mr.descriptor())).unwrap();
+    let remote = RemoteMr::from_descriptor(Some(&b.mem.descriptor())).unwrap();
     assert!(remote.usage.contains(Usage::READ_SRC));
     assert!(!remote.usage.contains(Usage::WRITE_DST));
     assert!(remote.at(0, 8, Usage::WRITE_DST).is_err());
-    assert_eq!(remote.rkey, b.mr.rkey());
-    assert_eq!(remote.addr, b.mr.addr());
+    assert_eq!(remote.rkey, b.mem.rkey());
+    assert_eq!(remote.addr, b.mem.addr());
 }

@@ -7,10 +7,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::{Node, Setup};
 use softrnic_uapi::{
-    inc_rkey, Access, ConnectAttr, Context, Cq, MemoryRegion, MwType, OpenOptions, Pd, Progress,
-    QpCaps, QpInitAttr, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcFlags,
-    WcOpcode, WcStatus, WorkCompletion,
+    inc_rkey, Access, Context, MemoryRegion, MwType, OpenOptions, Progress, RecvWr, RemoteAddr,
+    SendFlags, SendOpcode, SendWr, WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
 
 const LEN: usize = 4096;
@@ -23,15 +25,7 @@ const ALL: Access = Access(
 );
 const WIN: Access = Access(Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
 
-struct Side {
-    pd: Pd,
-    cq: Cq,
-    qp: QueuePair,
-    mr: MemoryRegion,
-    _ctx: Context,
-}
-
-fn side(addr: IpAddr, seed: u64) -> Option<Side> {
+fn side(addr: IpAddr, seed: u64) -> Option<Node> {
     let opts = OpenOptions {
         progress: Progress::Thread,
         key_seed: seed,
@@ -43,55 +37,38 @@ fn side(addr: IpAddr, seed: u64) -> Option<Side> {
             return None;
         }
     };
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(64).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
+    let setup = Setup {
+        cqe: 64,
+        send_wr: 16,
+        recv_wr: 16,
+        ..Setup::default()
     };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    let mr = pd.reg_mr(LEN, ALL).unwrap();
-    Some(Side {
-        pd,
-        cq,
-        qp,
-        mr,
-        _ctx: ctx,
-    })
+    Some(Node::new(setup.with(ctx), LEN, ALL))
 }
 
 /// A connected pair; `base` picks the addresses 127.0.15.{base, base + 1}.
-fn pair(base: u8) -> Option<(Side, Side)> {
+fn pair(base: u8) -> Option<(Node, Node)> {
     let (ia, ib) = (
         IpAddr::V4(Ipv4Addr::new(127, 0, 15, base)),
         IpAddr::V4(Ipv4Addr::new(127, 0, 15, base + 1)),
     );
     let (a, b) = (side(ia, 1)?, side(ib, 2)?);
-    let to = |dest, dest_qp_num| ConnectAttr {
-        dest,
-        dest_qp_num,
-        ..ConnectAttr::default()
-    };
-    a.qp.connect(&to(ib, b.qp.qp_num())).unwrap();
-    b.qp.connect(&to(ia, a.qp.qp_num())).unwrap();
+    common::connect(&a.dev, ia, &b.dev, ib);
     Some((a, b))
 }
 
-fn wait(s: &Side) -> WorkCompletion {
+fn wait(s: &Node) -> WorkCompletion {
     let wcs = s.cq.wait(1, Duration::from_secs(5)).unwrap();
     assert_eq!(wcs.len(), 1);
     wcs[0]
 }
 
-fn wr(a: &Side, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
+fn wr(a: &Node, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
     SendWr {
         wr_id: 1,
         opcode,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![a.mr.sge(0, len)],
+        sg_list: vec![a.mem.sge(0, len)],
         imm_data_or_inv_rkey: 0,
         remote: RemoteAddr { addr, rkey },
         compare_add: 0,
@@ -110,10 +87,10 @@ fn contents(mr: &MemoryRegion) -> Vec<u8> {
 #[test]
 fn type1_window_over_udp_and_dereg_is_ebusy_while_bound() {
     let Some((a, b)) = pair(1) else { return };
-    a.mr.write(0, &[0xab; 64]).unwrap();
+    a.mem.write(0, &[0xab; 64]).unwrap();
     let mw = b.pd.alloc_mw(MwType::Type1).unwrap();
     let old = mw.rkey();
-    let rkey = b.qp.bind_mw(&mw, &b.mr, 256..512, WIN, 9).unwrap();
+    let rkey = b.qp.bind_mw(&mw, &b.mem, 256..512, WIN, 9).unwrap();
     assert_eq!((rkey, mw.rkey()), (inc_rkey(old), inc_rkey(old)));
     let wc = wait(&b);
     assert_eq!(
@@ -121,12 +98,12 @@ fn type1_window_over_udp_and_dereg_is_ebusy_while_bound() {
         (9, WcStatus::Success, WcOpcode::BindMw)
     );
     // Inside the window.
-    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 64, b.mr.addr() + 256, rkey)])
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 64, b.mem.addr() + 256, rkey)])
         .unwrap();
     assert_eq!(wait(&a).status, WcStatus::Success);
     let mut shadow = vec![0u8; LEN];
     shadow[256..320].fill(0xab);
-    assert_eq!(contents(&b.mr), shadow);
+    assert_eq!(contents(&b.mem), shadow);
     // The region cannot be deregistered while the window is bound.
     let other = b.pd.reg_mr(LEN, ALL).unwrap();
     let mw2 = b.pd.alloc_mw(MwType::Type1).unwrap();
@@ -137,10 +114,10 @@ fn type1_window_over_udp_and_dereg_is_ebusy_while_bound() {
     // Given back and still registered: its keys still reach its memory.
     other.write(0, &[7]).expect("still registered after EBUSY");
     // Across the window's end: REM_ACCESS_ERR, and nothing written.
-    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 64, b.mr.addr() + 480, rkey)])
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 64, b.mem.addr() + 480, rkey)])
         .unwrap();
     assert_eq!(wait(&a).status, WcStatus::RemAccessErr);
-    assert_eq!(contents(&b.mr), shadow);
+    assert_eq!(contents(&b.mem), shadow);
 }
 
 #[test]
@@ -148,7 +125,7 @@ fn type2_window_over_udp_dies_with_send_with_invalidate() {
     let Some((a, b)) = pair(3) else { return };
     let mw = b.pd.alloc_mw(MwType::Type2).unwrap();
     let bind = mw
-        .bind_wr(5, inc_rkey(mw.rkey()), &b.mr, 0..1024, WIN)
+        .bind_wr(5, inc_rkey(mw.rkey()), &b.mem, 0..1024, WIN)
         .unwrap();
     b.qp.post_send(&[bind]).unwrap();
     let wc = wait(&b);
@@ -157,17 +134,17 @@ fn type2_window_over_udp_dies_with_send_with_invalidate() {
         (5, WcStatus::Success, WcOpcode::BindMw)
     );
     let rkey = mw.rkey();
-    b.mr.write(0, &[7; 16]).unwrap();
-    a.qp.post_send(&[wr(&a, SendOpcode::RdmaRead, 16, b.mr.addr(), rkey)])
+    b.mem.write(0, &[7; 16]).unwrap();
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaRead, 16, b.mem.addr(), rkey)])
         .unwrap();
     assert_eq!(wait(&a).status, WcStatus::Success);
     let mut got = [0u8; 16];
-    a.mr.read(0, &mut got).unwrap();
+    a.mem.read(0, &mut got).unwrap();
     assert_eq!(got, [7; 16]);
     // SEND with Invalidate of the window's R_Key.
     b.qp.post_recv(&[RecvWr {
         wr_id: 6,
-        sg_list: vec![b.mr.sge(2048, 16)],
+        sg_list: vec![b.mem.sge(2048, 16)],
     }])
     .unwrap();
     let mut send = wr(&a, SendOpcode::SendWithInv, 16, 0, 0);
@@ -178,11 +155,11 @@ fn type2_window_over_udp_dies_with_send_with_invalidate() {
     assert_eq!((rwc.wr_id, rwc.status), (6, WcStatus::Success));
     assert!(rwc.wc_flags.contains(WcFlags::WITH_INV));
     assert_eq!(rwc.imm_data_or_inv_rkey, rkey);
-    let shadow = contents(&b.mr);
-    a.mr.write(0, &[0xee; 16]).unwrap();
-    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 16, b.mr.addr(), rkey)])
+    let shadow = contents(&b.mem);
+    a.mem.write(0, &[0xee; 16]).unwrap();
+    a.qp.post_send(&[wr(&a, SendOpcode::RdmaWrite, 16, b.mem.addr(), rkey)])
         .unwrap();
     assert_eq!(wait(&a).status, WcStatus::RemAccessErr);
-    assert_eq!(contents(&b.mr), shadow);
+    assert_eq!(contents(&b.mem), shadow);
     mw.dealloc().unwrap();
 }

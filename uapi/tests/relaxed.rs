@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::thread;
 use std::time::Duration;
 
+mod common;
+
+use common::{Node, Setup};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, Error, MemoryRegion, OpenOptions, Pd, Progress, QpCaps,
-    QpInitAttr, QueuePair, RemoteAddr, SendFlags, SendOpcode, SendWr, WcStatus, RELAXED_PAGE,
+    Access, Error, MemoryRegion, RemoteAddr, SendFlags, SendOpcode, SendWr, WcStatus, RELAXED_PAGE,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1));
@@ -23,55 +25,25 @@ const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 17, 2));
 const PAGES: usize = 4;
 const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 
-struct Side {
-    _ctx: Context,
-    pd: Pd,
-    cq: Cq,
-    qp: QueuePair,
-    /// A: the source of WRITEs. B: the memory relaxed regions are registered over.
-    mem: MemoryRegion,
-}
-
-fn side(fabric: &Fabric, addr: IpAddr) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: 11,
+fn side(fabric: &Fabric, addr: IpAddr) -> Node {
+    let setup = Setup {
+        seed: 11,
+        cqe: 64,
+        send_wr: 32,
+        ..Setup::default()
     };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let mem = pd
-        .reg_mr(PAGES * RELAXED_PAGE, Access::LOCAL_WRITE)
-        .unwrap();
-    let cq = ctx.create_cq(64).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 32,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    Side {
-        _ctx: ctx,
-        pd,
-        cq,
-        qp,
-        mem,
-    }
+    Node::new(
+        setup.on(fabric, addr),
+        PAGES * RELAXED_PAGE,
+        Access::LOCAL_WRITE,
+    )
 }
 
 /// A and B, connected; B's memory holds `0x31` (the shadow says so), A's `0x77`.
-fn pair(seed: u64) -> (Side, Side, Vec<u8>) {
+fn pair(seed: u64) -> (Node, Node, Vec<u8>) {
     let fabric = Fabric::new(FabricConfig::default(), seed);
     let (a, b) = (side(&fabric, A), side(&fabric, B));
-    for (x, y, dest) in [(&a, &b, B), (&b, &a, A)] {
-        x.qp.connect(&ConnectAttr {
-            dest,
-            dest_qp_num: y.qp.qp_num(),
-            ..ConnectAttr::default()
-        })
-        .unwrap();
-    }
+    common::connect(&a.dev, A, &b.dev, B);
     let shadow = vec![0x31; PAGES * RELAXED_PAGE];
     b.mem.write(0, &shadow).unwrap();
     a.mem.write(0, &[0x77; PAGES * RELAXED_PAGE]).unwrap();
@@ -79,7 +51,7 @@ fn pair(seed: u64) -> (Side, Side, Vec<u8>) {
 }
 
 /// A relaxed region of B over `len` bytes of its memory from `offset`.
-fn relaxed(b: &Side, offset: usize, len: usize) -> MemoryRegion {
+fn relaxed(b: &Node, offset: usize, len: usize) -> MemoryRegion {
     // SAFETY: inside `b.mem`'s buffer; every test flushes before `b.mem` is dropped.
     unsafe {
         b.pd.reg_mr_relaxed_raw(b.mem.sge(offset, 0).addr as *mut u8, len, RW)
@@ -87,7 +59,7 @@ fn relaxed(b: &Side, offset: usize, len: usize) -> MemoryRegion {
     .unwrap()
 }
 
-fn write_wr(a: &Side, wr_id: u64, len: u32, addr: u64, rkey: u32) -> SendWr {
+fn write_wr(a: &Node, wr_id: u64, len: u32, addr: u64, rkey: u32) -> SendWr {
     SendWr {
         wr_id,
         opcode: SendOpcode::RdmaWrite,
@@ -104,7 +76,7 @@ fn write_wr(a: &Side, wr_id: u64, len: u32, addr: u64, rkey: u32) -> SendWr {
 
 /// A WRITEs `len` bytes of 0x77 to `addr` through `rkey`; returns the status (and keeps the
 /// shadow in step on success).
-fn write(a: &Side, shadow: &mut [u8], b: &Side, len: u32, addr: u64, rkey: u32) -> WcStatus {
+fn write(a: &Node, shadow: &mut [u8], b: &Node, len: u32, addr: u64, rkey: u32) -> WcStatus {
     a.qp.post_send(&[write_wr(a, 1, len, addr, rkey)])
         .map_err(|(_, e)| e)
         .unwrap();
@@ -116,7 +88,7 @@ fn write(a: &Side, shadow: &mut [u8], b: &Side, len: u32, addr: u64, rkey: u32) 
     wc[0].status
 }
 
-fn untouched(b: &Side, shadow: &[u8]) {
+fn untouched(b: &Node, shadow: &[u8]) {
     let mut got = vec![0; shadow.len()];
     b.mem.read(0, &mut got).unwrap();
     assert!(got == shadow, "memory differs from the shadow");

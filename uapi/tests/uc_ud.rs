@@ -5,11 +5,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::{Node, Setup};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpCaps, QpInitAttr,
-    QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcFlags, WcOpcode,
-    WcStatus,
+    Access, ConnectAttr, QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcFlags,
+    WcOpcode, WcStatus,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 24, 1));
@@ -17,45 +19,19 @@ const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 24, 2));
 const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 const WAIT: Duration = Duration::from_secs(10);
 
-struct Side {
-    _ctx: Context,
-    pd: Pd,
-    cq: Cq,
-    qp: QueuePair,
-    mem: MemoryRegion,
-}
-
-fn side(fabric: &Fabric, addr: IpAddr, qp_type: QpType) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: 5,
-    };
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let mem = pd.reg_mr(1 << 14, RW).unwrap();
-    let cq = ctx.create_cq(64).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let init = QpInitAttr {
+fn side(fabric: &Fabric, addr: IpAddr, qp_type: QpType) -> Node {
+    let setup = Setup {
+        seed: 5,
         qp_type,
-        ..QpInitAttr::rc(&cq, cap)
+        cqe: 64,
+        send_wr: 16,
+        recv_wr: 16,
+        ..Setup::default()
     };
-    let qp = pd.create_qp(&init).unwrap();
-    Side {
-        _ctx: ctx,
-        pd,
-        cq,
-        qp,
-        mem,
-    }
+    Node::new(setup.on(fabric, addr), 1 << 14, RW)
 }
 
-fn pair(qp_type: QpType) -> (Side, Side) {
+fn pair(qp_type: QpType) -> (Node, Node) {
     let fabric = Fabric::new(FabricConfig::default(), 24);
     let (a, b) = (side(&fabric, A, qp_type), side(&fabric, B, qp_type));
     for (x, y, dest) in [(&a, &b, B), (&b, &a, A)] {
@@ -69,7 +45,7 @@ fn pair(qp_type: QpType) -> (Side, Side) {
     (a, b)
 }
 
-fn send(wr_id: u64, opcode: SendOpcode, s: &Side, len: u32) -> SendWr {
+fn send(wr_id: u64, opcode: SendOpcode, s: &Node, len: u32) -> SendWr {
     SendWr {
         wr_id,
         opcode,

@@ -6,10 +6,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+mod common;
+
+use common::{Node, Setup};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, Gid, MemoryRegion, OpenOptions, Pd, Progress, QpCaps,
-    QpInitAttr, QpType, QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode,
+    Access, ConnectAttr, Gid, QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode,
     WcStatus, WorkCompletion,
 };
 
@@ -23,60 +25,32 @@ const WAIT: Duration = Duration::from_secs(10);
 /// How long a receiver that must get nothing is watched.
 const QUIET: Duration = Duration::from_millis(200);
 
-struct Side {
-    _ctx: Context,
-    pd: Pd,
-    cq: Cq,
-    qp: QueuePair,
-    mem: MemoryRegion,
-}
-
-fn side(fabric: &Fabric, last: u8, qp_type: QpType, qkey: u32) -> Side {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: u64::from(last),
-    };
-    let addr = IpAddr::V4(Ipv4Addr::new(10, 0, 32, last));
-    let ctx = Context::open_on(Box::new(fabric.attach(addr).unwrap()), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let mem = pd.reg_mr(1 << 13, RW).unwrap();
-    let cq = ctx.create_cq(16).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let init = QpInitAttr {
+fn side(fabric: &Fabric, last: u8, qp_type: QpType, qkey: u32) -> Node {
+    let setup = Setup {
+        seed: u64::from(last),
         qp_type,
-        ..QpInitAttr::rc(&cq, cap)
+        ..Setup::default()
     };
-    let qp = pd.create_qp(&init).unwrap();
+    let dev = setup.on(fabric, IpAddr::V4(Ipv4Addr::new(10, 0, 32, last)));
     let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 32, 250));
-    qp.connect(&ConnectAttr {
-        dest: peer,
-        dest_qp_num: 0x22,
-        qkey,
-        ..ConnectAttr::default()
-    })
-    .unwrap();
-    Side {
-        _ctx: ctx,
-        pd,
-        cq,
-        qp,
-        mem,
-    }
+    dev.qp
+        .connect(&ConnectAttr {
+            dest: peer,
+            dest_qp_num: 0x22,
+            qkey,
+            ..ConnectAttr::default()
+        })
+        .unwrap();
+    Node::new(dev, 1 << 13, RW)
 }
 
-fn post_recv(s: &Side, wr_id: u64) {
+fn post_recv(s: &Node, wr_id: u64) {
     let sg_list = vec![s.mem.sge(0, 1024)];
     s.qp.post_recv(&[RecvWr { wr_id, sg_list }]).unwrap();
 }
 
 /// Sends `len` bytes of 0x5a from `s` to the group, and waits for the send completion.
-fn send_to_group(s: &Side, wr_id: u64, len: u32) {
+fn send_to_group(s: &Node, wr_id: u64, len: u32) {
     s.mem.write(4096, &vec![0x5a; len as usize]).unwrap();
     let ah = s.pd.create_ah(GROUP).unwrap();
     let wr = SendWr {
@@ -95,7 +69,7 @@ fn send_to_group(s: &Side, wr_id: u64, len: u32) {
     assert_eq!(s.cq.wait(1, WAIT).unwrap()[0].status, WcStatus::Success);
 }
 
-fn nothing_received(s: &Side) -> bool {
+fn nothing_received(s: &Node) -> bool {
     std::thread::sleep(QUIET);
     let mut wc = [WorkCompletion::error(
         0,

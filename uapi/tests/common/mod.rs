@@ -1,5 +1,6 @@
-//! Shared setup of the uapi tests: two devices on the in-memory fabric, each with a PD, a CQ
-//! and an RC QP, connected to each other, progress by a thread per device.
+//! Shared setup of the uapi tests: a device with a PD, a CQ and a QP ([`Setup`]), and two
+//! such on the in-memory fabric with RC QPs connected to each other ([`pair`]), progress by a
+//! thread per device.
 
 #![allow(dead_code)]
 
@@ -8,8 +9,8 @@ use std::time::Duration;
 
 use softrnic_provider::transport::{Fabric, FabricConfig, Transport};
 use softrnic_uapi::{
-    ConnectAttr, Context, Cq, OpenOptions, Pd, Progress, QpCaps, QpInitAttr, QueuePair, SendFlags,
-    SendOpcode, SendWr, Sge, WorkCompletion,
+    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpCaps, QpInitAttr,
+    QpType, QueuePair, SendFlags, SendOpcode, SendWr, Sge, WorkCompletion,
 };
 
 /// One device with a PD, a CQ and an RC QP.
@@ -27,32 +28,105 @@ impl Side {
     }
 }
 
+/// What a test device is opened with besides its transport; [`Setup::on`] and
+/// [`Setup::with`] make the [`Side`]. The default: a progress thread, an RC QP of 8 send and
+/// 8 receive WRs (one SGE each way, no inline data), a CQ of 16.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    pub progress: Progress,
+    pub seed: u64,
+    pub qp_type: QpType,
+    pub cqe: usize,
+    pub send_wr: u32,
+    pub recv_wr: u32,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            progress: Progress::Thread,
+            seed: 1,
+            qp_type: QpType::Rc,
+            cqe: 16,
+            send_wr: 8,
+            recv_wr: 8,
+        }
+    }
+}
+
+impl Setup {
+    /// A device on `fabric` at `addr`.
+    pub fn on(&self, fabric: &Fabric, addr: IpAddr) -> Side {
+        self.on_transport(Box::new(fabric.attach(addr).unwrap()))
+    }
+
+    /// A device on `transport`.
+    pub fn on_transport(&self, transport: Box<dyn Transport + Send>) -> Side {
+        let opts = OpenOptions {
+            progress: self.progress,
+            key_seed: self.seed,
+        };
+        self.with(Context::open_on(transport, opts).unwrap())
+    }
+
+    /// The PD, CQ and QP on the device `ctx` (opened by the caller, whose options win).
+    pub fn with(&self, ctx: Context) -> Side {
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(self.cqe).unwrap();
+        let cap = QpCaps {
+            max_send_wr: self.send_wr,
+            max_recv_wr: self.recv_wr,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let init = QpInitAttr {
+            qp_type: self.qp_type,
+            ..QpInitAttr::rc(&cq, cap)
+        };
+        let qp = pd.create_qp(&init).unwrap();
+        Side { ctx, pd, cq, qp }
+    }
+}
+
 fn side(fabric: &Fabric, addr: IpAddr, seed: u64) -> Side {
-    side_on(
-        Box::new(fabric.attach(addr).unwrap()),
-        Progress::Thread,
+    Setup {
         seed,
-    )
+        ..Setup::default()
+    }
+    .on(fabric, addr)
 }
 
 /// One side on `transport`, making progress as `progress` says.
 pub fn side_on(transport: Box<dyn Transport + Send>, progress: Progress, seed: u64) -> Side {
-    let opts = OpenOptions {
+    Setup {
         progress,
-        key_seed: seed,
-    };
-    let ctx = Context::open_on(transport, opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(16).unwrap();
-    let cap = QpCaps {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let qp = pd.create_qp(&QpInitAttr::rc(&cq, cap)).unwrap();
-    Side { ctx, pd, cq, qp }
+        seed,
+        ..Setup::default()
+    }
+    .on_transport(transport)
+}
+
+/// A [`Side`] and a region of its PD, what a test moves its data through (it derefs to the
+/// side).
+pub struct Node {
+    pub dev: Side,
+    pub mem: MemoryRegion,
+}
+
+impl Node {
+    /// `dev` with a new region of `len` bytes and `access`.
+    pub fn new(dev: Side, len: usize, access: Access) -> Node {
+        let mem = dev.pd.reg_mr(len, access).unwrap();
+        Node { dev, mem }
+    }
+}
+
+impl std::ops::Deref for Node {
+    type Target = Side;
+    fn deref(&self) -> &Side {
+        &self.dev
+    }
 }
 
 /// Two sides on addresses `a` and `b` of a fresh fabric (seeded with `seed`), their QPs
