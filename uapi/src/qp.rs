@@ -162,11 +162,10 @@ impl QueuePair {
     /// (index of the bad WR, why).
     pub fn post_send(&self, wrs: &[SendWr]) -> core::result::Result<(), (usize, Error)> {
         self.ctx.inner.device.post_send(self.qpn, |nic| {
-            let mrs = nic.mrs().clone();
-            let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
+            let (qp, mrs) = nic.qp_and_mrs(self.qpn).map_err(|e| (0, e))?;
             wrs.iter()
                 .enumerate()
-                .try_for_each(|(i, w)| qp.post_send(w, &mrs).map_err(|e| (i, e)))
+                .try_for_each(|(i, w)| qp.post_send(w, mrs).map_err(|e| (i, e)))
         })
     }
 

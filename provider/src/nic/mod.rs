@@ -435,10 +435,20 @@ impl Nic {
     /// # Errors
     /// `EINVAL` for an unknown QP.
     pub fn qp(&mut self, qpn: u32) -> Result<&mut Qp> {
-        self.qps
+        Ok(self.qp_and_mrs(qpn)?.0)
+    }
+
+    /// QP `qpn` and the key table, borrowed together (a post needs both).
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown QP.
+    pub fn qp_and_mrs(&mut self, qpn: u32) -> Result<(&mut Qp, &MrTable)> {
+        let Nic { qps, mrs, .. } = self;
+        let qp = qps
             .get_mut(&qpn)
             .map(|e| &mut e.qp)
-            .ok_or(Error::InvalidArgument("no such QP"))
+            .ok_or(Error::InvalidArgument("no such QP"))?;
+        Ok((qp, mrs))
     }
 
     /// `ibv_poll_cq`: moves completions into `out`; moves the QPs' fresh completions in first.

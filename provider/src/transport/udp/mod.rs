@@ -190,6 +190,20 @@ struct Scratch {
     ctrls: [ControlBuf; MAX_MSGS],
     /// ICRCs moved to the IP ID their packet carries (connected sockets), one per packet.
     icrcs: [[u8; ICRC_LEN]; SCRATCH_IOVS],
+    /// Per message of a `sendmmsg`: what it carries (kept here, so that a call writes only the
+    /// entries it uses).
+    plans: [MessagePlan; MAX_MSGS],
+}
+
+/// What one message of a `sendmmsg` carries.
+#[derive(Clone, Copy)]
+struct MessagePlan {
+    /// UDP payload bytes.
+    bytes: usize,
+    /// Packets (more than one: a segmentation run).
+    segs: usize,
+    /// Its first iovec.
+    first_iov: usize,
 }
 
 /// Room for one `UDP_SEGMENT` control message, aligned as `cmsghdr` must be.

@@ -13,7 +13,9 @@ use softrnic_wire::icrc::{with_ipv4_ident, ICRC_LEN};
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::sock::{disconnect, open_socket, per_packet_error, setsockopt, write_sockaddr};
-use super::{ident, mcast, ControlBuf, Scratch, UdpTransport, MAX_IOVS, MAX_MSGS, UDP_SEGMENT};
+use super::{
+    ident, mcast, ControlBuf, MessagePlan, Scratch, UdpTransport, MAX_IOVS, MAX_MSGS, UDP_SEGMENT,
+};
 use crate::transport::{OutPacket, TransportStats};
 
 /// The socket of a source port.
@@ -116,11 +118,8 @@ impl UdpTransport {
             hdrs,
             ctrls,
             icrcs,
+            plans,
         } = &mut *self.scratch;
-        // Per message: UDP payload bytes, packets, first iovec.
-        let mut bytes = [0usize; MAX_MSGS];
-        let mut segs = [0usize; MAX_MSGS];
-        let mut first_iov = [0usize; MAX_MSGS];
         // The caller's pieces taken (the limit is on those), and the iovecs written (a moved
         // ICRC takes one more: see `SCRATCH_IOVS`).
         let (mut n, mut used, mut used_iovs, mut i) = (0, 0, 0, 0);
@@ -168,9 +167,11 @@ impl UdpTransport {
                 put_packet(q, &mut iovs[at..], icrcs.get_mut(at), moved(q));
                 at += iovs_of(q, moved(q));
             }
-            bytes[n] = run_pkts.iter().map(OutPacket::len).sum();
-            segs[n] = run;
-            first_iov[n] = used_iovs;
+            plans[n] = MessagePlan {
+                bytes: run_pkts.iter().map(OutPacket::len).sum(),
+                segs: run,
+                first_iov: used_iovs,
+            };
             let h = &mut hdrs[n].msg_hdr;
             // To the connected peer without an address: the kernel uses the kept route.
             h.msg_namelen = if sock.peer == Some(p.dst) {
@@ -193,7 +194,7 @@ impl UdpTransport {
             (addrs.as_mut_ptr(), iovs.as_mut_ptr(), ctrls.as_mut_ptr());
         for (m, h) in hdrs[..n].iter_mut().enumerate() {
             let h = &mut h.msg_hdr;
-            // SAFETY: m < n <= MAX_MSGS and first_iov[m] <= used_iovs <= SCRATCH_IOVS: in
+            // SAFETY: m < n <= MAX_MSGS and plans[m].first_iov <= used_iovs <= SCRATCH_IOVS: in
             // bounds (or one past the end, for a message with no iovec).
             unsafe {
                 h.msg_name = if h.msg_namelen == 0 {
@@ -201,7 +202,7 @@ impl UdpTransport {
                 } else {
                     addr_base.add(m).cast()
                 };
-                h.msg_iov = iov_base.add(first_iov[m]);
+                h.msg_iov = iov_base.add(plans[m].first_iov);
                 h.msg_control = if h.msg_controllen == 0 {
                     std::ptr::null_mut()
                 } else {
@@ -226,9 +227,10 @@ impl UdpTransport {
             };
             if r > 0 {
                 let sent = r as usize;
-                let pkts_sent: usize = segs[k..k + sent].iter().sum();
+                let pkts_sent: usize = plans[k..k + sent].iter().map(|p| p.segs).sum();
                 self.stats.tx_packets += pkts_sent as u64;
-                self.stats.tx_bytes += bytes[k..k + sent].iter().sum::<usize>() as u64;
+                self.stats.tx_bytes +=
+                    plans[k..k + sent].iter().map(|p| p.bytes).sum::<usize>() as u64;
                 self.stats.tx_segmented += (pkts_sent - sent) as u64;
                 done += pkts_sent;
                 k += sent;
@@ -245,15 +247,15 @@ impl UdpTransport {
                     result = Ok((done, true));
                     break;
                 }
-                e if per_packet_error(e) || (segs[k] > 1 && e == libc::EIO) => {
+                e if per_packet_error(e) || (plans[k].segs > 1 && e == libc::EIO) => {
                     // Dropped, as a NIC drops what it cannot send. A run refused as a whole
                     // (the route cannot segment: EIO; or EINVAL) turns segmentation off.
-                    if segs[k] > 1 && matches!(e, libc::EIO | libc::EINVAL) {
+                    if plans[k].segs > 1 && matches!(e, libc::EIO | libc::EINVAL) {
                         self.gso = false;
                     }
-                    self.stats.tx_errors += segs[k] as u64;
+                    self.stats.tx_errors += plans[k].segs as u64;
                     self.stats.last_errno = e;
-                    done += segs[k];
+                    done += plans[k].segs;
                     k += 1;
                     result = Ok((done, false));
                     if sock.next_ident.is_some() {
