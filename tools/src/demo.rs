@@ -227,10 +227,7 @@ struct Pinger<'a> {
 impl<'a> Pinger<'a> {
     /// Posts [`RX_DEPTH`] receives of 64 bytes at `off + 4096`; sends come from `off`.
     fn new(side: &'a Side, off: usize, signal_every: u64) -> io::Result<Pinger<'a>> {
-        for i in 0..RX_DEPTH {
-            side.post_recv(i, off + 4096, 64)?;
-        }
-        Ok(Pinger {
+        let mut p = Pinger {
             side,
             signal_every: signal_every.max(1),
             send: inline_send(side, 0, off),
@@ -240,7 +237,11 @@ impl<'a> Pinger<'a> {
             },
             wcs: [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16],
             early: 0,
-        })
+        };
+        for i in 0..RX_DEPTH {
+            p.repost(i)?;
+        }
+        Ok(p)
     }
 
     /// Posts the inline 64-byte SEND `id`, signaled if it is an `signal_every`-th one.
@@ -289,7 +290,7 @@ impl<'a> Pinger<'a> {
         Ok(())
     }
 
-    /// Re-posts the receive the last [`Pinger::wait_recv`] used.
+    /// Posts the receive buffer again as WR `id` (after [`Pinger::wait_recv`] used it).
     fn repost(&mut self, id: u64) -> io::Result<()> {
         self.recv.wr_id = id;
         self.side
