@@ -15,6 +15,8 @@
 //! straight from registered memory, in as many pieces as it has, without gathering the packet.
 //! [`with_ipv4_ident`] moves an IPv4 packet's ICRC to another IP Identification.
 
+use std::sync::OnceLock;
+
 use crc32fast::Hasher;
 
 use crate::{bth, check_len, Result};
@@ -38,6 +40,13 @@ const IPV6_HEADER: usize = 40;
 const IPV6_HOP_LIMIT: usize = 7;
 /// LRH placeholder, the longest IP header, UDP header, BTH.
 const MASKED_MAX: usize = 8 + IPV4_MAX_HEADER + UDP_HEADER_LEN + bth::HEADER_LEN;
+
+/// A fresh hasher. `Hasher::new` asks the CPU which CRC instructions it has each time (a
+/// dozen feature checks); a clone of the first one knows.
+fn new_hasher() -> Hasher {
+    static FIRST: OnceLock<Hasher> = OnceLock::new();
+    FIRST.get_or_init(Hasher::new).clone()
+}
 
 /// An ICRC computation in progress.
 #[derive(Clone)]
@@ -73,7 +82,7 @@ impl Icrc {
         b[bth::ICRC_MASKED_BYTE] = 0xff;
         at += bth::HEADER_LEN;
 
-        let mut hasher = Hasher::new();
+        let mut hasher = new_hasher();
         hasher.update(&masked[..at]);
         Ok(Icrc { hasher })
     }
@@ -88,7 +97,7 @@ impl Icrc {
         check_len("masked headers", masked, bth_at + bth::HEADER_LEN)?;
         let at = bth_at + bth::ICRC_MASKED_BYTE;
         let sent = core::mem::replace(&mut masked[at], 0xff);
-        let mut hasher = Hasher::new();
+        let mut hasher = new_hasher();
         hasher.update(masked);
         masked[at] = sent;
         Ok(Icrc { hasher })

@@ -37,6 +37,22 @@ pub enum ExtHeader {
 }
 
 impl ExtHeader {
+    /// The header's bit in [`OpcodeInfo::header_set`].
+    pub const fn bit(self) -> u16 {
+        1 << self as u16
+    }
+
+    /// The set of `headers` and their total length.
+    const fn set_and_len(headers: &[ExtHeader]) -> (u16, usize) {
+        let (mut set, mut len, mut i) = (0, 0, 0);
+        while i < headers.len() {
+            set |= headers[i].bit();
+            len += headers[i].size();
+            i += 1;
+        }
+        (set, len)
+    }
+
     /// The header's length in bytes.
     pub const fn size(self) -> usize {
         match self {
@@ -137,23 +153,27 @@ pub struct OpcodeInfo {
     pub headers: &'static [ExtHeader],
     /// The payload rule.
     pub payload: PayloadRule,
+    /// `headers` as a set (bit [`ExtHeader::bit`] of each) and their total length, worked out
+    /// when the table is built: every packet sent or received asks for them, some several
+    /// times.
+    header_set: u16,
+    header_len: usize,
 }
 
 impl OpcodeInfo {
     /// Total length of the extension headers.
     pub const fn ext_len(&self) -> usize {
-        let mut n = 0;
-        let mut i = 0;
-        while i < self.headers.len() {
-            n += self.headers[i].size();
-            i += 1;
-        }
-        n
+        self.header_len
     }
 
     /// Whether the extension header `h` is present.
-    pub fn has(&self, h: ExtHeader) -> bool {
-        self.headers.contains(&h)
+    pub const fn has(&self, h: ExtHeader) -> bool {
+        self.header_set & h.bit() != 0
+    }
+
+    /// The extension headers as a set: bit [`ExtHeader::bit`] of each.
+    pub const fn header_set(&self) -> u16 {
+        self.header_set
     }
 
     /// Whether this packet is sent by a requester (as opposed to a responder's ACK/READ
@@ -198,6 +218,8 @@ macro_rules! table {
                 position: Position::$pos,
                 headers: &[$($h),*],
                 payload: $pl,
+                header_set: ExtHeader::set_and_len(&[$($h),*]).0,
+                header_len: ExtHeader::set_and_len(&[$($h),*]).1,
             },)*
         ];
     };

@@ -189,15 +189,17 @@ impl RoceRepr {
             (ExtHeader::AtomicAckEth, self.atomic_ack_eth.is_some()),
             (ExtHeader::ImmDt, self.immdt.is_some()),
             (ExtHeader::Ieth, self.ieth.is_some()),
-        ];
-        for (h, is) in present {
-            if info.has(h) != is {
-                return Err(Error::Mismatch(if is {
-                    "an extension header the opcode does not carry is present"
-                } else {
-                    "an extension header the opcode requires is missing"
-                }));
-            }
+        ]
+        .iter()
+        .fold(0, |set, &(h, is)| if is { set | h.bit() } else { set });
+        // The CNP's reserved bytes have no field: they are there whenever the opcode says.
+        let expected = info.header_set() & !ExtHeader::CnpPad.bit();
+        if present != expected {
+            return Err(Error::Mismatch(if present & !expected != 0 {
+                "an extension header the opcode does not carry is present"
+            } else {
+                "an extension header the opcode requires is missing"
+            }));
         }
         check_payload(info, self.payload_len, pad_len(self.payload_len))
     }
