@@ -391,6 +391,8 @@ pub struct TransportStats {
     /// Times a connected socket's IPv4 ID counter was learnt (at connect, and after a send
     /// error; see `udp/ident.rs`).
     pub ident_probes: u64,
+    /// Datagrams are read from a packet ring, not a socket (`udp/ring.rs`).
+    pub rx_from_ring: bool,
 }
 
 /// A packet transport, as the driver uses it.

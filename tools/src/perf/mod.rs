@@ -101,11 +101,18 @@ pub fn run(opts: &Options) -> io::Result<Report> {
         baseline: Some("raw_udp_bw"),
         fields: Map::from_iter([("gbit_per_s".to_owned(), gbit.into())]),
     });
+    // How the devices receive: a packet ring where the process may, else their sockets.
+    let ring = rig.a.ctx.device().transport_stats().rx_from_ring;
+    let how = if ring {
+        "inline, a busy-polling thread per device, receiving from a packet ring"
+    } else {
+        "inline, a busy-polling thread per device, receiving from a socket"
+    };
     report.lines.push(rc_pingpong_line(
         "rc_send_pingpong",
         "RC SEND 64 B ping-pong",
         &rtt,
-        "inline, a busy-polling thread per device",
+        how,
     ));
     report.lines.push(rc_pingpong_line(
         "rc_send_pingpong_1t",

@@ -44,8 +44,12 @@ fn lo(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
+/// A transport receiving from its socket: these are the socket path's tests (the packet
+/// ring's are in `ring_tests.rs`).
 fn bind(ip: IpAddr) -> UdpTransport {
-    UdpTransport::bind(ip).unwrap_or_else(|e| panic!("binding {ip}:4791: {e}"))
+    UdpTransport::bind(ip)
+        .unwrap_or_else(|e| panic!("binding {ip}:4791: {e}"))
+        .without_ring()
 }
 
 /// A transport whose datagrams leave as given: a connected socket's transport takes the last
@@ -220,7 +224,7 @@ fn icrc_over_ipv4_verifies_or_is_unverifiable() {
 #[test]
 fn ipv6_loopback_and_icrc() {
     let ip = IpAddr::V6(Ipv6Addr::LOCALHOST);
-    let mut t = match UdpTransport::bind(ip) {
+    let mut t = match UdpTransport::bind(ip).map(UdpTransport::without_ring) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
             eprintln!("skipping ipv6_loopback_and_icrc: no IPv6 loopback ({e})");
@@ -617,3 +621,6 @@ fn a_packet_of_max_iovs_pieces_and_an_empty_one_after_it_go_out() {
         "the connected path was taken"
     );
 }
+
+#[path = "ring_tests.rs"]
+mod ring;
