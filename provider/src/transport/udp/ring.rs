@@ -29,8 +29,9 @@
 //!   `lo` (or a veth) whole, and the kernel cuts it only at the UDP socket, after the ring has
 //!   seen it. The ring asks for a virtio header before each frame (`PACKET_VNET_HDR`), which
 //!   says whether the frame is a run and its segment size, and cuts it as the kernel would:
-//!   segment `k` is the next `gso_size` bytes of the payload, behind the run's IPv4 header
-//!   with the Identification `+ k` and its own length.
+//!   segment `k` is the next `gso_size` bytes of the payload. Only the first one's IPv4
+//!   header is certain (see `Datagram::segment`); the others' ICRCs are checked as the
+//!   socket path checks them.
 //! * **Long runs go through the socket**: a slot holds [`RING_UDP_MAX`] bytes of UDP
 //!   datagram, a whole RoCEv2 packet of the largest path MTU and short runs (an answer and
 //!   its ACK), but not the 64 KiB runs of a bulk WRITE. For a longer one the ring keeps only
@@ -230,7 +231,10 @@ impl RxRing {
                         meta.truncated = d.cut || n < payload.len();
                         meta.src = d.src;
                         meta.dst = local;
-                        meta.set_ip_header(&ip[..d.ip_header.len()]);
+                        match ip {
+                            Some(ip) => meta.set_ip_header(&ip[..d.ip_header.len()]),
+                            None => meta.clear_ip_header(),
+                        }
                         got += 1;
                         taken += 1;
                     }
@@ -305,21 +309,24 @@ impl<'a> Datagram<'a> {
         self.payload.len().div_ceil(self.segment).max(1)
     }
 
-    /// Segment `k`: its IPv4 header as the kernel's cut gives it (Identification `+ k`, its
-    /// own total length; the checksum is left, as the ICRC does not cover it) and payload.
-    fn segment(&self, k: usize) -> ([u8; 60], &'a [u8]) {
+    /// Segment `k`: its payload, and its IPv4 header where it is known for certain: a lone
+    /// datagram's, or a run's first segment's with its own total length (the checksum is left,
+    /// as the ICRC does not cover it). A later segment's Identification is the first one's
+    /// `+ k` when the run was cut by a sender's GSO, but receive offload (GRO) may also have
+    /// joined segments with one Identification, and a header that may be wrong would fail a
+    /// good ICRC: those are checked as the socket path checks them.
+    fn segment(&self, k: usize) -> (Option<[u8; 60]>, &'a [u8]) {
         let from = k * self.segment;
         let payload = &self.payload[from..(from + self.segment).min(self.payload.len())];
+        if k > 0 {
+            return (None, payload);
+        }
         let mut ip = [0u8; 60];
         let h = self.ip_header.len();
         ip[..h].copy_from_slice(self.ip_header);
-        if self.segment < self.payload.len() {
-            let total = (h + 8 + payload.len()) as u16;
-            ip[2..4].copy_from_slice(&total.to_be_bytes());
-            let id = u16::from_be_bytes([ip[4], ip[5]]).wrapping_add(k as u16);
-            ip[4..6].copy_from_slice(&id.to_be_bytes());
-        }
-        (ip, payload)
+        let total = (h + 8 + payload.len()) as u16;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        (Some(ip), payload)
     }
 }
 
