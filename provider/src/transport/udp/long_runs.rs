@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::super::RecvBatch;
 use super::nonblocking;
+use super::ring::fill_slot;
 use super::sock::read_sockaddr;
 
 /// `UDP_GRO` (linux/udp.h): the socket option, and the control message with a run's segment
@@ -95,12 +96,13 @@ impl LongRuns {
                 break;
             }
             let seg = &self.buf[self.next..(self.next + self.segment).min(self.len)];
-            let n = seg.len().min(buf.len());
-            buf[..n].copy_from_slice(&seg[..n]);
-            meta.len = n;
-            meta.truncated = self.truncated || n < seg.len();
-            meta.src = self.src;
-            meta.dst = local;
+            fill_slot(
+                (&mut *buf, &mut *meta),
+                seg,
+                self.truncated,
+                self.src,
+                local,
+            );
             meta.clear_ip_header();
             self.next += seg.len().max(1);
             got += 1;

@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use memmap2::{MmapOptions, MmapRaw};
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
-use super::super::RecvBatch;
+use super::super::{RecvBatch, RecvMeta};
 use super::long_runs::LongRuns;
 
 /// Bytes per ring slot: the slot header and a datagram of up to [`RING_UDP_MAX`] bytes.
@@ -225,12 +225,7 @@ impl RxRing {
                             break;
                         };
                         let (ip, payload) = d.segment(taken);
-                        let n = payload.len().min(buf.len());
-                        buf[..n].copy_from_slice(&payload[..n]);
-                        meta.len = n;
-                        meta.truncated = d.cut || n < payload.len();
-                        meta.src = d.src;
-                        meta.dst = local;
+                        fill_slot((buf, meta), payload, d.cut, d.src, local);
                         match ip {
                             Some(ip) => meta.set_ip_header(&ip[..d.ip_header.len()]),
                             None => meta.clear_ip_header(),
@@ -281,6 +276,23 @@ impl RxRing {
 struct Frame<'a> {
     status: &'a AtomicU32,
     bytes: &'a [u8],
+}
+
+/// Puts a received datagram into a batch slot: `payload` (cut to the slot, and marked so; or
+/// already cut, `cut`), from `src` to `dst`. The IP header is the caller's to set.
+pub(super) fn fill_slot(
+    (buf, meta): (&mut [u8], &mut RecvMeta),
+    payload: &[u8],
+    cut: bool,
+    src: SocketAddr,
+    dst: IpAddr,
+) {
+    let n = payload.len().min(buf.len());
+    buf[..n].copy_from_slice(&payload[..n]);
+    meta.len = n;
+    meta.truncated = cut || n < payload.len();
+    meta.src = src;
+    meta.dst = dst;
 }
 
 /// What a slot holds.

@@ -23,6 +23,22 @@ fn ringed(ip: IpAddr) -> Option<UdpTransport> {
     }
 }
 
+/// An unconnected sender on `from` that can send runs of `segments`, and a receiver on `to`
+/// reading from its ring; `None` (said) where either cannot be had.
+fn segmenting_to_ringed(
+    from: IpAddr,
+    to: IpAddr,
+    segments: usize,
+) -> Option<(UdpTransport, UdpTransport)> {
+    let b = ringed(to)?;
+    let a = bind_unconnected(from);
+    if a.segment_limits().max_segments < segments {
+        eprintln!("SKIPPED: this kernel cannot segment UDP (no UDP_SEGMENT)");
+        return None;
+    }
+    Some((a, b))
+}
+
 /// What a test looks at in a received datagram.
 #[derive(Debug, PartialEq, Eq)]
 struct Got {
@@ -112,26 +128,10 @@ fn every_ipv4_icrc_is_checked_exactly() {
     // From a connected socket the transport moves the ICRC to the ID it will carry: computed
     // for segment 0 here, as the emitter does.
     let icrc = icrc_for(&hdr, data, ip(4), ip(5), 0xc007, 0);
-    let mut wrong = icrc.clone();
-    wrong[0] ^= 1;
-    let pkt = |pieces| OutPacket {
-        dst: SocketAddr::new(ip(5), 4791),
-        src_port: 0xc007,
-        pieces,
-        segment: 0,
-        ident: 0,
-    };
-    let good: [&[u8]; 3] = [&hdr, data, &icrc];
-    let bad: [&[u8]; 3] = [&hdr, data, &wrong];
-    assert_eq!(a.send_batch(&[pkt(&good), pkt(&bad)]).unwrap(), 2);
-    let mut batch = RecvBatch::new(4, 2048);
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while seen.len() < 2 && Instant::now() < deadline {
-        b.recv_batch(&mut batch).unwrap();
-        seen.extend(batch.iter().map(|p| p.icrc_status()));
-    }
-    assert_eq!(seen, [IcrcStatus::Ok, IcrcStatus::Bad]);
+    let seen = good_then_bad_icrc(&mut a, &mut b, 0xc007, [&hdr, data], &icrc);
+    use IcrcStatus::{Bad, Ok};
+    use IpHeaderOrigin::Received;
+    assert_eq!(seen, [(Received, Ok), (Received, Bad)]);
 }
 
 /// A segmentation run crosses `lo` whole; the ring cuts it as the kernel would, each segment
@@ -140,23 +140,12 @@ fn every_ipv4_icrc_is_checked_exactly() {
 /// the batch has room for is taken over several calls.
 #[test]
 fn a_segmentation_run_arrives_as_its_segments() {
-    let Some(mut b) = ringed(ip(7)) else { return };
-    let mut a = bind_unconnected(ip(6));
-    if a.segment_limits().max_segments < 3 {
-        eprintln!("SKIPPED: this kernel cannot segment UDP (no UDP_SEGMENT)");
+    let Some((mut a, mut b)) = segmenting_to_ringed(ip(6), ip(7), 3) else {
         return;
-    }
+    };
     let (s0, s1, s2) = ([1u8; 300], [2u8; 300], [3u8; 120]);
     let pieces: [[&[u8]; 1]; 3] = [[&s0], [&s1], [&s2]];
-    let pkts: Vec<OutPacket<'_>> = (0..3)
-        .map(|k| OutPacket {
-            dst: SocketAddr::new(ip(7), 4791),
-            src_port: 0xc009,
-            pieces: &pieces[k][..],
-            segment: k as u16,
-            ident: k as u16,
-        })
-        .collect();
+    let pkts = one_run(&pieces, ip(7), 0xc009);
     assert_eq!(a.send_batch(&pkts).unwrap(), 3);
     assert_eq!(a.stats().tx_segmented, 2, "sent as one run");
     // Two slots a call: the run takes two calls.
@@ -179,6 +168,20 @@ fn a_segmentation_run_arrives_as_its_segments() {
     assert_eq!(u16::from_be_bytes([first[4], first[5]]), 0);
     assert_eq!(u16::from_be_bytes([first[2], first[3]]), 20 + 8 + 300);
     assert!(got[1].1.is_empty() && got[2].1.is_empty());
+}
+
+/// Packets of one piece each, from source port `port` to `dst`'s 4791, placed as one
+/// segmentation run (segment and ID numbers 0, 1, 2, ...).
+fn one_run<'a>(pieces: &'a [[&'a [u8]; 1]], dst: IpAddr, port: u16) -> Vec<OutPacket<'a>> {
+    (0..pieces.len())
+        .map(|k| OutPacket {
+            dst: SocketAddr::new(dst, 4791),
+            src_port: port,
+            pieces: &pieces[k][..],
+            segment: k as u16,
+            ident: k as u16,
+        })
+        .collect()
 }
 
 /// A lone datagram longer than the batch's slot arrives cut and says so, as from a socket.
@@ -231,12 +234,9 @@ fn the_ring_allocates_nothing_per_packet() {
 /// thousand 15-segment runs (64 KiB WRITEs' size), each segment once, in order.
 #[test]
 fn long_runs_come_through_the_socket_as_their_segments() {
-    let Some(mut b) = ringed(ip(15)) else { return };
-    let mut a = bind_unconnected(ip(14));
-    if a.segment_limits().max_segments < 15 {
-        eprintln!("SKIPPED: this kernel cannot segment UDP (no UDP_SEGMENT)");
+    let Some((mut a, mut b)) = segmenting_to_ringed(ip(14), ip(15), 15) else {
         return;
-    }
+    };
     let mut segs = vec![[0u8; 4112]; 15];
     let mut batch = RecvBatch::new(64, 4096 + 512);
     let mut next = 0u32; // the next segment number expected
@@ -245,17 +245,7 @@ fn long_runs_come_through_the_socket_as_their_segments() {
             s[..4].copy_from_slice(&(run * 15 + k as u32).to_be_bytes());
         }
         let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
-        let pkts: Vec<OutPacket<'_>> = pieces
-            .iter()
-            .enumerate()
-            .map(|(k, p)| OutPacket {
-                dst: SocketAddr::new(ip(15), 4791),
-                src_port: 0xc00b,
-                pieces: &p[..],
-                segment: k as u16,
-                ident: k as u16,
-            })
-            .collect();
+        let pkts = one_run(&pieces, ip(15), 0xc00b);
         let mut sent = 0;
         while sent < pkts.len() {
             sent += a.send_batch(&pkts[sent..]).unwrap();
