@@ -314,6 +314,14 @@ impl UdpTransport {
             let e = io::Error::new(io::ErrorKind::Unsupported, "the packet ring is IPv4's");
             return Err((self, e));
         };
+        if !ring::takes_runs() {
+            let e = io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this kernel drops segmentation runs on their way to a packet ring (before Linux \
+                 6.2)",
+            );
+            return Err((self, e));
+        }
         let opened = RxRing::open(local).and_then(|r| {
             // From now on the socket keeps only what the ring cannot hold, whole (see
             // `udp/ring.rs`).

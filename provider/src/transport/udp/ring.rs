@@ -23,8 +23,10 @@
 //! * **The IP header is seen**, so every IPv4 ICRC is checked exactly (over the IP ID the
 //!   sender used), where the socket path can only guess it.
 //! * **Who may**: a packet socket needs `CAP_NET_RAW`. [`RxRing::open`] fails without it and
-//!   the transport receives from its socket as before. IPv6 devices always do (not built
-//!   yet: the filter and the header walk are IPv4's).
+//!   the transport receives from its socket as before. So does a kernel older than 6.2: its
+//!   virtio header has no type for a UDP segmentation run, and it drops a run on its way to a
+//!   ring (see [`takes_runs`]). IPv6 devices always do (not built yet: the filter and the
+//!   header walk are IPv4's).
 //! * **Segmentation runs**: a run sent with UDP GSO from this host (`udp/send.rs`) crosses
 //!   `lo` (or a veth) whole, and the kernel cuts it only at the UDP socket, after the ring has
 //!   seen it. The ring asks for a virtio header before each frame (`PACKET_VNET_HDR`), which
@@ -278,6 +280,37 @@ struct Frame<'a> {
     bytes: &'a [u8],
 }
 
+/// Whether the running kernel hands a packet ring a UDP segmentation run (with
+/// `VIRTIO_NET_HDR_GSO_UDP_L4` in its virtio header): Linux 6.2 and later. An older one drops
+/// the frame, and a ring there would lose every short run (the socket drops them too). A
+/// release this cannot read counts as older: the socket path is always safe.
+pub(super) fn takes_runs() -> bool {
+    // SAFETY: all-zero is a valid utsname, which uname fills.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid utsname to write.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    let release: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    release_at_least(&release, (6, 2))
+}
+
+/// Whether a kernel release string (`6.18.44-...`) is `want` (major, minor) or later.
+fn release_at_least(release: &[u8], want: (u32, u32)) -> bool {
+    let text = String::from_utf8_lossy(release);
+    let mut parts = text.split(|c: char| !c.is_ascii_digit());
+    let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (next(), next()) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
+    }
+}
+
 /// Puts a received datagram into a batch slot: `payload` (cut to the slot, and marked so; or
 /// already cut, `cut`), from `src` to `dst`. The IP header is the caller's to set.
 pub(super) fn fill_slot(
@@ -514,5 +547,29 @@ fn set_option<T>(fd: &OwnedFd, name: libc::c_int, value: &T) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_at_least;
+
+    #[test]
+    fn kernel_releases_from_6_2_on_take_runs() {
+        for (release, takes) in [
+            ("6.18.44-fc-v595", true),
+            ("6.2.0", true),
+            ("7.0-rc1", true),
+            ("6.1.0-50-amd64", false),
+            ("5.15.0-91-generic", false),
+            ("garbage", false),
+            ("", false),
+        ] {
+            assert_eq!(
+                release_at_least(release.as_bytes(), (6, 2)),
+                takes,
+                "{release}"
+            );
+        }
     }
 }
