@@ -334,7 +334,10 @@ impl UdpTransport {
                 self.ring = Some(r);
                 Ok(self)
             }
-            Err(e) => Err((self, e)),
+            Err(e) => {
+                self.socket_alone(); // whatever of the options above took
+                Err((self, e))
+            }
         }
     }
 
@@ -342,12 +345,17 @@ impl UdpTransport {
     /// `CAP_NET_RAW` (for comparisons, and to test that path where the ring would be used).
     pub fn without_ring(mut self) -> UdpTransport {
         if self.ring.take().is_some() {
-            // Failure leaves the socket dropping everything, which only a kernel that refuses
-            // to remove a filter it accepted could cause.
-            let _ = setsockopt(&self.rx, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
-            let _ = setsockopt(&self.rx, libc::SOL_UDP, UDP_GRO, 0);
+            self.socket_alone();
         }
         self
+    }
+
+    /// The receive socket as the socket path wants it: no filter, and runs cut by the kernel
+    /// (no `UDP_GRO`). Failure would leave the socket filtering, which only a kernel that
+    /// refuses to remove a filter it accepted could cause.
+    fn socket_alone(&mut self) {
+        let _ = setsockopt(&self.rx, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
+        let _ = setsockopt(&self.rx, libc::SOL_UDP, UDP_GRO, 0);
     }
 
     /// Whether datagrams are read from a packet ring (see `udp/ring.rs`).
