@@ -139,6 +139,17 @@ pub struct UdpTransport {
     ring: Option<RxRing>,
 }
 
+impl TransportStats {
+    /// Counts the `n` datagrams received into `batch`'s slots from `first` on.
+    fn count_received(&mut self, batch: &mut RecvBatch, first: usize, n: usize) {
+        for (_, meta) in batch.slots_mut().skip(first).take(n) {
+            self.rx_packets += 1;
+            self.rx_bytes += meta.len as u64;
+            self.rx_truncated += u64::from(meta.truncated);
+        }
+    }
+}
+
 /// How many datagrams a busy poller's next receive asks for (see [`RecvPacing::want`]), from
 /// what it has seen: what the last receive brought, and how many receives in a row brought
 /// one datagram each with nothing sent in between. The transport's receive socket keeps one, and
@@ -413,10 +424,8 @@ impl UdpTransport {
         for (_, meta) in batch.slots_mut().skip(first).take(got) {
             meta.dst = dst;
             meta.clear_ip_header();
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += meta.len as u64;
-            self.stats.rx_truncated += u64::from(meta.truncated);
         }
+        self.stats.count_received(batch, first, got);
         Ok(got)
     }
 
@@ -548,11 +557,7 @@ impl Transport for UdpTransport {
             Some(ring) => {
                 let n = ring.recv(fd, batch, 0, self.rx_pacing.want().min(MAX_MSGS))?;
                 self.rx_pacing.received(n);
-                for (_, meta) in batch.slots_mut().take(n) {
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += meta.len as u64;
-                    self.stats.rx_truncated += u64::from(meta.truncated);
-                }
+                self.stats.count_received(batch, 0, n);
                 n
             }
             None => {
