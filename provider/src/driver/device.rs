@@ -2,8 +2,8 @@
 //! making progress the issue asks for:
 //!
 //! * [`Progress::Thread`] — a background thread per device receives, runs timers and sends,
-//!   sleeping in `poll(2)` on the transport's descriptor (at most 1 ms, so that deadlines set
-//!   by other threads are met). RDMA WRITEs land while the application does nothing, as
+//!   sleeping in `ppoll(2)` on the transport's descriptor until the next deadline (at most
+//!   1 ms, so that deadlines set by other threads are met). RDMA WRITEs land while the application does nothing, as
 //!   programs that spin on memory expect.
 //! * [`Progress::Polling`] — progress happens inside the caller's `poll_cq` (and right after
 //!   each post), which on a 2-core machine avoids a spinning thread competing with the
@@ -378,10 +378,16 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
                     events: libc::POLLIN,
                     revents: 0,
                 };
-                let ms = sleep.as_micros().div_ceil(1000) as libc::c_int;
-                // SAFETY: one valid pollfd; the descriptor outlives the thread (the transport
-                // is dropped after the thread is joined).
-                unsafe { libc::poll(&mut pfd, 1, ms) };
+                // To the microsecond (a held ACK's deadline is tens of them away; `poll(2)`
+                // would round it up to a millisecond).
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: sleep.subsec_nanos() as _,
+                };
+                // SAFETY: one valid pollfd and timespec; the descriptor outlives the thread
+                // (the transport is dropped after the thread is joined); a null sigmask
+                // leaves the mask alone.
+                unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
             }
             None => std::thread::sleep(sleep.min(Duration::from_micros(50))),
         }
