@@ -1,5 +1,6 @@
 //! The QP's timers (IBTA 9.7.6.1 "Timers"): the local ACK timeout the requester runs for
-//! unacknowledged packets, and the RNR timer after a Receiver Not Ready NAK. As in quinn-proto,
+//! unacknowledged packets, and the RNR timer after a Receiver Not Ready NAK; and the
+//! responder's own, the end of an ACK's hold (`rc/ack_coalesce.rs`). As in quinn-proto,
 //! one small table of optional deadlines; the engine's next wakeup is the earliest of them. Time
 //! is whatever the driver passes in: the engine reads no clock.
 
@@ -13,9 +14,12 @@ pub enum Timer {
     Retransmit = 0,
     /// RNR wait: after an RNR NAK, the time its timer code says; on expiry, resend.
     Rnr = 1,
+    /// The end of a plain ACK's hold (not an IBTA timer: see `rc/ack_coalesce.rs`); on
+    /// expiry the ACK leaves.
+    AckHold = 2,
 }
 
-const COUNT: usize = 2;
+const COUNT: usize = 3;
 
 /// Deadlines indexed by [`Timer`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -152,8 +152,8 @@ pub(super) enum Round {
     /// The application's poll: receive; transmit unless the packets completed work requests
     /// (see the module comment).
     Poll,
-    /// A flush before a QP is destroyed: transmit only, every QP (receiving is for the
-    /// thread or the next poll). A post's round is [`transmit_qp`].
+    /// A flush before a QP is destroyed: transmit only, every QP, held ACKs included
+    /// (receiving is for the thread or the next poll). A post's round is [`transmit_qp`].
     Flush,
 }
 
@@ -271,7 +271,13 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
     inner.dirty.store(false, Ordering::Release);
     io.tx_deferred = 0;
     io.owed.clear();
+    let flush = round == Round::Flush;
     moved.packets += passes(inner, io, |nic, txs, max, next_due| {
+        if flush {
+            // Before a QP is destroyed: the ACKs it holds leave now (else the peer retries
+            // against a QP that is gone).
+            nic.release_acks();
+        }
         nic.handle_timeout(now);
         nic.route_completions();
         nic.poll_transmit(now, txs, max);

@@ -591,6 +591,13 @@ impl Nic {
         }
     }
 
+    /// Lets every QP's held ACK leave with the next transmit (see `rc/ack_coalesce.rs`).
+    pub fn release_acks(&mut self) {
+        for e in self.qps.values_mut() {
+            e.qp.release_acks();
+        }
+    }
+
     /// The earliest deadline of all QPs.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()

@@ -7,9 +7,11 @@
 //! * `requester` — segmentation, PSNs, AckReq, go-back-N (9.7.2, 9.7.6);
 //! * `completer` — ACK/NAK/READ response/atomic ACK processing and the timers (9.7.5.1.4);
 //! * `responder` — request validation and execution, ACK/NAK generation (9.7.4, 9.7.5);
+//! * `ack_coalesce` — when plain ACKs leave: at once, or held to cover several requests;
 //! * [`segment`], [`sequence`] — packet sequences and PSN classification;
 //! * [`transmit`] — packets out, with payload by reference to registered memory.
 
+pub(crate) mod ack_coalesce;
 mod completer;
 pub mod connect;
 pub mod context;

@@ -22,6 +22,7 @@ use std::time::Instant;
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
+use super::ack_coalesce::AckCoalescer;
 use super::context::{Completion, Events, QpContext};
 use super::requester::Requester;
 use super::responder::Responder;
@@ -33,7 +34,7 @@ use crate::qp_state::{
     check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, QpState, QpType,
 };
 use crate::srq::{SrqId, SrqTable};
-use crate::timer::TimerTable;
+use crate::timer::{Timer, TimerTable};
 use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 
@@ -52,6 +53,8 @@ pub struct Qp {
     uc: UcResponder,
     /// A plain ACK/NAK let one requester packet go first (see [`Qp::poll_transmit`]).
     ack_yielded: bool,
+    /// Whether the responder's plain ACK waits to cover more requests (`ack_coalesce.rs`).
+    acks: AckCoalescer,
     timers: TimerTable,
     ev: Events,
     /// The shared receive queue the responder takes its WQEs from, if any.
@@ -92,6 +95,7 @@ impl Qp {
             resp: Responder::new(caps.max_recv_wr as usize),
             uc: UcResponder::default(),
             ack_yielded: false,
+            acks: AckCoalescer::default(),
             timers: TimerTable::default(),
             ev: Events::default(),
             srq: None,
@@ -262,6 +266,7 @@ impl Qp {
                 self.resp.reset();
                 self.uc.reset();
                 self.timers = TimerTable::default();
+                self.acks = AckCoalescer::default();
                 self.ev = Events::default();
             }
             QpState::Rts if prev == QpState::Rtr => self.req.reset_retries(&self.ctx),
@@ -278,6 +283,10 @@ impl Qp {
                 self.req.reset_retries(&self.ctx);
             }
             _ => {}
+        }
+        if next != QpState::Rts {
+            // ACKs are held in RTS only.
+            self.acks.release(&mut self.timers);
         }
         if next != QpState::Sqd {
             self.sq_draining = false;
@@ -306,6 +315,7 @@ impl Qp {
         self.req.flush(&self.ctx, &mut self.ev);
         self.uc.flush(&self.ctx, &mut self.ev);
         self.resp.flush(&self.ctx, &mut self.ev);
+        self.acks.release(&mut self.timers);
         self.timers = TimerTable::default();
         if self.srq.is_some() {
             self.ev.affiliated.push_back(EventType::QpLastWqeReached);
@@ -427,6 +437,14 @@ impl Qp {
                 let srq = self.srq.and_then(|id| srqs.get_mut(id));
                 self.resp
                     .handle_request(&self.ctx, pkt, mrs, srq, &mut self.ev);
+                if let Some(queued) = self.resp.take_queued() {
+                    if self.state == QpState::Rts {
+                        let timeout = self.ctx.ack_timeout;
+                        self.acks.queued(queued, now, timeout, &mut self.timers);
+                    } else {
+                        self.acks.release(&mut self.timers);
+                    }
+                }
             }
         } else if self.state.accepts_responses() {
             self.req
@@ -437,6 +455,9 @@ impl Qp {
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.timers.expire(Timer::AckHold, now) {
+            self.acks.expired(now);
+        }
         if matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Sqe) {
             self.req
                 .handle_timeout(&self.ctx, now, &mut self.timers, &mut self.ev);
@@ -444,8 +465,14 @@ impl Qp {
         }
     }
 
+    /// Lets a held ACK leave with the next transmit (before the QP is destroyed, say).
+    pub fn release_acks(&mut self) {
+        self.acks.release(&mut self.timers);
+    }
+
     /// The next packet to send: responses carrying data first, then requests, with plain
-    /// ACKs interleaved (see below). In SQD only a message already begun goes on.
+    /// ACKs interleaved (see below); a plain ACK being held waits (see `ack_coalesce.rs`). In
+    /// SQD only a message already begun goes on.
     pub fn poll_transmit(&mut self, now: Instant, mrs: &MrTable) -> Option<Transmit> {
         let mut t = Transmit::empty();
         self.poll_transmit_into(now, mrs, &mut t).then_some(t)
@@ -461,7 +488,8 @@ impl Qp {
         // lets one requester packet go before it: in a ping-pong the answer then reaches the
         // peer ahead of the ACK of the question, which only completes a send WR the peer is
         // not waiting on. One packet at most, so ACKs are never starved by a long message.
-        if !self.resp.next_is_plain_ack() || self.ack_yielded {
+        let held = self.acks.holds() && self.resp.next_is_plain_ack();
+        if (!self.resp.next_is_plain_ack() || self.ack_yielded) && !held {
             self.ack_yielded = false;
             if self.resp.poll_transmit(&self.ctx, out) {
                 return true;
@@ -489,10 +517,11 @@ impl Qp {
             sent
         });
         if sent {
-            self.ack_yielded = self.resp.next_is_plain_ack();
+            // (A held ACK is not waiting for its turn: it must not jump the next request.)
+            self.ack_yielded = self.resp.next_is_plain_ack() && !held;
             return true;
         }
-        self.resp.poll_transmit(&self.ctx, out)
+        !held && self.resp.poll_transmit(&self.ctx, out)
     }
 
     /// The earliest time [`Qp::handle_timeout`] must be called.
@@ -523,7 +552,8 @@ impl Qp {
             QpState::Sqd => self.req.sq.get(self.req.cur).is_some_and(|w| w.started),
             _ => false,
         };
-        self.resp.has_output() || req
+        // (A held ACK is the only response then, and waits for its deadline.)
+        (self.resp.has_output() && !self.acks.holds()) || req
     }
 
     /// Send WRs not completed yet.

@@ -17,8 +17,9 @@
 //!   (`max_dest_rd_atomic`), kept so that duplicates can be answered. Atomics need 8-byte
 //!   alignment (else NAK Invalid Request).
 //! * **Responses** (ACK, NAK, READ responses, ATOMIC ACK) leave in PSN order from one queue;
-//!   consecutive ACKs coalesce into the latest. Every AETH carries the MSN, the count of
-//!   completed messages (9.7.5.1.4).
+//!   consecutive ACKs coalesce into the latest, and the QP may hold a plain ACK a little to
+//!   cover the next message too (`rc/ack_coalesce.rs`). Every AETH carries the MSN, the count
+//!   of completed messages (9.7.5.1.4).
 //! * **SEND with Invalidate** (9.4.1.1) invalidates the R_Key of its IETH at its last packet,
 //!   and the receive completion says so (`IBV_WC_WITH_INV`, `invalidated_rkey`).
 //! * **Duplicates** (9.7.5.1.2): `responder/duplicate.rs`.
@@ -34,6 +35,7 @@ use softrnic_wire::opcode::{Operation, Position, Transport as WireTransport};
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::{Opcode, Psn};
 
+use super::ack_coalesce::Queued;
 use super::context::{CqSide, Events, QpContext};
 use super::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
 use super::segment::{packets_for, payload_fits, MessageKind, Segments};
@@ -100,6 +102,12 @@ pub(crate) struct Responder {
     nak_sent: bool,
     resources: VecDeque<Resource>,
     out: VecDeque<Response>,
+    /// What the requests handled since [`Responder::take_queued`] queued, if anything.
+    queued: Option<Queued>,
+    /// The MSN of the last response with an AETH sent.
+    acked_msn: u32,
+    /// The MSN before the request being handled (which ended a message if it moved).
+    noted_msn: u32,
 }
 
 const MSN_MASK: u32 = 0x00ff_ffff;
@@ -118,6 +126,9 @@ impl Responder {
             nak_sent: false,
             resources: VecDeque::new(),
             out: VecDeque::new(),
+            queued: None,
+            acked_msn: 0,
+            noted_msn: 0,
         }
     }
 
@@ -147,6 +158,7 @@ impl Responder {
         mut srq: Option<&mut Srq>,
         ev: &mut Events,
     ) {
+        self.noted_msn = self.msn;
         let psn = pkt.repr.bth.psn;
         match classify(self.epsn, psn) {
             PsnClass::Expected => {
@@ -279,6 +291,7 @@ impl Responder {
                     },
                 );
                 self.msn = (self.msn + 1) & MSN_MASK;
+                self.note_queued(false);
                 self.out.push_back(Response::Read {
                     rkey: reth.rkey,
                     va: reth.va,
@@ -315,6 +328,7 @@ impl Responder {
                 self.save(ctx, Resource::Atomic { psn, orig });
                 self.msn = (self.msn + 1) & MSN_MASK;
                 let msn = self.msn;
+                self.note_queued(false);
                 self.out.push_back(Response::AtomicAck { psn, orig, msn });
                 self.epsn = psn.add(1);
                 return Ok(());
@@ -363,6 +377,7 @@ impl Responder {
 
     /// Queues an ACK or NAK; an ACK right behind another replaces it (coalescing).
     fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        self.note_queued(matches!(syndrome, Syndrome::Ack(_)));
         let msn = self.msn;
         if let (
             Syndrome::Ack(_),
@@ -385,6 +400,11 @@ impl Responder {
         out.dst = ctx.dst;
         out.src_port = ctx.src_port;
         let payload = &mut out.payload;
+        self.acked_msn = match resp {
+            Response::Ack { msn, .. }
+            | Response::AtomicAck { msn, .. }
+            | Response::Read { msn, .. } => *msn,
+        };
         out.roce = match resp {
             Response::Ack { psn, syndrome, msn } => {
                 let mut roce = ctx.header(Opcode::RC_ACKNOWLEDGE, *psn, false);
@@ -452,6 +472,35 @@ impl Responder {
             }
         };
         true
+    }
+
+    /// Notes a response queued: a plain ACK (`plain`) or anything else. What was queued is
+    /// [`Queued::PlainAck`] only for a plain ACK of a request that ended a message, with no
+    /// other response waiting (see `ack_coalesce.rs`).
+    fn note_queued(&mut self, plain: bool) {
+        let alone = self.out.iter().all(|r| {
+            matches!(
+                r,
+                Response::Ack {
+                    syndrome: Syndrome::Ack(_),
+                    ..
+                }
+            )
+        });
+        let ended = self.msn != self.noted_msn;
+        let unacked = self.msn.wrapping_sub(self.acked_msn) & MSN_MASK;
+        self.queued = Some(match self.queued {
+            None | Some(Queued::PlainAck { .. }) if plain && alone && ended => {
+                Queued::PlainAck { unacked }
+            }
+            _ => Queued::Other,
+        });
+    }
+
+    /// What the requests handled since the last call queued (see [`Responder::note_queued`]),
+    /// if anything.
+    pub(crate) fn take_queued(&mut self) -> Option<Queued> {
+        self.queued.take()
     }
 
     /// Whether responses are queued.

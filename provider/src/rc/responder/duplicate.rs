@@ -24,6 +24,8 @@ impl Responder {
             Operation::Send | Operation::RdmaWrite if repr.bth.ack_req => {
                 let last = self.epsn.sub(1);
                 self.queue_ack(last, Syndrome::Ack(CreditCode::UNLIMITED));
+                // The peer retransmits: it waits for this ACK, which must not be held.
+                self.note_queued(false);
             }
             Operation::RdmaReadRequest => {
                 let Some(reth) = repr.reth else { return };
@@ -46,6 +48,7 @@ impl Responder {
                     return; // already being answered, or a flood: the requester retries
                 }
                 let msn = self.msn;
+                self.note_queued(false);
                 self.out.push_back(Response::Read {
                     rkey: reth.rkey,
                     va: reth.va,
@@ -65,6 +68,7 @@ impl Responder {
                         return; // a flood of duplicates: the requester retries
                     }
                     let msn = self.msn;
+                    self.note_queued(false);
                     self.out.push_back(Response::AtomicAck { psn, orig, msn });
                 }
             }

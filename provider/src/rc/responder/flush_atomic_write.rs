@@ -92,6 +92,7 @@ impl Responder {
         self.save(ctx, Resource::Reply { psn });
         self.msn = (self.msn + 1) & MSN_MASK;
         let msn = self.msn;
+        self.note_queued(false);
         self.out.push_back(zero_length_read_response(psn, msn));
         self.epsn = psn.add(1);
     }
@@ -109,6 +110,7 @@ impl Responder {
             .any(|r| matches!(*r, Response::Read { first_psn, len: 0, .. } if first_psn == psn));
         if saved && !queued && self.answers_queued() < answer_limit(ctx) {
             let msn = self.msn;
+            self.note_queued(false);
             self.out.push_back(zero_length_read_response(psn, msn));
         }
     }

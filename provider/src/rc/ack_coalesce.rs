@@ -1,0 +1,285 @@
+//! When the responder's plain ACKs leave: at once, or held a little so that one ACK covers
+//! several requests. An ACK acknowledges every request up to its PSN (IBTA 9.7.5.1.4: the
+//! requester completes every WQE the PSN and MSN cover), so a responder may answer a run of
+//! requests with one; this module decides when to wait for the run.
+//!
+//! **Why.** Over kernel UDP every datagram costs the sender's CPU a whole trip through the
+//! stack (on this project's loopback measurements about as much as the request itself), and a
+//! request-response exchange whose requester does not wait for its send completions (an RPC
+//! over SEND, a ping-pong that polls for the answer only) pays for an ACK per message that
+//! nobody is waiting for.
+//!
+//! **The rule.** A plain ACK (syndrome ACK, nothing else queued) of a request that ends a
+//! message, when it covers the only message not yet acknowledged, is *held* — only in RTS,
+//! and only in one of two cases:
+//! * *coalescing*: the peer's next message came while an earlier ACK was held: it does not
+//!   wait for ACKs, so holding costs it nothing;
+//! * *probing*: in the first state ("immediate"), one ACK in `backoff` is held to find out.
+//!
+//! While an ACK is held, each new ACK replaces it (the responder's queue already coalesces
+//! consecutive ACKs). The held ACK leaves
+//! * once it covers [`MAX_COVERED`] messages: so a requester never has more than that many
+//!   messages unacknowledged for want of an ACK, and a send queue of two is enough for one
+//!   that goes on without waiting (a message that ends a run of unsignaled ones, which the
+//!   peer may have many of, is never held);
+//! * at once when anything else is queued (a NAK, a READ response, an atomic ACK, the ACK of
+//!   a packet inside a message), for a duplicate request (the peer is retransmitting: it
+//!   waits), when the QP leaves RTS, or in a flush before the QP is destroyed;
+//! * when its hold ends ([`HOLD`], at most a quarter of the QP's local ACK timeout, so that a
+//!   peer with the same timeout does not retransmit). The peer sent nothing more during the
+//!   hold: either it went quiet, or it was waiting for the ACK (a ping-pong that waits for
+//!   its send completion, a send queue of one). Which one, its next request says: one that
+//!   comes within [`WAITED`] of the ACK was waiting for it. Then ACKs leave at once again,
+//!   and the next probe comes twice as late (up to [`MAX_BACKOFF`] ACKs; a probe that finds
+//!   the peer going on starts the backoff again from [`FIRST_BACKOFF`]). A peer that went
+//!   quiet changes nothing.
+//!
+//! So an application that waits for every ACK pays one hold now and then (at most one per
+//! [`MAX_BACKOFF`] messages once settled), and in a ping-pong that does not, half the ACKs
+//! are left out. kernel rxe ACKs every request with AckReq at once; a coalesced ACK is one it
+//! handles (its completer walks its send queue up to the ACK's PSN).
+
+use std::time::{Duration, Instant};
+
+use crate::timer::{Timer, TimerTable};
+
+/// The longest an ACK is held.
+pub const HOLD: Duration = Duration::from_micros(50);
+
+/// A request this soon after a held ACK left at the end of its hold shows that the peer was
+/// waiting for the ACK (generous: a peer that was quiet and came back this soon is taken for
+/// a waiting one, which only makes ACKs immediate).
+pub const WAITED: Duration = Duration::from_micros(200);
+
+/// The most messages one held ACK covers: it leaves when it covers this many.
+pub const MAX_COVERED: u32 = 2;
+
+/// ACKs sent at once before the first probe.
+pub const FIRST_BACKOFF: u32 = 16;
+
+/// The most ACKs sent at once between two probes.
+pub const MAX_BACKOFF: u32 = 1024;
+
+/// What the responder queued with a request just handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queued {
+    /// A plain ACK, the only response waiting, of a request that ended a message; it covers
+    /// `unacked` messages (those since the last acknowledgement sent).
+    PlainAck { unacked: u32 },
+    /// Anything else: a NAK, a response with data, an ACK behind other responses, the ACK of
+    /// a packet inside a message, or of a duplicate request.
+    Other,
+}
+
+/// The ACK-holding state of one QP (see the module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AckCoalescer {
+    /// An ACK is held (its deadline is the [`Timer::AckHold`] timer).
+    held: bool,
+    /// The peer's requests went on while an ACK was held.
+    coalescing: bool,
+    /// ACKs to send at once before the next probe.
+    until_probe: u32,
+    /// What `until_probe` is set to after a failed probe (doubling).
+    backoff: u32,
+    /// When the last hold ended by its deadline, until the next request.
+    expired: Option<Instant>,
+}
+
+impl Default for AckCoalescer {
+    fn default() -> Self {
+        AckCoalescer {
+            held: false,
+            coalescing: false,
+            until_probe: FIRST_BACKOFF,
+            backoff: FIRST_BACKOFF,
+            expired: None,
+        }
+    }
+}
+
+impl AckCoalescer {
+    /// Whether the plain ACK at the head of the responder's queue waits.
+    pub(crate) fn holds(&self) -> bool {
+        self.held
+    }
+
+    /// The responder queued `what` at `now`; `ack_timeout` is the QP's local ACK timeout
+    /// (`None`: infinite).
+    pub(crate) fn queued(
+        &mut self,
+        what: Queued,
+        now: Instant,
+        ack_timeout: Option<Duration>,
+        timers: &mut TimerTable,
+    ) {
+        if self.expired.take().is_some_and(|at| now < at + WAITED) {
+            // The peer was waiting for the ACK whose hold ended.
+            self.coalescing = false;
+            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+            self.until_probe = self.backoff;
+        }
+        let Queued::PlainAck { unacked } = what else {
+            self.release(timers);
+            return;
+        };
+        if self.held {
+            // The peer went on without the ACK.
+            self.coalescing = true;
+            self.backoff = FIRST_BACKOFF;
+            if unacked >= MAX_COVERED {
+                self.release(timers);
+            }
+            return;
+        }
+        if unacked >= MAX_COVERED {
+            return;
+        }
+        if !self.coalescing {
+            if self.until_probe > 0 {
+                self.until_probe -= 1;
+                return;
+            }
+            self.until_probe = self.backoff;
+        }
+        let hold = ack_timeout.map_or(HOLD, |t| HOLD.min(t / 4));
+        self.held = true;
+        timers.set(Timer::AckHold, now + hold);
+    }
+
+    /// The hold ended at `now` with the ACK still held: it leaves, and the next request
+    /// says whether the peer was waiting for it.
+    pub(crate) fn expired(&mut self, now: Instant) {
+        self.held = false;
+        self.expired = Some(now);
+    }
+
+    /// Lets the held ACK go now (the coalescing state stays).
+    pub(crate) fn release(&mut self, timers: &mut TimerTable) {
+        self.held = false;
+        timers.stop(Timer::AckHold);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Option<Duration> = Some(Duration::from_millis(67));
+    const ONE: Queued = Queued::PlainAck { unacked: 1 };
+    const TWO: Queued = Queued::PlainAck { unacked: 2 };
+
+    /// Queues `n` ACKs of one message each at `now`, each sent before the next (as a peer
+    /// that waits sees them); how many were held.
+    fn waited_for(c: &mut AckCoalescer, n: u32, now: Instant, timers: &mut TimerTable) -> u32 {
+        (0..n)
+            .filter(|_| {
+                c.queued(ONE, now, T, timers);
+                let held = c.holds();
+                c.release(timers);
+                held
+            })
+            .count() as u32
+    }
+
+    #[test]
+    fn acks_leave_at_once_until_a_probe_which_a_waiting_peer_makes_rarer() {
+        let t0 = Instant::now();
+        let mut timers = TimerTable::default();
+        let mut c = AckCoalescer::default();
+        assert_eq!(waited_for(&mut c, FIRST_BACKOFF, t0, &mut timers), 0);
+        // The probe: held until its deadline, which is the QP's next wakeup.
+        c.queued(ONE, t0, T, &mut timers);
+        assert!(c.holds());
+        assert_eq!(timers.next_timeout(), Some(t0 + HOLD));
+        // Nothing came, and the next request comes right after the ACK left: the peer was
+        // waiting. Twice as many immediate ACKs before the next probe.
+        let end = t0 + HOLD;
+        assert!(timers.expire(Timer::AckHold, end));
+        c.expired(end);
+        assert!(!c.holds());
+        assert_eq!(waited_for(&mut c, 2 * FIRST_BACKOFF, end, &mut timers), 0);
+        assert_eq!(waited_for(&mut c, 1, end, &mut timers), 1);
+        // The backoff stops growing at MAX_BACKOFF.
+        for _ in 0..20 {
+            c.expired(end);
+            c.queued(ONE, end, T, &mut timers);
+        }
+        assert_eq!(c.backoff, MAX_BACKOFF);
+    }
+
+    #[test]
+    fn a_peer_that_goes_on_gets_one_ack_per_max_covered_messages() {
+        let t0 = Instant::now();
+        let mut timers = TimerTable::default();
+        let mut c = AckCoalescer::default();
+        waited_for(&mut c, FIRST_BACKOFF, t0, &mut timers);
+        c.queued(ONE, t0, T, &mut timers);
+        assert!(c.holds());
+        // The next message comes while the ACK is held: it leaves, covering both.
+        c.queued(TWO, t0, T, &mut timers);
+        assert!(!c.holds() && c.coalescing);
+        assert!(!timers.is_armed(Timer::AckHold));
+        // Coalescing now: every other ACK leaves.
+        let mut sent = 0;
+        for _ in 0..8 {
+            c.queued(ONE, t0, T, &mut timers);
+            c.queued(TWO, t0, T, &mut timers);
+            sent += u32::from(!c.holds());
+        }
+        assert_eq!(sent, 8);
+        // An ACK that already covers MAX_COVERED messages (the last of unsignaled ones) is
+        // never held.
+        c.queued(Queued::PlainAck { unacked: 16 }, t0, T, &mut timers);
+        assert!(!c.holds());
+    }
+
+    #[test]
+    fn anything_but_a_lone_plain_ack_releases_the_held_one() {
+        let t0 = Instant::now();
+        let mut timers = TimerTable::default();
+        let mut c = AckCoalescer {
+            coalescing: true,
+            ..AckCoalescer::default()
+        };
+        c.queued(ONE, t0, T, &mut timers);
+        assert!(c.holds());
+        c.queued(Queued::Other, t0, T, &mut timers);
+        assert!(!c.holds() && !timers.is_armed(Timer::AckHold));
+    }
+
+    #[test]
+    fn a_peer_that_went_quiet_is_not_taken_for_a_waiting_one() {
+        let t0 = Instant::now();
+        let mut timers = TimerTable::default();
+        let mut c = AckCoalescer {
+            coalescing: true,
+            ..AckCoalescer::default()
+        };
+        c.queued(ONE, t0, T, &mut timers);
+        // The peer stops; the hold ends; its next request comes much later.
+        c.expired(t0 + HOLD);
+        let later = t0 + HOLD + WAITED;
+        c.queued(ONE, later, T, &mut timers);
+        assert!(c.holds() && c.coalescing && c.backoff == FIRST_BACKOFF);
+    }
+
+    #[test]
+    fn the_hold_is_at_most_a_quarter_of_the_local_ack_timeout() {
+        let t0 = Instant::now();
+        let mut timers = TimerTable::default();
+        let mut c = AckCoalescer {
+            coalescing: true,
+            ..AckCoalescer::default()
+        };
+        let short = Some(Duration::from_micros(32)); // timeout 3
+        c.queued(ONE, t0, short, &mut timers);
+        assert_eq!(
+            timers.get(Timer::AckHold),
+            Some(t0 + Duration::from_micros(8))
+        );
+        c.release(&mut timers);
+        c.queued(ONE, t0, None, &mut timers);
+        assert_eq!(timers.get(Timer::AckHold), Some(t0 + HOLD));
+    }
+}
