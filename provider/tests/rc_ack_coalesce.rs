@@ -46,16 +46,10 @@ fn ping_pong_pair(n: u64) -> (Pair, Sge, Sge) {
     (p, srcs[0], srcs[1])
 }
 
-/// The ACKs (plain, syndrome ACK) `node` was handed.
-fn acks_seen(node: &Node) -> usize {
-    node.seen_of(Opcode::RC_ACKNOWLEDGE).count()
-}
-
-#[test]
-fn a_ping_pong_that_does_not_wait_for_send_completions_gets_half_the_acks() {
-    const ROUNDS: u64 = 200;
-    let (mut p, a_src, b_src) = ping_pong_pair(ROUNDS);
-    for i in 0..ROUNDS {
+/// `rounds` round trips of A's SEND and B's answer, each side posting as soon as the other's
+/// message arrives (never waiting for its send completions), then quiescence.
+fn ping_pong(p: &mut Pair, rounds: u64, a_src: Sge, b_src: Sge) {
+    for i in 0..rounds {
         p.a.qp
             .post_send(&signaled_send(i, a_src), &p.a.mrs)
             .unwrap();
@@ -66,6 +60,18 @@ fn a_ping_pong_that_does_not_wait_for_send_completions_gets_half_the_acks() {
         p.run_until(1000, |p| p.a.recv_wcs.len() as u64 > i);
     }
     p.run_to_quiescence(10_000);
+}
+
+/// The ACKs (plain, syndrome ACK) `node` was handed.
+fn acks_seen(node: &Node) -> usize {
+    node.seen_of(Opcode::RC_ACKNOWLEDGE).count()
+}
+
+#[test]
+fn a_ping_pong_that_does_not_wait_for_send_completions_gets_half_the_acks() {
+    const ROUNDS: u64 = 200;
+    let (mut p, a_src, b_src) = ping_pong_pair(ROUNDS);
+    ping_pong(&mut p, ROUNDS, a_src, b_src);
     // Every WR completed once, successfully, in order.
     for wcs in [&p.a.send_wcs, &p.b.send_wcs, &p.a.recv_wcs, &p.b.recv_wcs] {
         let ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
@@ -89,17 +95,7 @@ fn a_ping_pong_that_does_not_wait_for_send_completions_gets_half_the_acks() {
 fn a_held_ack_waits_for_no_time_once_released_as_before_a_destroy() {
     const ROUNDS: u64 = 40;
     let (mut p, a_src, b_src) = ping_pong_pair(ROUNDS + 1);
-    for i in 0..ROUNDS {
-        p.a.qp
-            .post_send(&signaled_send(i, a_src), &p.a.mrs)
-            .unwrap();
-        p.run_until(1000, |p| p.b.recv_wcs.len() as u64 > i);
-        p.b.qp
-            .post_send(&signaled_send(i, b_src), &p.b.mrs)
-            .unwrap();
-        p.run_until(1000, |p| p.a.recv_wcs.len() as u64 > i);
-    }
-    p.run_to_quiescence(10_000);
+    ping_pong(&mut p, ROUNDS, a_src, b_src);
     // Coalescing by now (B's last ACK left covering two messages, so no hold of B's ended
     // unanswered): the ACK of A's next SEND is held, with the hold as B's deadline.
     p.a.qp

@@ -167,6 +167,14 @@ mod tests {
 
     const T: Option<Duration> = Some(Duration::from_millis(67));
     const ONE: Queued = Queued::PlainAck { unacked: 1 };
+
+    /// A QP that has found its peer not waiting for ACKs.
+    fn coalescing() -> AckCoalescer {
+        AckCoalescer {
+            coalescing: true,
+            ..AckCoalescer::default()
+        }
+    }
     const TWO: Queued = Queued::PlainAck { unacked: 2 };
 
     /// Queues `n` ACKs of one message each at `now`, each sent before the next (as a peer
@@ -238,10 +246,7 @@ mod tests {
     fn anything_but_a_lone_plain_ack_releases_the_held_one() {
         let t0 = Instant::now();
         let mut timers = TimerTable::default();
-        let mut c = AckCoalescer {
-            coalescing: true,
-            ..AckCoalescer::default()
-        };
+        let mut c = coalescing();
         c.queued(ONE, t0, T, &mut timers);
         assert!(c.holds());
         c.queued(Queued::Other, t0, T, &mut timers);
@@ -252,10 +257,7 @@ mod tests {
     fn a_peer_that_went_quiet_is_not_taken_for_a_waiting_one() {
         let t0 = Instant::now();
         let mut timers = TimerTable::default();
-        let mut c = AckCoalescer {
-            coalescing: true,
-            ..AckCoalescer::default()
-        };
+        let mut c = coalescing();
         c.queued(ONE, t0, T, &mut timers);
         // The peer stops; the hold ends; its next request comes much later.
         c.expired(t0 + HOLD);
@@ -268,10 +270,7 @@ mod tests {
     fn the_hold_is_at_most_a_quarter_of_the_local_ack_timeout() {
         let t0 = Instant::now();
         let mut timers = TimerTable::default();
-        let mut c = AckCoalescer {
-            coalescing: true,
-            ..AckCoalescer::default()
-        };
+        let mut c = coalescing();
         let short = Some(Duration::from_micros(32)); // timeout 3
         c.queued(ONE, t0, short, &mut timers);
         assert_eq!(
