@@ -1,7 +1,8 @@
 //! `ibv_resize_cq` through the C ABI, from a C program compiled against the installed verbs.h
 //! (`ibv_resize_cq(3)`): a CQ holding completions (receives flushed by moving their QP to ERR)
 //! is resized larger, takes completions it had no room for before, is resized smaller down to
-//! what it holds, and gives every completion back in order; `cq->cqe` follows each resize.
+//! what it holds, and gives every completion back in order (polled two, one, then the rest at
+//! a time); `cq->cqe` follows each resize.
 //! Sizes below what it holds, 0, negative or above `max_cqe`, and a NULL or destroyed CQ, are
 //! `EINVAL`, leaving the CQ as it was.
 
@@ -59,8 +60,13 @@ int main(void)
     CHECK(ibv_resize_cq(cq, dev.max_cqe + 1) == EINVAL && cq->cqe == 7, 22);
     CHECK(ibv_resize_cq(NULL, 8) == EINVAL, 23);
 
+    /* In three polls: two, one, then the rest (a call for one or two completions takes its
+     * own path). */
     struct ibv_wc wc[8];
-    CHECK(ibv_poll_cq(cq, 8, wc) == 7, 24);
+    CHECK(ibv_poll_cq(cq, 2, wc) == 2, 24);
+    CHECK(ibv_poll_cq(cq, 1, wc + 2) == 1, 24);
+    CHECK(ibv_poll_cq(cq, 8, wc + 3) == 4, 24);
+    CHECK(ibv_poll_cq(cq, 2, wc) == 0, 24);
     for (int i = 0; i < 7; i++) {
         if (wc[i].wr_id != (uint64_t)i || wc[i].status != IBV_WC_WR_FLUSH_ERR) {
             fprintf(stderr, "completion %d: wr_id %llu status %d\n", i,

@@ -224,26 +224,44 @@ pub(crate) unsafe extern "C" fn op_poll_cq(
         if wc.is_null() {
             return -1;
         }
-        let mut buf = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16];
-        let mut done = 0usize;
         let want = num_entries as usize;
-        while done < want {
-            let n = match cq.poll(&mut buf[..(want - done).min(16)]) {
-                Ok(n) => n,
-                Err(_) if done > 0 => break,
-                Err(_) => return -1,
-            };
-            for w in &buf[..n] {
-                // SAFETY: the caller passes an array of num_entries ibv_wc; done < want.
-                unsafe { wc.add(done).write(to_ibv_wc(w)) };
-                done += 1;
-            }
-            if n < 16 {
-                break;
+        // A scratch array as small as the call allows: a busy poller asks for one or two,
+        // and would otherwise initialise sixteen on every empty poll.
+        // SAFETY: the caller passes an array of num_entries ibv_wc.
+        unsafe {
+            if want <= 2 {
+                drain::<2>(cq, wc, want)
+            } else {
+                drain::<16>(cq, wc, want)
             }
         }
-        done as c_int
     })
+}
+
+/// Moves up to `want` completions of `cq` into `wc` through a scratch array of `N`; the
+/// number written, or -1 if the CQ fails before any.
+///
+/// # Safety
+/// `wc` points to an array of at least `want` `ibv_wc`.
+unsafe fn drain<const N: usize>(cq: &Cq, wc: *mut ibv_wc, want: usize) -> c_int {
+    let mut buf = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); N];
+    let mut done = 0usize;
+    while done < want {
+        let n = match cq.poll(&mut buf[..(want - done).min(N)]) {
+            Ok(n) => n,
+            Err(_) if done > 0 => break,
+            Err(_) => return -1,
+        };
+        for w in &buf[..n] {
+            // SAFETY: the caller's array holds `want` entries; done < want.
+            unsafe { wc.add(done).write(to_ibv_wc(w)) };
+            done += 1;
+        }
+        if n < N {
+            break;
+        }
+    }
+    done as c_int
 }
 
 /// `ibv_context_ops.req_notify_cq`: arms a live CQ (its next completion signals its channel,
