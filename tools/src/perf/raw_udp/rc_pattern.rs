@@ -1,14 +1,15 @@
 //! The kernel's share of an RC SEND ping-pong: the datagrams softrnic's UDP transport exchanges
 //! for one round trip, sent and received the way it does, with no RDMA protocol at all.
 //!
-//! Per hop, an RC SEND ping-pong puts two datagrams on the wire: the SEND (BTH, 64 bytes of
-//! payload, ICRC: 80 bytes) and the ACK of the message that came the other way (BTH, AETH,
-//! ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own socket, connected to
+//! Per hop, an RC SEND ping-pong that ACKs every message puts two datagrams on the wire: the
+//! SEND (BTH, 64 bytes of payload, ICRC: 80 bytes) and the ACK of the message that came the
+//! other way (BTH, AETH, ICRC: 20 bytes), the answer first, in one `sendmmsg` from the QP's own socket, connected to
 //! the peer's port-4791 socket, which a busy poller drains with `recvfrom` or `recvmmsg`, with
 //! source addresses, asking for as many as the transport's [`RecvPacing`] says. This baseline
 //! does exactly that and nothing else, so the gap between it and the plain ping-pong
-//! ([`super::udp_pingpong`]) is what the packet pattern costs in the kernel, and the gap
-//! between it and RC is what softrnic's engine costs.
+//! ([`super::udp_pingpong`]) is what the packet pattern costs in the kernel. (softrnic's own
+//! RC ping-pong sends half those ACKs, as its responders coalesce them, and with a packet ring
+//! receives without system calls: it may come below this line.)
 
 use std::io;
 use std::mem::size_of;
