@@ -3,8 +3,8 @@
 //!
 //! * [`Progress::Thread`] — a background thread per device receives, runs timers and sends,
 //!   sleeping in `ppoll(2)` on the transport's descriptor until the next deadline (at most
-//!   1 ms, so that deadlines set by other threads are met). RDMA WRITEs land while the application does nothing, as
-//!   programs that spin on memory expect.
+//!   1 ms, so that deadlines set by other threads are met). RDMA WRITEs land while the
+//!   application does nothing, as programs that spin on memory expect.
 //! * [`Progress::Polling`] — progress happens inside the caller's `poll_cq` (and right after
 //!   each post), which on a 2-core machine avoids a spinning thread competing with the
 //!   application's own. A program may stop polling at any time, though (wait for its peer on

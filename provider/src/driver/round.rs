@@ -271,13 +271,12 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
     inner.dirty.store(false, Ordering::Release);
     io.tx_deferred = 0;
     io.owed.clear();
-    let flush = round == Round::Flush;
+    if round == Round::Flush {
+        // Before a QP is destroyed: the ACKs it holds leave now (else the peer retries
+        // against a QP that is gone).
+        lock(&inner.nic).release_acks();
+    }
     moved.packets += passes(inner, io, |nic, txs, max, next_due| {
-        if flush {
-            // Before a QP is destroyed: the ACKs it holds leave now (else the peer retries
-            // against a QP that is gone).
-            nic.release_acks();
-        }
         nic.handle_timeout(now);
         nic.route_completions();
         nic.poll_transmit(now, txs, max);
