@@ -19,9 +19,11 @@
 //! While an ACK is held, each new ACK replaces it (the responder's queue already coalesces
 //! consecutive ACKs). The held ACK leaves
 //! * once it covers [`MAX_COVERED`] messages: so a requester never has more than that many
-//!   messages unacknowledged for want of an ACK, and a send queue of two is enough for one
-//!   that goes on without waiting (a message that ends a run of unsignaled ones, which the
-//!   peer may have many of, is never held);
+//!   messages unacknowledged for want of an ACK (a message that ends a run of unsignaled
+//!   ones, which the peer may have many of, is never held). A requester that posts its next
+//!   SEND as soon as the answer comes, without polling its send completions, needs a send
+//!   queue of three (two with immediate ACKs): the ACK that leaves with an answer arrives
+//!   behind it;
 //! * at once when anything else is queued (a NAK, a READ response, an atomic ACK, the ACK of
 //!   a packet inside a message), for a duplicate request (the peer is retransmitting: it
 //!   waits), when the QP leaves RTS, or in a flush before the QP is destroyed;
@@ -71,11 +73,10 @@ pub(crate) enum Queued {
     Other,
 }
 
-/// The ACK-holding state of one QP (see the module comment).
+/// The ACK-holding state of one QP (see the module comment). An ACK is held while the QP's
+/// [`Timer::AckHold`] is armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AckCoalescer {
-    /// An ACK is held (its deadline is the [`Timer::AckHold`] timer).
-    held: bool,
     /// The peer's requests went on while an ACK was held.
     coalescing: bool,
     /// ACKs to send at once before the next probe.
@@ -89,7 +90,6 @@ pub(crate) struct AckCoalescer {
 impl Default for AckCoalescer {
     fn default() -> Self {
         AckCoalescer {
-            held: false,
             coalescing: false,
             until_probe: FIRST_BACKOFF,
             backoff: FIRST_BACKOFF,
@@ -100,8 +100,8 @@ impl Default for AckCoalescer {
 
 impl AckCoalescer {
     /// Whether the plain ACK at the head of the responder's queue waits.
-    pub(crate) fn holds(&self) -> bool {
-        self.held
+    pub(crate) fn holds(timers: &TimerTable) -> bool {
+        timers.is_armed(Timer::AckHold)
     }
 
     /// The responder queued `what` at `now`; `ack_timeout` is the QP's local ACK timeout
@@ -123,7 +123,7 @@ impl AckCoalescer {
             self.release(timers);
             return;
         };
-        if self.held {
+        if Self::holds(timers) {
             // The peer went on without the ACK.
             self.coalescing = true;
             self.backoff = FIRST_BACKOFF;
@@ -143,20 +143,19 @@ impl AckCoalescer {
             self.until_probe = self.backoff;
         }
         let hold = ack_timeout.map_or(HOLD, |t| HOLD.min(t / 4));
-        self.held = true;
         timers.set(Timer::AckHold, now + hold);
     }
 
-    /// The hold ended at `now` with the ACK still held: it leaves, and the next request
-    /// says whether the peer was waiting for it.
-    pub(crate) fn expired(&mut self, now: Instant) {
-        self.held = false;
-        self.expired = Some(now);
+    /// At `now`: if the hold has ended, the ACK leaves, and the next request says whether
+    /// the peer was waiting for it.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, timers: &mut TimerTable) {
+        if timers.expire(Timer::AckHold, now) {
+            self.expired = Some(now);
+        }
     }
 
     /// Lets the held ACK go now (the coalescing state stays).
     pub(crate) fn release(&mut self, timers: &mut TimerTable) {
-        self.held = false;
         timers.stop(Timer::AckHold);
     }
 }
@@ -167,6 +166,7 @@ mod tests {
 
     const T: Option<Duration> = Some(Duration::from_millis(67));
     const ONE: Queued = Queued::PlainAck { unacked: 1 };
+    const TWO: Queued = Queued::PlainAck { unacked: 2 };
 
     /// A QP that has found its peer not waiting for ACKs.
     fn coalescing() -> AckCoalescer {
@@ -175,7 +175,10 @@ mod tests {
             ..AckCoalescer::default()
         }
     }
-    const TWO: Queued = Queued::PlainAck { unacked: 2 };
+
+    fn holds(timers: &TimerTable) -> bool {
+        AckCoalescer::holds(timers)
+    }
 
     /// Queues `n` ACKs of one message each at `now`, each sent before the next (as a peer
     /// that waits sees them); how many were held.
@@ -183,7 +186,7 @@ mod tests {
         (0..n)
             .filter(|_| {
                 c.queued(ONE, now, T, timers);
-                let held = c.holds();
+                let held = holds(timers);
                 c.release(timers);
                 held
             })
@@ -198,20 +201,25 @@ mod tests {
         assert_eq!(waited_for(&mut c, FIRST_BACKOFF, t0, &mut timers), 0);
         // The probe: held until its deadline, which is the QP's next wakeup.
         c.queued(ONE, t0, T, &mut timers);
-        assert!(c.holds());
+        assert!(holds(&timers));
         assert_eq!(timers.next_timeout(), Some(t0 + HOLD));
         // Nothing came, and the next request comes right after the ACK left: the peer was
         // waiting. Twice as many immediate ACKs before the next probe.
         let end = t0 + HOLD;
-        assert!(timers.expire(Timer::AckHold, end));
-        c.expired(end);
-        assert!(!c.holds());
+        c.handle_timeout(end - Duration::from_nanos(1), &mut timers);
+        assert!(holds(&timers), "not yet");
+        c.handle_timeout(end, &mut timers);
+        assert!(!holds(&timers));
         assert_eq!(waited_for(&mut c, 2 * FIRST_BACKOFF, end, &mut timers), 0);
         assert_eq!(waited_for(&mut c, 1, end, &mut timers), 1);
-        // The backoff stops growing at MAX_BACKOFF.
+        // The backoff stops growing at MAX_BACKOFF (every probe's hold ends unanswered).
         for _ in 0..20 {
-            c.expired(end);
+            c.until_probe = 0;
             c.queued(ONE, end, T, &mut timers);
+            assert!(holds(&timers));
+            c.handle_timeout(end + HOLD, &mut timers);
+            c.queued(ONE, end + HOLD, T, &mut timers);
+            c.release(&mut timers);
         }
         assert_eq!(c.backoff, MAX_BACKOFF);
     }
@@ -223,23 +231,22 @@ mod tests {
         let mut c = AckCoalescer::default();
         waited_for(&mut c, FIRST_BACKOFF, t0, &mut timers);
         c.queued(ONE, t0, T, &mut timers);
-        assert!(c.holds());
+        assert!(holds(&timers));
         // The next message comes while the ACK is held: it leaves, covering both.
         c.queued(TWO, t0, T, &mut timers);
-        assert!(!c.holds() && c.coalescing);
-        assert!(!timers.is_armed(Timer::AckHold));
+        assert!(!holds(&timers) && c.coalescing);
         // Coalescing now: every other ACK leaves.
         let mut sent = 0;
         for _ in 0..8 {
             c.queued(ONE, t0, T, &mut timers);
             c.queued(TWO, t0, T, &mut timers);
-            sent += u32::from(!c.holds());
+            sent += u32::from(!holds(&timers));
         }
         assert_eq!(sent, 8);
         // An ACK that already covers MAX_COVERED messages (the last of unsignaled ones) is
         // never held.
         c.queued(Queued::PlainAck { unacked: 16 }, t0, T, &mut timers);
-        assert!(!c.holds());
+        assert!(!holds(&timers));
     }
 
     #[test]
@@ -248,9 +255,9 @@ mod tests {
         let mut timers = TimerTable::default();
         let mut c = coalescing();
         c.queued(ONE, t0, T, &mut timers);
-        assert!(c.holds());
+        assert!(holds(&timers));
         c.queued(Queued::Other, t0, T, &mut timers);
-        assert!(!c.holds() && !timers.is_armed(Timer::AckHold));
+        assert!(!holds(&timers));
     }
 
     #[test]
@@ -260,10 +267,11 @@ mod tests {
         let mut c = coalescing();
         c.queued(ONE, t0, T, &mut timers);
         // The peer stops; the hold ends; its next request comes much later.
-        c.expired(t0 + HOLD);
+        c.handle_timeout(t0 + HOLD, &mut timers);
+        assert!(!holds(&timers));
         let later = t0 + HOLD + WAITED;
         c.queued(ONE, later, T, &mut timers);
-        assert!(c.holds() && c.coalescing && c.backoff == FIRST_BACKOFF);
+        assert!(holds(&timers) && c.coalescing && c.backoff == FIRST_BACKOFF);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::qp_state::{
     check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, QpState, QpType,
 };
 use crate::srq::{SrqId, SrqTable};
-use crate::timer::{Timer, TimerTable};
+use crate::timer::TimerTable;
 use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 
@@ -315,7 +315,6 @@ impl Qp {
         self.req.flush(&self.ctx, &mut self.ev);
         self.uc.flush(&self.ctx, &mut self.ev);
         self.resp.flush(&self.ctx, &mut self.ev);
-        self.acks.release(&mut self.timers);
         self.timers = TimerTable::default();
         if self.srq.is_some() {
             self.ev.affiliated.push_back(EventType::QpLastWqeReached);
@@ -455,9 +454,7 @@ impl Qp {
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.timers.expire(Timer::AckHold, now) {
-            self.acks.expired(now);
-        }
+        self.acks.handle_timeout(now, &mut self.timers);
         if matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Sqe) {
             self.req
                 .handle_timeout(&self.ctx, now, &mut self.timers, &mut self.ev);
@@ -488,7 +485,7 @@ impl Qp {
         // lets one requester packet go before it: in a ping-pong the answer then reaches the
         // peer ahead of the ACK of the question, which only completes a send WR the peer is
         // not waiting on. One packet at most, so ACKs are never starved by a long message.
-        let held = self.acks.holds() && self.resp.next_is_plain_ack();
+        let held = AckCoalescer::holds(&self.timers) && self.resp.next_is_plain_ack();
         if (!self.resp.next_is_plain_ack() || self.ack_yielded) && !held {
             self.ack_yielded = false;
             if self.resp.poll_transmit(&self.ctx, out) {
@@ -553,7 +550,7 @@ impl Qp {
             _ => false,
         };
         // (A held ACK is the only response then, and waits for its deadline.)
-        (self.resp.has_output() && !self.acks.holds()) || req
+        (self.resp.has_output() && !AckCoalescer::holds(&self.timers)) || req
     }
 
     /// Send WRs not completed yet.
