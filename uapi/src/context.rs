@@ -1,8 +1,15 @@
 //! Devices, protection domains and completion queues (`ibv_open_device`, `ibv_alloc_pd`,
 //! `ibv_create_cq`, `ibv_resize_cq`, `ibv_poll_cq`).
+//!
+//! A device is shared: every [`Context`] opened on one address in a process uses one running
+//! device (one NIC, key table, transport and progress thread; `shared.rs`), as every
+//! `ibv_open_device` of `rxe0` uses the one kernel device. Each context is an owner in the
+//! NIC: its PDs get device-unique handles, so its MRs, QPs and SRQs are its own, and its
+//! asynchronous events come to it alone. Closing a context (dropping its last handle and
+//! object) leaves the others running; the device stops with the last context.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::ops::Deref;
 use std::sync::Arc;
 
 use softrnic_provider::device::{
@@ -10,7 +17,7 @@ use softrnic_provider::device::{
 };
 use softrnic_provider::driver::{Device, Progress};
 use softrnic_provider::mr::{MrTable, PdHandle};
-use softrnic_provider::nic::CqId;
+use softrnic_provider::nic::{CqId, OwnerId};
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::rc::QpLimits;
 use softrnic_provider::transport::{Transport, UdpTransport};
@@ -35,17 +42,37 @@ impl Default for OpenOptions {
     }
 }
 
-pub(crate) struct ContextInner {
+/// A running device, shared by the contexts opened on it.
+pub(crate) struct Shared {
     pub device: Device,
     pub gids: Option<GidTable>,
     pub attr: DeviceAttr,
     pub port: PortAttr,
     pub limits: QpLimits,
-    next_pd: AtomicU32,
 }
 
-/// An open device (`ibv_context`). Cheap to clone; the device stops when the last clone and
-/// every object made from it are gone.
+/// One context: the shared device, and who this context is in it.
+pub(crate) struct ContextInner {
+    pub shared: Arc<Shared>,
+    pub owner: OwnerId,
+}
+
+impl Deref for ContextInner {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // Every object of the context is gone (each holds it): only its events are left.
+        self.device.nic().remove_owner(self.owner);
+    }
+}
+
+/// An open device (`ibv_context`). Cheap to clone; the context closes when the last clone and
+/// every object made from it are gone, and the device stops when its last context closes.
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
@@ -53,29 +80,55 @@ pub struct Context {
 
 impl Context {
     /// Opens the device bound to the local address `addr` (`ibv_open_device` of the device
-    /// owning it), on kernel UDP sockets.
+    /// owning it), on kernel UDP sockets. A device already running in this process for
+    /// `addr` is shared (`opts` then changes nothing: the first context's options hold).
     ///
     /// # Errors
     /// The address is not local, port 4791 is taken on it, or the interface can't be read.
     pub fn open(addr: IpAddr, opts: OpenOptions) -> std::io::Result<Context> {
-        Context::open_wrapped(addr, opts, |t| Box::new(t))
+        let shared = crate::shared::open(addr, || Context::start_udp(addr, opts, |t| Box::new(t)))?;
+        Ok(Context::owning(shared))
     }
 
     /// [`Context::open`], with the kernel UDP transport wrapped by `wrap` before the device
     /// starts on it (a fault injector, in tests over real UDP).
     ///
     /// # Errors
-    /// As [`Context::open`].
+    /// As [`Context::open`]; `EADDRINUSE` if the device already runs in this process (the
+    /// wrapper could not apply to it).
     pub fn open_wrapped(
         addr: IpAddr,
         opts: OpenOptions,
         wrap: impl FnOnce(UdpTransport) -> Box<dyn Transport + Send>,
     ) -> std::io::Result<Context> {
+        let shared = crate::shared::open_new(addr, || Context::start_udp(addr, opts, wrap))?;
+        Ok(Context::owning(shared))
+    }
+
+    fn start_udp(
+        addr: IpAddr,
+        opts: OpenOptions,
+        wrap: impl FnOnce(UdpTransport) -> Box<dyn Transport + Send>,
+    ) -> std::io::Result<Shared> {
         let gids = GidTable::for_address(addr)?;
         let transport = UdpTransport::bind(addr)?;
         let mtu = active_mtu_for_netdev_mtu(gids.interface().mtu);
         let guid = node_guid_from_mac(gids.interface().mac);
-        Context::start(wrap(transport), Some(gids), mtu, guid, opts)
+        Shared::start(wrap(transport), Some(gids), mtu, guid, opts)
+    }
+
+    /// Another context on the same device as this one (`ibv_open_device` again): its own
+    /// PDs, MRs, CQs, QPs, SRQs and events.
+    pub fn reopen(&self) -> Context {
+        Context::owning(self.inner.shared.clone())
+    }
+
+    /// A new context on `shared`.
+    fn owning(shared: Arc<Shared>) -> Context {
+        let owner = shared.device.nic().add_owner();
+        Context {
+            inner: Arc::new(ContextInner { shared, owner }),
+        }
     }
 
     /// Opens a device on any transport (the in-memory fabric, in tests), path MTU up to
@@ -87,16 +140,20 @@ impl Context {
         transport: Box<dyn Transport + Send>,
         opts: OpenOptions,
     ) -> std::io::Result<Context> {
-        Context::start(transport, None, Mtu::Mtu4096, 0, opts)
+        let shared = Shared::start(transport, None, Mtu::Mtu4096, 0, opts)?;
+        Ok(Context::owning(Arc::new(shared)))
     }
+}
 
+impl Shared {
+    /// Starts a device on `transport`.
     fn start(
         transport: Box<dyn Transport + Send>,
         gids: Option<GidTable>,
         mtu: Mtu,
         guid: u64,
         opts: OpenOptions,
-    ) -> std::io::Result<Context> {
+    ) -> std::io::Result<Shared> {
         let mrs = Arc::new(
             MrTable::new(Limits::MAX_MR as u32, opts.key_seed).map_err(std::io::Error::other)?,
         );
@@ -109,18 +166,17 @@ impl Context {
             max_rd_atomic: Limits::MAX_QP_INIT_RD_ATOM.min(255) as u8,
             max_dest_rd_atomic: Limits::MAX_QP_RD_ATOM.min(255) as u8,
         };
-        Ok(Context {
-            inner: Arc::new(ContextInner {
-                device,
-                gids,
-                attr,
-                port,
-                limits,
-                next_pd: AtomicU32::new(1),
-            }),
+        Ok(Shared {
+            device,
+            gids,
+            attr,
+            port,
+            limits,
         })
     }
+}
 
+impl Context {
     /// `ibv_query_device`.
     pub fn query_device(&self) -> DeviceAttr {
         self.inner.attr.clone()
@@ -151,7 +207,7 @@ impl Context {
 
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Pd {
-        let handle = PdHandle(self.inner.next_pd.fetch_add(1, Ordering::Relaxed));
+        let handle = self.inner.device.nic().alloc_pd(self.inner.owner);
         Pd(Arc::new(PdInner {
             ctx: self.clone(),
             handle,
@@ -206,6 +262,13 @@ impl std::ops::Deref for Pd {
     type Target = PdInner;
     fn deref(&self) -> &PdInner {
         &self.0
+    }
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        // The last handle: every region, QP and SRQ of the PD is gone (each holds it).
+        self.ctx.inner.device.nic().dealloc_pd(self.handle);
     }
 }
 

@@ -34,6 +34,7 @@ mod mw;
 mod qp;
 mod rdma_verbs;
 mod relaxed;
+mod shared;
 mod srq;
 
 pub use ah::Ah;

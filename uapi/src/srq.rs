@@ -108,7 +108,7 @@ impl Context {
         if dev.mode() == softrnic_provider::driver::Progress::Polling {
             dev.progress();
         }
-        dev.nic().poll_async_event()
+        dev.nic().poll_async_event_of(self.inner.owner)
     }
 
     /// Sets what is called when asynchronous events become pending (an event fd's thread
@@ -117,6 +117,9 @@ impl Context {
     /// must only signal (unpark a thread, write an eventfd).
     pub fn set_async_notifier(&self, f: impl Fn() + Send + Sync + 'static) {
         let n = softrnic_provider::cq::Notifier(std::sync::Arc::new(f));
-        self.inner.device.nic().set_event_notifier(n);
+        self.inner
+            .device
+            .nic()
+            .set_event_notifier_of(self.inner.owner, n);
     }
 }

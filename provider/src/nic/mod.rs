@@ -13,12 +13,13 @@ use std::time::Instant;
 use softrnic_wire::roce::RocePacket;
 
 pub mod mcast;
+mod owners;
 
 use crate::cq::{Cq, Notifier};
 use crate::device::Gid;
 use crate::device::Limits;
 use crate::error::{Error, Result};
-use crate::event::{AsyncEvent, Element, EventQueue, EventType};
+use crate::event::{AsyncEvent, Element, EventType};
 use crate::mr::{MrTable, PdHandle};
 use crate::qp_state::QpType;
 use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
@@ -26,12 +27,11 @@ use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
 use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
+use owners::Owners;
+pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
-
-/// Asynchronous events the NIC keeps for a consumer that does not read them.
-pub const EVENT_QUEUE_LEN: usize = 1024;
 
 /// The device's SRQ limits (`max_srq_wr`, `max_srq_sge`).
 pub const SRQ_LIMITS: SrqLimits = SrqLimits {
@@ -82,6 +82,12 @@ struct QpEntry {
     recv_cq: CqId,
 }
 
+impl QpEntry {
+    fn pd(&self) -> PdHandle {
+        self.qp.context().pd
+    }
+}
+
 /// Moves QP `e`'s completions to its CQs; returns how many.
 fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
     let mut n = 0;
@@ -107,11 +113,8 @@ pub struct Nic {
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     mcast: McastTable,
-    events: EventQueue,
-    /// Called when events become pending and none was signalled since the consumer last
-    /// drained them ([`Nic::set_event_notifier`]).
-    event_notifier: Option<crate::cq::Notifier>,
-    event_signalled: bool,
+    /// The contexts sharing the device: their PDs and asynchronous events.
+    owners: Owners,
     next_qpn: u32,
     next_cq: u32,
     max_qp: usize,
@@ -129,9 +132,7 @@ impl Nic {
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             mcast: McastTable::default(),
-            events: EventQueue::new(EVENT_QUEUE_LEN),
-            event_notifier: None,
-            event_signalled: false,
+            owners: Owners::default(),
             next_qpn: FIRST_QPN,
             next_cq: 1,
             max_qp,
@@ -267,35 +268,77 @@ impl Nic {
         &mut self.srqs
     }
 
-    /// `ibv_get_async_event`, without blocking: the oldest event, after collecting the QPs'
-    /// and SRQs' new ones. Events of different QPs and SRQs are in collection order, not
-    /// necessarily in the order they happened.
+    /// A new context on the device: the owner of the PDs [`Nic::alloc_pd`] gives it, and of
+    /// their QPs' and SRQs' asynchronous events.
+    pub fn add_owner(&mut self) -> OwnerId {
+        self.owners.add()
+    }
+
+    /// Forgets `owner` (its context is closed) and its undelivered events.
+    pub fn remove_owner(&mut self, owner: OwnerId) {
+        self.owners.remove(owner);
+    }
+
+    /// `ibv_alloc_pd` for `owner`: a PD handle unique across the device.
+    pub fn alloc_pd(&mut self, owner: OwnerId) -> PdHandle {
+        self.owners.alloc_pd(owner)
+    }
+
+    /// `ibv_dealloc_pd`.
+    pub fn dealloc_pd(&mut self, pd: PdHandle) {
+        self.owners.dealloc_pd(pd);
+    }
+
+    /// `ibv_get_async_event` of [`DEFAULT_OWNER`], without blocking.
     pub fn poll_async_event(&mut self) -> Option<AsyncEvent> {
-        let mut qpns: Vec<u32> = self.qps.keys().copied().collect();
+        self.poll_async_event_of(DEFAULT_OWNER)
+    }
+
+    /// `ibv_get_async_event` of `owner`, without blocking: its oldest event, after collecting
+    /// the QPs' and SRQs' new ones. Events of different QPs and SRQs are in collection order,
+    /// not necessarily in the order they happened.
+    pub fn poll_async_event_of(&mut self, owner: OwnerId) -> Option<AsyncEvent> {
+        self.collect_events();
+        self.owners.pop(owner)
+    }
+
+    /// Moves the QPs' and SRQs' new events to their owners' queues.
+    fn collect_events(&mut self) {
+        let mut qpns: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, e)| e.qp.has_event())
+            .map(|(n, _)| *n)
+            .collect();
         qpns.sort_unstable();
         for qpn in qpns {
             let Some(e) = self.qps.get_mut(&qpn) else {
                 continue;
             };
+            let pd = e.pd();
             while let Some(event_type) = e.qp.poll_event() {
-                self.events.push(AsyncEvent {
-                    event_type,
-                    element: Element::Qp(qpn),
-                });
+                let element = Element::Qp(qpn);
+                self.owners.push(
+                    pd,
+                    AsyncEvent {
+                        event_type,
+                        element,
+                    },
+                );
             }
         }
         for id in self.srqs.poll_limit_reached() {
-            self.events.push(AsyncEvent {
-                event_type: EventType::SrqLimitReached,
-                element: Element::Srq(id.0),
-            });
+            let pd = self.srqs.get_mut(id).map_or(PdHandle(0), |s| s.pd());
+            let event_type = EventType::SrqLimitReached;
+            let element = Element::Srq(id.0);
+            self.owners.push(
+                pd,
+                AsyncEvent {
+                    event_type,
+                    element,
+                },
+            );
         }
-        let ev = self.events.pop();
-        if ev.is_none() {
-            // Drained: the next pending event is signalled again.
-            self.event_signalled = false;
-        }
-        ev
     }
 
     /// `ibv_create_qp` for RC; with `srq`, the QP takes its receive WQEs from that SRQ.
@@ -500,25 +543,29 @@ impl Nic {
         n
     }
 
-    /// Calls the event notifier if events are pending (`events`: some QP has affiliated
-    /// events) and none was signalled since the consumer last drained them.
+    /// Calls the notifier of each owner with events pending (`events`: some QP has affiliated
+    /// events) that was not signalled since it last drained them.
     fn signal_events(&mut self, events: bool) {
-        if let Some(notify) = &self.event_notifier {
-            let pending = events || !self.events.is_empty() || self.srqs.any_limit_reached();
-            if pending && !self.event_signalled {
-                self.event_signalled = true;
-                (notify.0)();
-            }
+        if events || self.srqs.any_limit_reached() {
+            self.collect_events();
+        }
+        if self.owners.any_queued() {
+            self.owners.signal();
         }
     }
 
     /// Sets what is called (with the NIC locked: it must only signal) when asynchronous
-    /// events become pending: once, until [`Nic::poll_async_event`] has been drained to
-    /// `None`. Events raised by a packet or a timer are signalled in the same round; those
-    /// raised by an API call (a modify to ERR) in the next round of progress.
+    /// events of [`DEFAULT_OWNER`] become pending; see [`Nic::set_event_notifier_of`].
     pub fn set_event_notifier(&mut self, n: crate::cq::Notifier) {
-        self.event_notifier = Some(n);
-        self.event_signalled = false;
+        self.set_event_notifier_of(DEFAULT_OWNER, n);
+    }
+
+    /// Sets what is called (with the NIC locked: it must only signal) when asynchronous
+    /// events of `owner` become pending: once, until [`Nic::poll_async_event_of`] has been
+    /// drained to `None`. Events raised by a packet or a timer are signalled in the same
+    /// round; those raised by an API call (a modify to ERR) in the next round of progress.
+    pub fn set_event_notifier_of(&mut self, owner: OwnerId, n: crate::cq::Notifier) {
+        self.owners.set_notifier(owner, n);
     }
 
     /// Hands a received, checked packet to its QP.

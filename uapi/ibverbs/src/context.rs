@@ -30,8 +30,9 @@ pub(crate) struct SoftContext {
     pub vctx: verbs_context,
     /// The device it was opened on.
     pub dev: &'static SoftDevice,
-    /// The running device (UDP socket, progress thread), started by the first verb that
-    /// needs it (`ibv_alloc_pd`), or the errno of starting it.
+    /// This context on the running device (UDP socket, progress thread), which every context
+    /// of the device in the process shares: joined (or started) by the first verb that needs
+    /// it (`ibv_alloc_pd`), or the errno of starting it.
     runtime: OnceLock<Result<Context, libc::c_int>>,
     /// `async_fd` and the events behind it; the device's start starts its watcher.
     pub events: AsyncEvents,
@@ -41,7 +42,8 @@ impl SoftContext {
     /// The running device, started on first use.
     ///
     /// # Errors
-    /// The errno of binding the device's address (`EADDRINUSE` if another device has it).
+    /// The errno of binding the device's address (`EADDRINUSE` if another process's device
+    /// has it).
     pub fn runtime(&self) -> Result<&Context, libc::c_int> {
         self.runtime
             .get_or_init(|| {

@@ -93,8 +93,9 @@ fn fail<T>(e: c_int) -> *mut T {
 
 export! { "IBVERBS_1.1";
     /// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`: NULL with `errno` `EINVAL` for a
-    /// bad context, or the errno of starting the device (`EADDRINUSE`: another device, in
-    /// this or another process, is bound to the address).
+    /// bad context, or the errno of starting the device (`EADDRINUSE`: another process's
+    /// device is bound to the address). Every context of the device in this process shares
+    /// one running device; the first PD of the first context starts it.
     unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
         catch(null_mut(), || {
             let Some(c) = context::lookup(context) else { return fail(libc::EINVAL) };

@@ -82,14 +82,15 @@ static inline int modify_to_init(struct ibv_qp *qp, struct ibv_qp_attr *attr, in
                          IBV_QP_ACCESS_FLAGS);
 }
 
-/* INIT -> RTR towards the QP itself at `gid` (GID index 1, MTU 1024, PSN 1), through `attr`
+/* INIT -> RTR towards QP `dest_qpn` at `gid` (GID index 1, MTU 1024, PSN 1), through `attr`
  * (cleared first): ibv_modify_qp's result. */
-static inline int modify_to_rtr_self(struct ibv_qp *qp, struct ibv_qp_attr *attr, union ibv_gid gid)
+static inline int modify_to_rtr(struct ibv_qp *qp, struct ibv_qp_attr *attr, union ibv_gid gid,
+                                uint32_t dest_qpn)
 {
     memset(attr, 0, sizeof *attr);
     attr->qp_state = IBV_QPS_RTR;
     attr->path_mtu = IBV_MTU_1024;
-    attr->dest_qp_num = qp->qp_num;
+    attr->dest_qp_num = dest_qpn;
     attr->rq_psn = 1;
     attr->max_dest_rd_atomic = 1;
     attr->min_rnr_timer = 12;
@@ -100,6 +101,12 @@ static inline int modify_to_rtr_self(struct ibv_qp *qp, struct ibv_qp_attr *attr
     attr->ah_attr.port_num = 1;
     return ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+/* INIT -> RTR towards the QP itself at `gid`: modify_to_rtr's result. */
+static inline int modify_to_rtr_self(struct ibv_qp *qp, struct ibv_qp_attr *attr, union ibv_gid gid)
+{
+    return modify_to_rtr(qp, attr, gid, qp->qp_num);
 }
 
 /* RTR -> RTS (timeout 14, retries 7, PSN 1), through `attr` as RTR left it: ibv_modify_qp's
@@ -116,9 +123,10 @@ static inline int modify_to_rts(struct ibv_qp *qp, struct ibv_qp_attr *attr)
                          IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* RESET -> INIT (with `access` for the peer) -> RTR -> RTS, the peer being the QP itself:
- * 0, or the step that failed (1 INIT, 2 GID, 3 RTR, 4 RTS). */
-static inline int connect_to_self(struct ibv_context *ctx, struct ibv_qp *qp, int access)
+/* RESET -> INIT (with `access` for the peer) -> RTR -> RTS, the peer being QP `dest_qpn` of
+ * the same device: 0, or the step that failed (1 INIT, 2 GID, 3 RTR, 4 RTS). */
+static inline int connect_on_device(struct ibv_context *ctx, struct ibv_qp *qp, int access,
+                                    uint32_t dest_qpn)
 {
     struct ibv_qp_attr attr;
     if (modify_to_init(qp, &attr, access) != 0)
@@ -126,11 +134,17 @@ static inline int connect_to_self(struct ibv_context *ctx, struct ibv_qp *qp, in
     union ibv_gid gid;
     if (ibv_query_gid(ctx, 1, 1, &gid) != 0)
         return 2;
-    if (modify_to_rtr_self(qp, &attr, gid) != 0)
+    if (modify_to_rtr(qp, &attr, gid, dest_qpn) != 0)
         return 3;
     if (modify_to_rts(qp, &attr) != 0)
         return 4;
     return 0;
+}
+
+/* connect_on_device, the peer being the QP itself. */
+static inline int connect_to_self(struct ibv_context *ctx, struct ibv_qp *qp, int access)
+{
+    return connect_on_device(ctx, qp, access, qp->qp_num);
 }
 
 #endif
