@@ -12,11 +12,13 @@
 
 #![deny(missing_docs)]
 
+pub mod bpf;
 pub mod cq;
 pub mod device;
 pub mod driver;
 pub mod error;
 pub mod event;
+pub mod host;
 pub mod mr;
 pub mod nic;
 pub mod qp_state;

@@ -16,6 +16,8 @@ use softrnic_provider::device::{
     active_mtu_for_netdev_mtu, node_guid_from_mac, DeviceAttr, GidTable, Limits, PortAttr,
 };
 use softrnic_provider::driver::{Device, Progress};
+use softrnic_provider::host::block::BLOCK_SIZE;
+use softrnic_provider::host::Member;
 use softrnic_provider::mr::{MrTable, PdHandle};
 use softrnic_provider::nic::{CqId, OwnerId};
 use softrnic_provider::qp_state::Mtu;
@@ -44,6 +46,9 @@ impl Default for OpenOptions {
 
 /// A running device, shared by the contexts opened on it.
 pub(crate) struct Shared {
+    /// This process's place on the host's shared device (a UDP device's), see
+    /// `softrnic_provider::host`.
+    pub member: Option<Member>,
     pub device: Device,
     pub gids: Option<GidTable>,
     pub attr: DeviceAttr,
@@ -102,6 +107,7 @@ impl Context {
         wrap: impl FnOnce(UdpTransport) -> Box<dyn Transport + Send>,
     ) -> std::io::Result<Context> {
         let shared = crate::shared::open_new(addr, || Context::start_udp(addr, opts, wrap))?;
+        Shared::watch_host(&shared)?;
         Ok(Context::owning(shared))
     }
 
@@ -111,10 +117,25 @@ impl Context {
         wrap: impl FnOnce(UdpTransport) -> Box<dyn Transport + Send>,
     ) -> std::io::Result<Shared> {
         let gids = GidTable::for_address(addr)?;
-        let transport = UdpTransport::bind(addr)?;
+        let (member, transport) = if shared_by_the_host() {
+            let (member, rx) = Member::join(addr)?;
+            (Some(member), UdpTransport::on_socket(addr, rx)?)
+        } else {
+            (None, UdpTransport::bind(addr)?)
+        };
         let mtu = active_mtu_for_netdev_mtu(gids.interface().mtu);
         let guid = node_guid_from_mac(gids.interface().mac);
-        Shared::start(wrap(transport), Some(gids), mtu, guid, opts)
+        let mut shared = Shared::start(wrap(transport), Some(gids), mtu, guid, opts)?;
+        if let Some(m) = &member {
+            let first = m.block().first();
+            let start = std::process::id().wrapping_mul(0x9e37_79b9);
+            shared
+                .device
+                .nic()
+                .set_qpn_range(first, first + BLOCK_SIZE - 1, start);
+        }
+        shared.member = member;
+        Ok(shared)
     }
 
     /// Another context on the same device as this one (`ibv_open_device` again): its own
@@ -145,7 +166,26 @@ impl Context {
     }
 }
 
+/// Whether UDP devices share their address with other processes (the default), or bind
+/// UDP 4791 alone as before (`SOFTRNIC_SHARED=0`, for comparisons).
+fn shared_by_the_host() -> bool {
+    std::env::var_os("SOFTRNIC_SHARED").is_none_or(|v| v != "0")
+}
+
 impl Shared {
+    /// Starts watching the host's agent (once): after the group of port 4791 was built
+    /// again, the device receives on its new socket.
+    fn watch_host(shared: &Arc<Shared>) -> std::io::Result<()> {
+        let Some(member) = &shared.member else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(shared);
+        member.watch(Box::new(move |rx| match weak.upgrade() {
+            Some(s) => s.device.adopt_receive_socket(rx),
+            None => Ok(()),
+        }))
+    }
+
     /// Starts a device on `transport`.
     fn start(
         transport: Box<dyn Transport + Send>,
@@ -167,6 +207,7 @@ impl Shared {
             max_dest_rd_atomic: Limits::MAX_QP_RD_ATOM.min(255) as u8,
         };
         Ok(Shared {
+            member: None,
             device,
             gids,
             attr,

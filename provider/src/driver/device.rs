@@ -304,6 +304,15 @@ impl Device {
         Ok(())
     }
 
+    /// Makes the transport receive on `rx` instead of its receive socket (see
+    /// [`Transport::adopt_receive_socket`]).
+    ///
+    /// # Errors
+    /// The transport's.
+    pub fn adopt_receive_socket(&self, rx: std::net::UdpSocket) -> io::Result<()> {
+        lock(&self.inner.io).transport.adopt_receive_socket(rx)
+    }
+
     /// The transport's counters.
     pub fn transport_stats(&self) -> crate::transport::TransportStats {
         lock(&self.inner.io).transport.stats()

@@ -116,6 +116,9 @@ pub struct Nic {
     /// The contexts sharing the device: their PDs and asynchronous events.
     owners: Owners,
     next_qpn: u32,
+    /// The QPNs this NIC hands out: `qpns.0 ..= qpns.1` (its process's block on a shared
+    /// device, `host/block.rs`).
+    qpns: (u32, u32),
     next_cq: u32,
     max_qp: usize,
     /// Receive counters.
@@ -134,10 +137,21 @@ impl Nic {
             mcast: McastTable::default(),
             owners: Owners::default(),
             next_qpn: FIRST_QPN,
+            qpns: (FIRST_QPN, 0x00ff_fffe),
             next_cq: 1,
             max_qp,
             rx: RxStats::default(),
         }
+    }
+
+    /// Hands out QPNs from `first ..= last` only (a process's block of a shared device),
+    /// starting at `first + start % (the range's size)`: a process that takes the block of
+    /// one that died does not give its first QPs the numbers the dead one's peers may still
+    /// be sending to. Call before the first QP.
+    pub fn set_qpn_range(&mut self, first: u32, last: u32, start: u32) {
+        let (first, last) = (first.max(FIRST_QPN), last.min(0x00ff_fffe));
+        self.qpns = (first, last.max(first));
+        self.next_qpn = first + start % (self.qpns.1 - first + 1);
     }
 
     /// The device's address.
@@ -386,9 +400,10 @@ impl Nic {
         if self.qps.len() >= self.max_qp {
             return Err(Error::NoMemory("max_qp reached"));
         }
+        let (first, last) = self.qpns;
         let qpn = loop {
             let n = self.next_qpn;
-            self.next_qpn = if n >= 0x00ff_ffff { FIRST_QPN } else { n + 1 };
+            self.next_qpn = if n >= last { first } else { n + 1 };
             if !self.qps.contains_key(&n) {
                 break n;
             }

@@ -274,6 +274,10 @@ impl<T: Transport> Transport for FaultInjector<T> {
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.wait_fd()
     }
+
+    fn adopt_receive_socket(&mut self, rx: std::net::UdpSocket) -> io::Result<()> {
+        self.inner.adopt_receive_socket(rx)
+    }
 }
 
 #[cfg(test)]

@@ -473,6 +473,18 @@ pub trait Transport {
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
     }
 
+    /// Receives on `rx` from now on instead of the receive socket it had (a shared device's
+    /// socket of the host's group, handed out again after the group was rebuilt; see
+    /// `host/`). By default not supported.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` (`EOPNOTSUPP`) for a transport without a receive socket; the OS's.
+    fn adopt_receive_socket(&mut self, rx: std::net::UdpSocket) -> io::Result<()> {
+        drop(rx);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+
     /// A file descriptor that becomes readable when a packet arrives, for a driver that sleeps
     /// in `poll(2)` without holding the transport; `None` if there is none (the in-memory
     /// fabric), and the driver then sleeps briefly instead.

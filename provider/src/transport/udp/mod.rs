@@ -94,7 +94,8 @@ mod sock;
 use long_runs::UDP_GRO;
 use ring::RxRing;
 use send::TxSocket;
-use sock::{open_socket, read_sockaddr, setsockopt};
+pub(crate) use sock::bound_socket;
+use sock::{never_fragment, open_socket, read_sockaddr, setsockopt};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` call.
 pub const MAX_MSGS: usize = 64;
@@ -137,6 +138,20 @@ pub struct UdpTransport {
     /// The packet ring the device's datagrams are read from instead of the receive socket,
     /// where one could be opened (see `udp/ring.rs`).
     ring: Option<RxRing>,
+}
+
+/// Sets the receive socket's options: never fragment, a large buffer, the multicast send
+/// options; says whether the kernel can segment (UDP GSO) from it.
+fn configure_receive_socket(rx: &UdpSocket, local: IpAddr) -> io::Result<bool> {
+    never_fragment(rx, local)?;
+    // Best effort: a bigger buffer absorbs bursts between two recv_batch calls.
+    let _ = setsockopt(rx, libc::SOL_SOCKET, libc::SO_RCVBUF, RX_BUFFER);
+    // A kernel that knows the option (segment size 0: none by default) can segment;
+    // SOFTRNIC_GSO=0 turns it off (for comparisons, or a path that mishandles it).
+    let wanted = std::env::var_os("SOFTRNIC_GSO").is_none_or(|v| v != "0");
+    let gso = wanted && setsockopt(rx, libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
+    mcast::set_send_options(rx, local);
+    Ok(gso)
 }
 
 impl TransportStats {
@@ -274,14 +289,16 @@ impl UdpTransport {
     /// `AddrInUse` (with a message saying who may hold the port) if 4791 is taken on `local`;
     /// `AddrNotAvailable` if `local` is not an address of this host; other socket errors.
     pub fn bind(local: IpAddr) -> io::Result<UdpTransport> {
-        let rx = open_socket(local, ROCE_V2_UDP_PORT)?;
-        // Best effort: a bigger buffer absorbs bursts between two recv_batch calls.
-        let _ = setsockopt(&rx, libc::SOL_SOCKET, libc::SO_RCVBUF, RX_BUFFER);
-        // A kernel that knows the option (segment size 0: none by default) can segment;
-        // SOFTRNIC_GSO=0 turns it off (for comparisons, or a path that mishandles it).
-        let wanted = std::env::var_os("SOFTRNIC_GSO").is_none_or(|v| v != "0");
-        let gso = wanted && setsockopt(&rx, libc::SOL_UDP, UDP_SEGMENT, 0).is_ok();
-        mcast::set_send_options(&rx, local);
+        UdpTransport::on_socket(local, open_socket(local, ROCE_V2_UDP_PORT)?)
+    }
+
+    /// A transport receiving on `rx`, a nonblocking socket bound to `local`:4791 (one of a
+    /// shared device's group, `host/steer.rs`).
+    ///
+    /// # Errors
+    /// Setting `rx`'s options.
+    pub fn on_socket(local: IpAddr, rx: UdpSocket) -> io::Result<UdpTransport> {
+        let gso = configure_receive_socket(&rx, local)?;
         let connect = std::env::var_os("SOFTRNIC_CONNECT").is_none_or(|v| v != "0");
         Ok(UdpTransport {
             local,
@@ -669,6 +686,22 @@ impl Transport for UdpTransport {
 
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.ring.as_ref().map_or(self.rx.as_raw_fd(), RxRing::fd))
+    }
+
+    // `rx` takes the old socket's descriptor number (dup2), so a thread sleeping on
+    // `wait_fd` wakes for the new one; the old socket is closed unless the agent holds it.
+    fn adopt_receive_socket(&mut self, rx: UdpSocket) -> io::Result<()> {
+        configure_receive_socket(&rx, self.local)?;
+        if self.ring.is_some() {
+            setsockopt(&rx, libc::SOL_UDP, UDP_GRO, 1)?;
+            ring::attach_filter(rx.as_raw_fd(), &ring::longer_than_the_ring())?;
+        }
+        // SAFETY: both descriptors are open sockets this transport owns; dup2 closes the old
+        // one's description as it installs the new one under the same number.
+        if unsafe { libc::dup2(rx.as_raw_fd(), self.rx.as_raw_fd()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     fn stats(&self) -> TransportStats {

@@ -462,19 +462,9 @@ const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
 /// it fits a slot, else its headers. Offsets are from the IP header (`SKF_NET_OFF`),
 /// whatever the link header before it.
 fn ring_filter(local: Ipv4Addr) -> Vec<libc::sock_filter> {
-    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-    const LD_H_ABS: u16 = 0x28;
-    const LD_W_ABS: u16 = 0x20;
-    const LD_H_IND: u16 = 0x48;
-    const LDX_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH: x = 4 * (byte & 0xf)
-    const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
-    const JEQ_K: u16 = 0x15;
-    const JSET_K: u16 = 0x45;
-    const JGT_K: u16 = 0x25;
-    const RET_K: u16 = 0x06;
+    use crate::bpf::*;
     /// `SKF_NET_OFF`: a load at this offset plus `k` reads the network header's byte `k`.
     const NET: u32 = (-0x10_0000i32) as u32;
-    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     vec![
         op(LD_B_ABS, 0, 0, NET),                      // 0: version, IHL
         op(AND_K, 0, 0, 0xf0),                        // 1
@@ -496,38 +486,20 @@ fn ring_filter(local: Ipv4Addr) -> Vec<libc::sock_filter> {
     ]
 }
 
-/// Attaches a classic BPF program to socket `fd`.
+/// Attaches a classic BPF program to socket `fd` as its filter.
 pub(super) fn attach_filter(fd: RawFd, program: &[libc::sock_filter]) -> io::Result<()> {
-    let prog = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points at `program`, alive during the call; the kernel copies it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            (&prog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::bpf::attach(fd, libc::SO_ATTACH_FILTER, program)
 }
 
 /// The receive socket's filter while the ring receives: keep the datagrams longer than the
 /// ring's (`len` is the UDP datagram's, header included), drop the others.
 pub(super) fn longer_than_the_ring() -> [libc::sock_filter; 4] {
-    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    use crate::bpf::*;
     [
-        op(0x80, 0, 0, 0),                   // BPF_LD | BPF_W | BPF_LEN
-        op(0x25, 0, 1, RING_UDP_MAX as u32), // BPF_JMP | BPF_JGT | BPF_K
-        op(0x06, 0, 0, u32::MAX),            // BPF_RET: keep
-        op(0x06, 0, 0, 0),                   // drop
+        op(LD_W_LEN, 0, 0, 0),
+        op(JGT_K, 0, 1, RING_UDP_MAX as u32),
+        op(RET_K, 0, 0, u32::MAX), // keep
+        op(RET_K, 0, 0, 0),        // drop
     ]
 }
 

@@ -5,7 +5,7 @@
 use std::io;
 use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
@@ -27,9 +27,15 @@ pub(super) fn per_packet_error(errno: i32) -> bool {
     )
 }
 
-/// A nonblocking UDP socket bound to `(ip, port)` that never fragments.
+/// A nonblocking UDP socket bound to `(ip, port)` that never fragments. A source port's
+/// socket (any port but 4791) has `SO_REUSEADDR`: QPs of two processes on one address may
+/// hash to one source port, and nothing is received on it (peers send to 4791).
 pub(super) fn open_socket(ip: IpAddr, port: u16) -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(SocketAddr::new(ip, port)).map_err(|e| match e.kind() {
+    let reuse: &[_] = match port {
+        ROCE_V2_UDP_PORT => &[],
+        _ => &[(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)],
+    };
+    let s = bound_socket(SocketAddr::new(ip, port), reuse).map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse if port == ROCE_V2_UDP_PORT => io::Error::new(
             e.kind(),
             format!(
@@ -47,22 +53,61 @@ pub(super) fn open_socket(ip: IpAddr, port: u16) -> io::Result<UdpSocket> {
         ),
         _ => e,
     })?;
-    s.set_nonblocking(true)?;
+    never_fragment(&s, ip)?;
+    Ok(s)
+}
+
+/// A nonblocking UDP socket with the socket options `opts` (level, name, value), bound to
+/// `at` (IPv6 only, for an IPv6 address).
+pub(crate) fn bound_socket(
+    at: SocketAddr,
+    opts: &[(libc::c_int, libc::c_int, libc::c_int)],
+) -> io::Result<UdpSocket> {
+    let domain = match at {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    let kind = libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: plain socket(2); the result is checked.
+    let fd = unsafe { libc::socket(domain, kind, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new socket that nothing else owns.
+    let s = UdpSocket::from(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+    for &(level, name, v) in opts {
+        setsockopt(&s, level, name, v)?;
+    }
+    if at.is_ipv6() {
+        setsockopt(&s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+    }
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = write_sockaddr(at, &mut storage);
+    // SAFETY: `storage` holds a sockaddr of `len` bytes.
+    let r = unsafe { libc::bind(fd, (&storage as *const libc::sockaddr_storage).cast(), len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(s)
+}
+
+/// Sets `PMTUDISC_DO` on `s` (of an `ip` address): the kernel never fragments its datagrams.
+pub(super) fn never_fragment(s: &UdpSocket, ip: IpAddr) -> io::Result<()> {
     match ip {
         IpAddr::V4(_) => setsockopt(
-            &s,
+            s,
             libc::IPPROTO_IP,
             libc::IP_MTU_DISCOVER,
             libc::IP_PMTUDISC_DO,
-        )?,
+        ),
         IpAddr::V6(_) => setsockopt(
-            &s,
+            s,
             libc::IPPROTO_IPV6,
             libc::IPV6_MTU_DISCOVER,
             libc::IPV6_PMTUDISC_DO,
-        )?,
+        ),
     }
-    Ok(s)
 }
 
 /// Dissolves `s`'s association with a peer (`connect` to `AF_UNSPEC`).
@@ -84,7 +129,7 @@ pub(super) fn disconnect(s: &UdpSocket) -> io::Result<()> {
     }
 }
 
-pub(super) fn setsockopt(
+pub(crate) fn setsockopt(
     s: &UdpSocket,
     level: libc::c_int,
     name: libc::c_int,
@@ -108,7 +153,7 @@ pub(super) fn setsockopt(
 }
 
 /// Writes `addr` as a `sockaddr_in` / `sockaddr_in6` into `out`; returns its length.
-pub(super) fn write_sockaddr(
+pub(crate) fn write_sockaddr(
     addr: SocketAddr,
     out: &mut libc::sockaddr_storage,
 ) -> libc::socklen_t {

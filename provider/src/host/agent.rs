@@ -1,0 +1,261 @@
+//! The host agent of one address: it builds and keeps the `SO_REUSEPORT` group of
+//! `(address, 4791)` ([`super::steer`]) and hands each process the socket of its QPN block.
+//!
+//! It listens on the abstract Unix name `softrnic/<address>/agent`; whoever binds that name
+//! is the agent (the kernel lets one socket have it, and frees it when its process exits).
+//! A process sends `J` and its leased block; the agent answers `S` with the block's socket
+//! beside it (`SCM_RIGHTS`), or `E` and an errno. The process's connection stays open: its
+//! end (the process exited, however) frees the block's socket for the next process to lease
+//! that block. The agent keeps every socket it made, so nothing leaves the group and no
+//! socket's index ever changes while it runs.
+//!
+//! Socket 0 is the agent's own. It receives what belongs to no process: QP1's management
+//! datagrams, datagrams for blocks no process holds, and datagrams too short for a BTH. The
+//! agent counts and drops them (the connection manager will route QP1's MADs to the
+//! processes). It drains the socket of a freed block the same way.
+//!
+//! A new agent (its predecessor's process exited) waits until the old group is gone — every
+//! process, seeing its connection end, gives its socket back — and builds a new one.
+
+use std::io;
+use std::net::{IpAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::block::QpnBlock;
+use super::{fdpass, steer};
+
+/// How long a new agent waits for the sockets of the group it replaces to be given back.
+pub const REBUILD_WAIT: Duration = Duration::from_secs(2);
+
+/// How long the agent sleeps in `poll(2)` before looking whether it must stop.
+const TICK: Duration = Duration::from_millis(50);
+
+/// The agent's abstract socket name for `addr`.
+pub fn agent_name(addr: IpAddr) -> String {
+    format!("softrnic/{addr}/agent")
+}
+
+/// A request: join, with the block leased.
+pub(super) fn join_request(block: QpnBlock) -> [u8; 4] {
+    let [lo, hi] = block.0.to_le_bytes();
+    [b'J', 0, lo, hi]
+}
+
+/// The agent, running on a thread of this process; it stops when dropped.
+pub struct Agent {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Agent {
+    /// Becomes the agent of `addr`, unless a process already is (`None`).
+    ///
+    /// # Errors
+    /// Creating the agent's socket or thread.
+    pub fn try_start(addr: IpAddr) -> io::Result<Option<Agent>> {
+        let name = SocketAddr::from_abstract_name(agent_name(addr))?;
+        let listener = match UnixListener::bind_addr(&name) {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("softrnic agent {addr}"))
+            .spawn(move || run(addr, &listener, &s))?;
+        Ok(Some(Agent {
+            stop,
+            thread: Some(thread),
+        }))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A process's connection and the block whose socket it holds.
+struct Member {
+    conn: UnixStream,
+    block: QpnBlock,
+}
+
+/// The group: its sockets by index (= block), and who holds each.
+struct Group {
+    addr: IpAddr,
+    slots: Vec<UdpSocket>,
+    members: Vec<Member>,
+    /// Datagrams the agent dropped (socket 0's and freed blocks').
+    dropped: u64,
+}
+
+impl Group {
+    /// A new group, once no socket of an older one is left (or [`REBUILD_WAIT`] passed).
+    fn build(addr: IpAddr) -> io::Result<Group> {
+        let deadline = Instant::now() + REBUILD_WAIT;
+        while !steer::port_is_free(addr) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let first = steer::open_slot(addr)?;
+        steer::attach(&first, 1)?;
+        Ok(Group {
+            addr,
+            slots: vec![first],
+            members: Vec::new(),
+            dropped: 0,
+        })
+    }
+
+    fn held(&self, block: QpnBlock) -> bool {
+        self.members.iter().any(|m| m.block == block)
+    }
+
+    /// Grows the group to hold `block`'s socket: new sockets join at the end, in index
+    /// order, before the program counts them.
+    fn grow_to(&mut self, block: QpnBlock) -> io::Result<()> {
+        let want = usize::from(block.0) + 1;
+        if self.slots.len() < want {
+            while self.slots.len() < want {
+                self.slots.push(steer::open_slot(self.addr)?);
+            }
+            steer::attach(&self.slots[0], want as u16)?;
+        }
+        Ok(())
+    }
+
+    /// Answers a process's join request on `conn`.
+    fn join(&mut self, conn: UnixStream) {
+        conn.set_read_timeout(Some(Duration::from_secs(1))).ok();
+        let mut req = [0u8; 4];
+        let block = match fdpass::recv(&conn, &mut req) {
+            Ok(Some(_)) if req[0] == b'J' => QpnBlock(u16::from_le_bytes([req[2], req[3]])),
+            _ => return, // not a process of ours, or gone: drop the connection
+        };
+        let refuse = |errno: i32| {
+            let [lo, hi] = (errno as u16).to_le_bytes();
+            let _ = fdpass::send(&conn, &[b'E', 0, lo, hi], None);
+        };
+        if block.0 == 0 || u32::from(block.0) >= super::block::BLOCKS {
+            return refuse(libc::EINVAL);
+        }
+        if self.held(block) {
+            return refuse(libc::EADDRINUSE);
+        }
+        if let Err(e) = self.grow_to(block) {
+            return refuse(e.raw_os_error().unwrap_or(libc::EIO));
+        }
+        let slot = &self.slots[usize::from(block.0)];
+        // What a previous holder left: its datagrams and its socket options.
+        let left = drain(slot);
+        reset(slot);
+        self.dropped += left;
+        if fdpass::send(&conn, b"S\0\0\0", Some(slot.as_raw_fd())).is_ok() {
+            self.members.push(Member { conn, block });
+        }
+    }
+
+    /// The sockets the agent reads: its own and those of blocks nobody holds.
+    fn unheld(&self) -> impl Iterator<Item = &UdpSocket> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.held(QpnBlock(*i as u16)))
+            .map(|(_, s)| s)
+    }
+}
+
+/// Receives and drops everything `s` holds; returns how many.
+fn drain(s: &UdpSocket) -> u64 {
+    let mut buf = [0u8; 64];
+    let mut n = 0;
+    while s.recv(&mut buf).is_ok() {
+        n += 1;
+    }
+    n
+}
+
+/// Takes off what a process may have set on a socket it no longer holds (the packet ring's
+/// filter, `UDP_GRO`; see `transport/udp/ring.rs`).
+fn reset(s: &UdpSocket) {
+    let fd = s.as_raw_fd();
+    let zero: libc::c_int = 0;
+    // SAFETY: plain setsockopt calls with a valid int; failures (nothing to detach) are fine.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_DETACH_FILTER,
+            (&zero as *const libc::c_int).cast(),
+            4,
+        );
+        libc::setsockopt(
+            fd,
+            libc::SOL_UDP,
+            104,
+            (&zero as *const libc::c_int).cast(),
+            4,
+        );
+    }
+}
+
+fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
+    let Ok(mut group) = Group::build(addr) else {
+        // The port is held outside softrnic (another user, kernel rxe): processes get no
+        // socket from this agent and say so when they open the device.
+        while !stop.load(Ordering::Acquire) {
+            while let Ok((conn, _)) = listener.accept() {
+                let _ = fdpass::send(&conn, &[b'E', 0, libc::EADDRINUSE as u8, 0], None);
+            }
+            std::thread::sleep(TICK);
+        }
+        return;
+    };
+    while !stop.load(Ordering::Acquire) {
+        let mut fds = vec![pollin(listener.as_raw_fd())];
+        fds.extend(group.members.iter().map(|m| pollin(m.conn.as_raw_fd())));
+        let first_slot = fds.len();
+        fds.extend(group.unheld().map(|s| pollin(s.as_raw_fd())));
+        // SAFETY: `fds` is a valid array of pollfds of its length.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, TICK.as_millis() as _) };
+        if n <= 0 {
+            continue;
+        }
+        // A member's connection readable: it ended (a member sends nothing after joining).
+        let ended: Vec<usize> = (1..first_slot)
+            .filter(|i| fds[*i].revents != 0)
+            .map(|i| i - 1)
+            .collect();
+        for i in ended.into_iter().rev() {
+            group.members.swap_remove(i);
+        }
+        let dropped: u64 = group.unheld().map(drain).sum();
+        group.dropped += dropped;
+        if fds[0].revents != 0 {
+            while let Ok((conn, _)) = listener.accept() {
+                let _ = conn.set_nonblocking(false);
+                group.join(conn);
+            }
+        }
+    }
+}
+
+fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}

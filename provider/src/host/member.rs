@@ -1,0 +1,180 @@
+//! A process's membership of a shared device: its QPN block, its socket of the group from
+//! the agent (becoming the agent first if no process is), and a thread that watches the
+//! connection to the agent. When that connection ends (the agent's process exited), the
+//! thread gives the socket back, so that the next agent can build the group anew, and joins
+//! again with the same block: the QPs keep their numbers.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{self, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::agent::{agent_name, join_request, Agent, REBUILD_WAIT};
+use super::block::{Lease, QpnBlock};
+use super::fdpass;
+
+/// What gets the socket of a rebuilt group (the device's transport adopts it).
+pub type Adopt = Box<dyn Fn(UdpSocket) -> io::Result<()> + Send>;
+
+/// This process on one shared device.
+pub struct Member {
+    addr: IpAddr,
+    lease: Lease,
+    shared: Arc<Shared>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the member and its watcher share.
+struct Shared {
+    stop: AtomicBool,
+    conn: Mutex<UnixStream>,
+    /// The agent, when this process runs it.
+    agent: Mutex<Option<Agent>>,
+}
+
+impl Member {
+    /// Joins the device of `addr`: leases a block, and gets its socket of the group.
+    ///
+    /// # Errors
+    /// No block is free; the agent refused (its errno: `EADDRINUSE` when port 4791 is held
+    /// outside softrnic, by another user or kernel rxe); the agent could not be reached or
+    /// started.
+    pub fn join(addr: IpAddr) -> io::Result<(Member, UdpSocket)> {
+        let lease = Lease::take(addr)?;
+        let mut agent = None;
+        let (conn, sock) = connect(addr, lease.block(), &mut agent)?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            conn: Mutex::new(conn),
+            agent: Mutex::new(agent),
+        });
+        let member = Member {
+            addr,
+            lease,
+            shared,
+            watcher: Mutex::new(None),
+        };
+        Ok((member, sock))
+    }
+
+    /// The QPN block.
+    pub fn block(&self) -> QpnBlock {
+        self.lease.block()
+    }
+
+    /// Whether this process runs the agent now.
+    pub fn runs_agent(&self) -> bool {
+        lock(&self.shared.agent).is_some()
+    }
+
+    /// Starts watching the agent (once): when it goes, `adopt` gets a placeholder socket
+    /// (giving the group's back), then the socket of the rebuilt group.
+    ///
+    /// # Errors
+    /// Spawning the thread.
+    pub fn watch(&self, adopt: Adopt) -> io::Result<()> {
+        let mut w = lock(&self.watcher);
+        if w.is_some() {
+            return Ok(());
+        }
+        let (addr, block, shared) = (self.addr, self.block(), self.shared.clone());
+        *w = Some(
+            std::thread::Builder::new()
+                .name(format!("softrnic member {addr}"))
+                .spawn(move || watch(addr, block, &shared, &adopt))?,
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = lock(&self.shared.conn).shutdown(std::net::Shutdown::Both);
+        if let Some(t) = lock(&self.watcher).take() {
+            let _ = t.join();
+        }
+        drop(lock(&self.shared.agent).take());
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Connects to the agent of `addr` (starting it in this process, into `agent`, if there is
+/// none) and gets `block`'s socket.
+fn connect(
+    addr: IpAddr,
+    block: QpnBlock,
+    agent: &mut Option<Agent>,
+) -> io::Result<(UnixStream, UdpSocket)> {
+    let name = net::SocketAddr::from_abstract_name(agent_name(addr))?;
+    // A new agent may first wait for an old group to go.
+    let deadline = Instant::now() + REBUILD_WAIT + Duration::from_secs(3);
+    loop {
+        match UnixStream::connect_addr(&name) {
+            Ok(conn) => match request(&conn, block) {
+                Ok(sock) => return Ok((conn, sock)),
+                // The agent's process exited meanwhile: try again.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
+                Err(e) => return Err(e),
+            },
+            Err(_) if agent.is_none() => *agent = Agent::try_start(addr)?,
+            Err(_) => {}
+        }
+        if Instant::now() > deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no softrnic agent for {addr} answered"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Asks the agent on `conn` for `block`'s socket.
+fn request(conn: &UnixStream, block: QpnBlock) -> io::Result<UdpSocket> {
+    fdpass::send(conn, &join_request(block), None)?;
+    let mut answer = [0u8; 4];
+    match fdpass::recv(conn, &mut answer)? {
+        Some(Some(fd)) if answer[0] == b'S' => Ok(UdpSocket::from(fd)),
+        Some(_) if answer[0] == b'E' => Err(io::Error::from_raw_os_error(i32::from(
+            u16::from_le_bytes([answer[2], answer[3]]),
+        ))),
+        _ => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
+/// The watcher: waits for the connection to end, then joins the rebuilt group.
+fn watch(addr: IpAddr, block: QpnBlock, shared: &Shared, adopt: &Adopt) {
+    loop {
+        let conn = match lock(&shared.conn).try_clone() {
+            Ok(c) => c,
+            Err(_) => return,
+        };
+        let mut buf = [0u8; 4];
+        let _ = fdpass::recv(&conn, &mut buf); // returns when the agent's end closes
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        // Give the group's socket back: a placeholder takes its descriptor.
+        if let Ok(placeholder) = UdpSocket::bind(SocketAddr::new(addr, 0)) {
+            let _ = adopt(placeholder);
+        }
+        let mut agent = lock(&shared.agent).take();
+        let joined = connect(addr, block, &mut agent);
+        *lock(&shared.agent) = agent;
+        match joined {
+            Ok((conn, sock)) => {
+                *lock(&shared.conn) = conn;
+                let _ = adopt(sock);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}

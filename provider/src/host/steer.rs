@@ -1,0 +1,144 @@
+//! Steering: every datagram to `(address, 4791)` reaches the process that owns its
+//! destination QP, and only that process, through the kernel's `SO_REUSEPORT` groups.
+//!
+//! RoCEv2 (IBTA annex A17.2.2) fixes the destination UDP port at 4791, so every process using
+//! one device receives on the same `(address, 4791)`. Sockets bound there with `SO_REUSEPORT`
+//! form a group in which the kernel picks one socket per datagram; a classic BPF program
+//! attached to the group (`SO_ATTACH_REUSEPORT_CBPF`) picks it by index. The program sees
+//! the datagram from its UDP payload on, which begins with the BTH, so it reads the DestQP
+//! (BTH bytes 5..8, IBTA 9.2) and returns its QPN block ([`super::block`]): the socket at
+//! index *n* of the group is the one of the process leasing block *n*. Index 0 is the host
+//! agent's socket: QP0, QP1, datagrams too short for a BTH and blocks nobody leases go there.
+//!
+//! The index of a socket is its place in the group's array, which only the order of joins
+//! and leaves decides (a leaving socket's place is taken by the last one). So the agent
+//! creates every socket of the group, in index order, and keeps a duplicate of each: a
+//! process that exits (or is killed) then takes nothing out of the group, and its place is
+//! handed to the next process that leases its block. The order is the agent's alone.
+//!
+//! Facts this relies on, measured on Linux 6.18: the program's loads are relative to the UDP
+//! payload; an index at or beyond the group's size falls back to the 4-tuple hash (hence the
+//! bound in the program); a load past the end ends the program with 0; `connect()` takes a
+//! socket out of the group (a 4791 socket is never connected); only sockets of one user may
+//! share the port without `SO_REUSEADDR`, which is never set on it (with it, another user's
+//! socket would take the traffic).
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use softrnic_wire::ROCE_V2_UDP_PORT;
+
+use super::block::BLOCK_BITS;
+use crate::bpf::*;
+use crate::transport::udp::bound_socket;
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h).
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// The length of a BTH, below which a datagram cannot name a QP.
+const BTH_LEN: u32 = 12;
+
+/// The group's program for a group of `slots` sockets: the DestQP's block if it is below
+/// `slots`, else 0 (the agent's socket).
+pub fn program(slots: u16) -> [libc::sock_filter; 8] {
+    [
+        op(LD_W_LEN, 0, 0, 0),             // 0: A = payload length
+        op(JGE_K, 0, 5, BTH_LEN),          // 1: too short for a BTH: to 7
+        op(LD_W_ABS, 0, 0, 4),             // 2: A = reserved byte, DestQP
+        op(AND_K, 0, 0, 0x00ff_ffff),      // 3: A = DestQP
+        op(RSH_K, 0, 0, BLOCK_BITS),       // 4: A = its block
+        op(JGE_K, 1, 0, u32::from(slots)), // 5: beyond the group: to 7
+        op(RET_A, 0, 0, 0),                // 6: the block's socket
+        op(RET_K, 0, 0, 0),                // 7: the agent's socket
+    ]
+}
+
+/// A new socket of the group of `(addr, 4791)`: `SO_REUSEPORT`, bound, nonblocking.
+///
+/// # Errors
+/// `AddrInUse` if a socket outside the group (another user's, kernel rxe's) holds the port.
+pub fn open_slot(addr: IpAddr) -> io::Result<UdpSocket> {
+    let reuse_port = (libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
+    bound_socket(SocketAddr::new(addr, ROCE_V2_UDP_PORT), &[reuse_port])
+}
+
+/// Attaches [`program`] for `slots` sockets to the group `member` is in.
+///
+/// # Errors
+/// The kernel's.
+pub fn attach(member: &UdpSocket, slots: u16) -> io::Result<()> {
+    crate::bpf::attach(
+        member.as_raw_fd(),
+        SO_ATTACH_REUSEPORT_CBPF,
+        &program(slots),
+    )
+}
+
+/// Whether no socket holds `(addr, 4791)`: a socket without `SO_REUSEPORT` can bind it.
+pub fn port_is_free(addr: IpAddr) -> bool {
+    UdpSocket::bind(SocketAddr::new(addr, ROCE_V2_UDP_PORT)).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    /// A BTH-sized datagram to `dest_qp`.
+    fn bth_to(dest_qp: u32) -> [u8; 12] {
+        let mut b = [0u8; 12];
+        b[4..8].copy_from_slice(&dest_qp.to_be_bytes());
+        b[4] = 0;
+        b
+    }
+
+    fn got(s: &UdpSocket) -> usize {
+        let mut n = 0;
+        let mut buf = [0u8; 64];
+        std::thread::sleep(Duration::from_millis(20));
+        while s.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn each_datagram_reaches_the_socket_of_its_block() {
+        let addr = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 2));
+        let slots: Vec<UdpSocket> = (0..3).map(|_| open_slot(addr).unwrap()).collect();
+        attach(&slots[0], 3).unwrap();
+        let to = SocketAddr::new(addr, ROCE_V2_UDP_PORT);
+        let send = |payload: &[u8]| {
+            // A new source port each time: the 4-tuple hash would spread these.
+            let tx = UdpSocket::bind((addr, 0)).unwrap();
+            tx.send_to(payload, to).unwrap();
+        };
+        let block = |b: u32| b << BLOCK_BITS;
+        for _ in 0..4 {
+            send(&bth_to(block(1) + 17));
+            send(&bth_to(block(2) + 5));
+            send(&bth_to(block(2) + 6));
+        }
+        for q in [1, 0xffffff, block(3) + 1, block(7)] {
+            send(&bth_to(q)); // QP1, multicast QPN, unleased blocks
+        }
+        send(&[0u8; 3]); // too short for a BTH
+        assert_eq!(
+            slots.iter().map(got).collect::<Vec<_>>(),
+            [5, 4, 8],
+            "agent, block 1, block 2"
+        );
+        assert!(!port_is_free(addr));
+        drop(slots);
+        assert!(port_is_free(addr));
+    }
+
+    #[test]
+    fn the_program_is_bounded_by_the_group() {
+        let p = program(4);
+        assert_eq!(p.len(), 8);
+        assert_eq!((p[5].code, p[5].k), (JGE_K, 4));
+    }
+}
