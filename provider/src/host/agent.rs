@@ -160,7 +160,8 @@ impl Group {
         let slot = &self.slots[usize::from(block.0)];
         // What a previous holder left: its datagrams and its socket options.
         let left = drain(slot);
-        reset(slot);
+        // What the ring set on it (`transport/udp/ring.rs`).
+        crate::transport::udp::socket_alone(slot);
         self.dropped += left;
         if fdpass::send(&conn, b"S\0\0\0", Some(slot.as_raw_fd())).is_ok() {
             self.members.push(Member { conn, block });
@@ -185,30 +186,6 @@ fn drain(s: &UdpSocket) -> u64 {
         n += 1;
     }
     n
-}
-
-/// Takes off what a process may have set on a socket it no longer holds (the packet ring's
-/// filter, `UDP_GRO`; see `transport/udp/ring.rs`).
-fn reset(s: &UdpSocket) {
-    let fd = s.as_raw_fd();
-    let zero: libc::c_int = 0;
-    // SAFETY: plain setsockopt calls with a valid int; failures (nothing to detach) are fine.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_DETACH_FILTER,
-            (&zero as *const libc::c_int).cast(),
-            4,
-        );
-        libc::setsockopt(
-            fd,
-            libc::SOL_UDP,
-            104,
-            (&zero as *const libc::c_int).cast(),
-            4,
-        );
-    }
 }
 
 fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {

@@ -140,6 +140,13 @@ pub struct UdpTransport {
     ring: Option<RxRing>,
 }
 
+/// Takes off a receive socket what the packet ring set on it (its filter, `UDP_GRO`): the
+/// socket path's socket, or a group's socket the host agent hands to another process.
+pub(crate) fn socket_alone(rx: &UdpSocket) {
+    let _ = setsockopt(rx, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
+    let _ = setsockopt(rx, libc::SOL_UDP, UDP_GRO, 0);
+}
+
 /// Sets the receive socket's options: never fragment, a large buffer, the multicast send
 /// options; says whether the kernel can segment (UDP GSO) from it.
 fn configure_receive_socket(rx: &UdpSocket, local: IpAddr) -> io::Result<bool> {
@@ -382,8 +389,7 @@ impl UdpTransport {
     /// (no `UDP_GRO`). Failure would leave the socket filtering, which only a kernel that
     /// refuses to remove a filter it accepted could cause.
     fn socket_alone(&mut self) {
-        let _ = setsockopt(&self.rx, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, 0);
-        let _ = setsockopt(&self.rx, libc::SOL_UDP, UDP_GRO, 0);
+        socket_alone(&self.rx);
     }
 
     /// Whether datagrams are read from a packet ring (see `udp/ring.rs`).
