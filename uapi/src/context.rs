@@ -119,7 +119,8 @@ impl Context {
         let gids = GidTable::for_address(addr)?;
         let (member, transport) = if shared_by_the_host() {
             let (member, rx) = Member::join(addr)?;
-            (Some(member), UdpTransport::on_socket(addr, rx)?)
+            let transport = UdpTransport::on_steered_socket(addr, rx, member.block())?;
+            (Some(member), transport)
         } else {
             (None, UdpTransport::bind(addr)?)
         };

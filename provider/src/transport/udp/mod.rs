@@ -83,6 +83,8 @@ use rustc_hash::FxHashMap;
 use softrnic_wire::icrc::ICRC_LEN;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
+use crate::host::block::QpnBlock;
+
 use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats};
 
 mod ident;
@@ -138,6 +140,9 @@ pub struct UdpTransport {
     /// The packet ring the device's datagrams are read from instead of the receive socket,
     /// where one could be opened (see `udp/ring.rs`).
     ring: Option<RxRing>,
+    /// The QPN block whose datagrams the kernel steers to `rx`, when the device is shared by
+    /// the host's processes (`host/steer.rs`); the ring then takes only that block's too.
+    block: Option<QpnBlock>,
 }
 
 /// Takes off a receive socket what the packet ring set on it (its filter, `UDP_GRO`): the
@@ -305,6 +310,27 @@ impl UdpTransport {
     /// # Errors
     /// Setting `rx`'s options.
     pub fn on_socket(local: IpAddr, rx: UdpSocket) -> io::Result<UdpTransport> {
+        UdpTransport::receiving(local, rx, None)
+    }
+
+    /// A transport receiving on `rx`, a socket of a shared device's group to which the kernel
+    /// steers the datagrams of QPN block `block` (`host/steer.rs`).
+    ///
+    /// # Errors
+    /// Setting `rx`'s options.
+    pub fn on_steered_socket(
+        local: IpAddr,
+        rx: UdpSocket,
+        block: QpnBlock,
+    ) -> io::Result<UdpTransport> {
+        UdpTransport::receiving(local, rx, Some(block))
+    }
+
+    fn receiving(
+        local: IpAddr,
+        rx: UdpSocket,
+        block: Option<QpnBlock>,
+    ) -> io::Result<UdpTransport> {
         let gso = configure_receive_socket(&rx, local)?;
         let connect = std::env::var_os("SOFTRNIC_CONNECT").is_none_or(|v| v != "0");
         Ok(UdpTransport {
@@ -320,6 +346,7 @@ impl UdpTransport {
             groups: Vec::new(),
             rx_pacing: RecvPacing::after(MAX_MSGS / 2),
             ring: None,
+            block,
         }
         .with_ring_if_allowed())
     }
@@ -357,7 +384,7 @@ impl UdpTransport {
             );
             return Err((self, e));
         }
-        let opened = RxRing::open(local).and_then(|r| {
+        let opened = RxRing::open(local, self.block).and_then(|r| {
             // From now on the socket keeps only what the ring cannot hold, whole (see
             // `udp/ring.rs`).
             setsockopt(&self.rx, libc::SOL_UDP, UDP_GRO, 1)?;

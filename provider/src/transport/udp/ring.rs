@@ -11,7 +11,9 @@
 //!
 //! * **Which frames**: a classic BPF filter on the socket keeps the IPv4 datagrams to
 //!   `(local address, 4791)` that are not fragments (RoCEv2 packets carry DF and are never
-//!   fragmented; a fragment is dropped here). The filter reads from the IP header on
+//!   fragmented; a fragment is dropped here). On a device the host's processes share
+//!   (`host/`), only those whose BTH DestQP is in the process's QPN block, the ones the
+//!   kernel steers to its socket: a process never reads another's packets. The filter reads from the IP header on
 //!   (`SKF_NET_OFF`) and the frame says where it starts, whatever the link header before it
 //!   (the socket is `SOCK_RAW`, which the virtio header below needs). It listens on every
 //!   interface: datagrams from this host come over `lo` whatever the address, others over
@@ -59,6 +61,7 @@ use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::super::{RecvBatch, RecvMeta};
 use super::long_runs::LongRuns;
+use crate::host::block::{QpnBlock, BLOCK_BITS};
 
 /// Bytes per ring slot: the slot header and a datagram of up to [`RING_UDP_MAX`] bytes.
 const FRAME_LEN: usize = 8192;
@@ -104,11 +107,12 @@ impl std::fmt::Debug for RxRing {
 }
 
 impl RxRing {
-    /// A ring that receives the datagrams to `(local, 4791)`.
+    /// A ring that receives the datagrams to `(local, 4791)`, only those to the QPs of
+    /// `block` if one is given (a device the host's processes share, `host/steer.rs`).
     ///
     /// # Errors
     /// `PermissionDenied` without `CAP_NET_RAW`; other socket or `mmap` errors.
-    pub(super) fn open(local: Ipv4Addr) -> io::Result<RxRing> {
+    pub(super) fn open(local: Ipv4Addr, block: Option<QpnBlock>) -> io::Result<RxRing> {
         // Protocol 0: the socket receives nothing until the bind below names IPv4, once the
         // filter and the ring are in place.
         // SAFETY: a plain socket call; the result is checked before it is owned.
@@ -124,7 +128,7 @@ impl RxRing {
         }
         // SAFETY: `raw` is a fresh descriptor owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        attach_filter(fd.as_raw_fd(), &ring_filter(local))?;
+        attach_filter(fd.as_raw_fd(), &ring_filter(local, block))?;
         set_option(&fd, libc::PACKET_VERSION, &TPACKET_V2)?;
         set_option(&fd, libc::PACKET_VNET_HDR, &1 as &libc::c_int)?;
         let req = libc::tpacket_req {
@@ -461,11 +465,11 @@ const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
 /// A classic BPF program: keep IPv4, to `local`, UDP, not a fragment, to port 4791, whole if
 /// it fits a slot, else its headers. Offsets are from the IP header (`SKF_NET_OFF`),
 /// whatever the link header before it.
-fn ring_filter(local: Ipv4Addr) -> Vec<libc::sock_filter> {
+fn ring_filter(local: Ipv4Addr, block: Option<QpnBlock>) -> Vec<libc::sock_filter> {
     use crate::bpf::*;
     /// `SKF_NET_OFF`: a load at this offset plus `k` reads the network header's byte `k`.
     const NET: u32 = (-0x10_0000i32) as u32;
-    vec![
+    let mut program = vec![
         op(LD_B_ABS, 0, 0, NET),                      // 0: version, IHL
         op(AND_K, 0, 0, 0xf0),                        // 1
         op(JEQ_K, 0, 9, 0x40),                        // 2: IPv4, else drop
@@ -479,11 +483,26 @@ fn ring_filter(local: Ipv4Addr) -> Vec<libc::sock_filter> {
         op(LD_H_IND, 0, 0, NET + 2),                  // 10: UDP destination port
         op(JEQ_K, 1, 0, u32::from(ROCE_V2_UDP_PORT)), // 11
         op(RET_K, 0, 0, 0),                           // 12: drop
-        op(LD_H_IND, 0, 0, NET + 4),                  // 13: UDP length
-        op(JGT_K, 1, 0, RING_UDP_MAX as u32),         // 14
-        op(RET_K, 0, 0, u32::MAX),                    // 15: keep all of it
-        op(RET_K, 0, 0, NOTICE_SNAP),                 // 16: a long one: its headers
-    ]
+    ];
+    if let Some(block) = block {
+        // Only the datagrams the kernel steers to this process's socket (`host/steer.rs`):
+        // the BTH's DestQP (UDP payload bytes 5..8) in `block`. A datagram too short for a
+        // BTH ends the program at the load, dropped.
+        program.extend([
+            op(LD_W_IND, 0, 0, NET + 8 + 4),     // reserved byte, DestQP
+            op(AND_K, 0, 0, 0x00ff_ffff),        // DestQP
+            op(RSH_K, 0, 0, BLOCK_BITS),         // its block
+            op(JEQ_K, 1, 0, u32::from(block.0)), // this process's: on
+            op(RET_K, 0, 0, 0),                  // another's: drop
+        ]);
+    }
+    program.extend([
+        op(LD_H_IND, 0, 0, NET + 4),          // UDP length
+        op(JGT_K, 1, 0, RING_UDP_MAX as u32), //
+        op(RET_K, 0, 0, u32::MAX),            // keep all of it
+        op(RET_K, 0, 0, NOTICE_SNAP),         // a long one: its headers
+    ]);
+    program
 }
 
 /// Attaches a classic BPF program to socket `fd` as its filter.

@@ -263,3 +263,40 @@ fn long_runs_come_through_the_socket_as_their_segments() {
     }
     assert_eq!(next, 15_000);
 }
+
+/// On a device the host's processes share, the kernel steers each process only its QPN
+/// block's datagrams (`host/steer.rs`); its ring must not take the others' either, short or
+/// long: not to read another process's packets, and not to wait for another's long runs.
+#[test]
+fn a_steered_ring_takes_only_its_blocks_datagrams() {
+    use crate::host::block::QpnBlock;
+    let me = ip(16);
+    let rx = open_socket(me, ROCE_V2_UDP_PORT).unwrap();
+    let t = UdpTransport::on_steered_socket(me, rx, QpnBlock(2)).unwrap();
+    let mut t = match t.with_ring() {
+        Ok(t) => t,
+        Err((_, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!("SKIPPED: a packet ring needs CAP_NET_RAW ({e})");
+            return;
+        }
+        Err((_, e)) => panic!("opening the packet ring: {e}"),
+    };
+    let bth_to = |qpn: u32, tag: u8| {
+        let mut p = [0u8; 16];
+        p[4..8].copy_from_slice(&qpn.to_be_bytes());
+        p[0] = tag;
+        p
+    };
+    let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 38, 17), 0)).unwrap();
+    let to = (me, ROCE_V2_UDP_PORT);
+    let block = |b: u32| b << 14;
+    peer.send_to(&bth_to(block(2) + 9, 1), to).unwrap();
+    peer.send_to(&bth_to(block(3) + 9, 2), to).unwrap(); // another process's
+    peer.send_to(&bth_to(1, 3), to).unwrap(); // QP1: the agent's
+    peer.send_to(&[4u8; 3], to).unwrap(); // too short to name a QP
+    peer.send_to(&bth_to(block(2) + 0x3fff, 5), to).unwrap();
+    peer.send_to(&bth_to(0x00ff_ffff, 6), to).unwrap(); // multicast QPN: block 1023
+    let got = receive(&mut t, 2048, 8, 3);
+    let tags: Vec<u8> = got.iter().map(|g| g.payload[0]).collect();
+    assert_eq!(tags, [1, 5], "only block 2's");
+}
