@@ -120,8 +120,9 @@ fn connect(
         match UnixStream::connect_addr(&name) {
             Ok(conn) => match request(&conn, block) {
                 Ok(sock) => return Ok((conn, sock)),
-                // The agent's process exited meanwhile: try again.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
+                // The agent's process exited meanwhile (or is exiting: its listener still
+                // queued this connection, which the kernel then resets): try again.
+                Err(e) if agent_gone(&e) => {}
                 Err(e) => return Err(e),
             },
             Err(_) if agent.is_none() => *agent = Agent::try_start(addr)?,
@@ -135,6 +136,14 @@ fn connect(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Whether a request failed because the agent's process went away during it.
+fn agent_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    )
 }
 
 /// Asks the agent on `conn` for `block`'s socket.
