@@ -8,3 +8,4 @@ pub mod perf;
 pub mod pingpong;
 pub mod rig;
 pub mod run;
+pub mod status;

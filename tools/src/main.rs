@@ -98,6 +98,16 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         program: Vec<std::ffi::OsString>,
     },
+    /// Each softrnic device in use on this host, the processes using it and their QPs (QPN,
+    /// type, state, peer address and QPN), like `rdma resource show qp`.
+    Status {
+        /// Only the device of this address.
+        #[arg(long)]
+        addr: Option<std::net::IpAddr>,
+        /// One JSON array (of devices) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure throughput and latency over loopback (127.0.0.1 to 127.0.0.2): RC RDMA WRITE
     /// and RC SEND ping-pong, each next to the raw kernel UDP baseline of the same run.
     Perf {
@@ -135,6 +145,7 @@ fn main() -> ExitCode {
             };
         }
         Command::Decode { file, json } => run_decode(&file, json),
+        Command::Status { addr, json } => run_status(addr, json),
         Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
         Command::Demo { a, b, polling } => run_demo(a, b, polling),
         Command::ScenarioPeer { bind } => {
@@ -184,6 +195,17 @@ fn run_demo(a: std::net::IpAddr, b: std::net::IpAddr, polling: bool) -> io::Resu
     println!("softrnic demo: RC between {a} and {b} over RoCEv2/UDP");
     let r = softrnic_tools::demo::run(a, b, progress)?;
     softrnic_tools::demo::print(&r, &mut io::stdout().lock())
+}
+
+fn run_status(addr: Option<std::net::IpAddr>, json: bool) -> io::Result<()> {
+    use softrnic_tools::status;
+    let devices = status::collect(addr)?;
+    if json {
+        println!("{}", status::json(&devices));
+    } else {
+        print!("{}", status::text(&devices));
+    }
+    Ok(())
 }
 
 fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {

@@ -181,11 +181,23 @@ impl Shared {
         let Some(member) = &shared.member else {
             return Ok(());
         };
-        let weak = Arc::downgrade(shared);
-        member.watch(Box::new(move |rx| match weak.upgrade() {
-            Some(s) => s.device.adopt_receive_socket(rx),
-            None => Ok(()),
-        }))
+        let interface = shared
+            .gids
+            .as_ref()
+            .map_or(String::new(), |g| g.interface().name.clone());
+        let (adopting, listing) = (Arc::downgrade(shared), Arc::downgrade(shared));
+        member.watch(
+            &interface,
+            Box::new(move |rx| match adopting.upgrade() {
+                Some(s) => s.device.adopt_receive_socket(rx),
+                None => Ok(()),
+            }),
+            Box::new(move || {
+                listing
+                    .upgrade()
+                    .map_or_else(Vec::new, |s| s.device.nic().qp_reports())
+            }),
+        )
     }
 
     /// Starts a device on `transport`.

@@ -267,3 +267,39 @@ fn a_context_reopened_from_another_shares_its_device() {
     common::connect(&a.dev, at, &b.dev, at);
     every_operation(&a, &b);
 }
+
+/// `softrnic status` asks each process on its QPN block's lease: the process answers with
+/// its pid, program and every QP of the device, of all its contexts, with state and peer.
+#[test]
+fn the_process_reports_its_qps_to_a_status_question() {
+    use softrnic_provider::host::status;
+    let host = 9;
+    let (a, b) = pair_on(host);
+    let blocks = status::devices()
+        .unwrap()
+        .into_iter()
+        .find(|(d, _)| *d == addr(host))
+        .map(|(_, blocks)| blocks)
+        .expect("the device is listed");
+    assert_eq!(blocks.len(), 1, "one process, one block");
+    let report = status::ask(addr(host), blocks[0]).unwrap();
+    assert_eq!(report.pid, std::process::id());
+    assert!(report.runs_agent, "the only process runs the agent");
+    let (qa, qb) = (a.dev.qp.qp_num(), b.dev.qp.qp_num());
+    type Listed<'a> = (u32, &'a str, &'a str, Option<(IpAddr, u32)>);
+    let listed: Vec<Listed> = report
+        .qps
+        .iter()
+        .map(|q| (q.qpn, q.qp_type.name(), q.state.name(), q.peer))
+        .collect();
+    let mut want = vec![
+        (qa, "RC", "RTS", Some((addr(host), qb))),
+        (qb, "RC", "RTS", Some((addr(host), qa))),
+    ];
+    want.sort_unstable();
+    assert_eq!(listed, want);
+    // A QP gone is gone from the report.
+    drop(b);
+    let report = status::ask(addr(host), blocks[0]).unwrap();
+    assert_eq!(report.qps.iter().map(|q| q.qpn).collect::<Vec<_>>(), [qa]);
+}

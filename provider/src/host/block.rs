@@ -102,24 +102,17 @@ impl Lease {
     }
 }
 
-/// The blocks of `addr` leased now, from `/proc/net/unix` (which lists abstract names with
-/// a leading `@`), in order.
+/// The blocks of `addr` leased now, from `/proc/net/unix` (see [`super::status::devices`]),
+/// in order.
 ///
 /// # Errors
 /// Reading `/proc/net/unix`.
 pub fn leased_blocks(addr: IpAddr) -> io::Result<Vec<QpnBlock>> {
-    let table = std::fs::read_to_string("/proc/net/unix")?;
-    let prefix = format!("@{}", lease_name(addr, QpnBlock(0)));
-    let prefix = prefix.trim_end_matches('0');
-    let mut blocks: Vec<QpnBlock> = table
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(7))
-        .filter_map(|name| name.strip_prefix(prefix)?.parse().ok())
-        .map(QpnBlock)
-        .collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    Ok(blocks)
+    Ok(super::status::devices()?
+        .into_iter()
+        .find(|(a, _)| *a == addr)
+        .map(|(_, blocks)| blocks)
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

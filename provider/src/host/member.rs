@@ -2,10 +2,12 @@
 //! the agent (becoming the agent first if no process is), and a thread that watches the
 //! connection to the agent. When that connection ends (the agent's process exited), the
 //! thread gives the socket back, so that the next agent can build the group anew, and joins
-//! again with the same block: the QPs keep their numbers.
+//! again with the same block: the QPs keep their numbers. The same thread answers the
+//! questions of `softrnic status` on the block's lease ([`super::status`]).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{self, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,9 +18,13 @@ use std::time::{Duration, Instant};
 use super::agent::{agent_name, join_request, Agent, REBUILD_WAIT};
 use super::block::{Lease, QpnBlock};
 use super::fdpass;
+use super::status::{self, ProcessReport, QpReport};
 
 /// What gets the socket of a rebuilt group (the device's transport adopts it).
 pub type Adopt = Box<dyn Fn(UdpSocket) -> io::Result<()> + Send>;
+
+/// What lists the device's QPs, for a status report.
+pub type ListQps = Box<dyn Fn() -> Vec<QpReport> + Send>;
 
 /// This process on one shared device.
 pub struct Member {
@@ -72,20 +78,32 @@ impl Member {
     }
 
     /// Starts watching the agent (once): when it goes, `adopt` gets a placeholder socket
-    /// (giving the group's back), then the socket of the rebuilt group.
+    /// (giving the group's back), then the socket of the rebuilt group. Meanwhile, status
+    /// questions are answered with the QPs `qps` lists, the device's address being on network
+    /// interface `interface`.
     ///
     /// # Errors
-    /// Spawning the thread.
-    pub fn watch(&self, adopt: Adopt) -> io::Result<()> {
+    /// Spawning the thread; copying the lease's socket for it.
+    pub fn watch(&self, interface: &str, adopt: Adopt, qps: ListQps) -> io::Result<()> {
         let mut w = lock(&self.watcher);
         if w.is_some() {
             return Ok(());
         }
-        let (addr, block, shared) = (self.addr, self.block(), self.shared.clone());
+        let lease = self.lease.listener().try_clone()?;
+        lease.set_nonblocking(true)?;
+        let watcher = Watcher {
+            addr: self.addr,
+            block: self.block(),
+            interface: interface.to_string(),
+            shared: self.shared.clone(),
+            lease,
+            adopt,
+            qps,
+        };
         *w = Some(
             std::thread::Builder::new()
-                .name(format!("softrnic member {addr}"))
-                .spawn(move || watch(addr, block, &shared, &adopt))?,
+                .name(format!("softrnic member {}", self.addr))
+                .spawn(move || watcher.run())?,
         );
         Ok(())
     }
@@ -96,7 +114,11 @@ impl Drop for Member {
         self.shared.stop.store(true, Ordering::Release);
         let _ = lock(&self.shared.conn).shutdown(std::net::Shutdown::Both);
         if let Some(t) = lock(&self.watcher).take() {
-            let _ = t.join();
+            // The watcher itself may drop the last reference to the device (through `adopt`
+            // or `qps`); it then ends on its own, having seen `stop`.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
         drop(lock(&self.shared.agent).take());
     }
@@ -159,31 +181,83 @@ fn request(conn: &UnixStream, block: QpnBlock) -> io::Result<UdpSocket> {
     }
 }
 
-/// The watcher: waits for the connection to end, then joins the rebuilt group.
-fn watch(addr: IpAddr, block: QpnBlock, shared: &Shared, adopt: &Adopt) {
-    loop {
-        let conn = match lock(&shared.conn).try_clone() {
-            Ok(c) => c,
-            Err(_) => return,
-        };
-        let mut buf = [0u8; 4];
-        let _ = fdpass::recv(&conn, &mut buf); // returns when the agent's end closes
-        if shared.stop.load(Ordering::Acquire) {
-            return;
-        }
-        // Give the group's socket back: a placeholder takes its descriptor.
-        if let Ok(placeholder) = UdpSocket::bind(SocketAddr::new(addr, 0)) {
-            let _ = adopt(placeholder);
-        }
-        let mut agent = lock(&shared.agent).take();
-        let joined = connect(addr, block, &mut agent);
-        *lock(&shared.agent) = agent;
-        match joined {
-            Ok((conn, sock)) => {
-                *lock(&shared.conn) = conn;
-                let _ = adopt(sock);
+/// The member's thread (see [`Member::watch`]).
+struct Watcher {
+    addr: IpAddr,
+    block: QpnBlock,
+    interface: String,
+    shared: Arc<Shared>,
+    lease: net::UnixListener,
+    adopt: Adopt,
+    qps: ListQps,
+}
+
+impl Watcher {
+    /// Waits for the connection to the agent to end, answering status questions meanwhile,
+    /// then joins the rebuilt group; until the member is dropped.
+    fn run(&self) {
+        let shared = &self.shared;
+        loop {
+            let conn = match lock(&shared.conn).try_clone() {
+                Ok(c) => c,
+                Err(_) => return,
+            };
+            self.answer_until_readable(&conn);
+            let mut buf = [0u8; 4];
+            let _ = fdpass::recv(&conn, &mut buf); // returns when the agent's end closes
+            if shared.stop.load(Ordering::Acquire) {
+                return;
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            // Give the group's socket back: a placeholder takes its descriptor.
+            if let Ok(placeholder) = UdpSocket::bind(SocketAddr::new(self.addr, 0)) {
+                let _ = (self.adopt)(placeholder);
+            }
+            let mut agent = lock(&shared.agent).take();
+            let joined = connect(self.addr, self.block, &mut agent);
+            *lock(&shared.agent) = agent;
+            match joined {
+                Ok((conn, sock)) => {
+                    *lock(&shared.conn) = conn;
+                    let _ = (self.adopt)(sock);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Sleeps until `conn` is readable (the agent never writes after its answer: this is its
+    /// end, or the member's own shutdown), answering every status question on the lease.
+    fn answer_until_readable(&self, conn: &UnixStream) {
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: conn.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.lease.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: `fds` is a valid array of two pollfd, alive during the call.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n < 0 || fds[0].revents != 0 {
+                return;
+            }
+            while let Ok((asker, _)) = self.lease.accept() {
+                let report = ProcessReport::of_this_process(
+                    self.block,
+                    lock(&self.shared.agent).is_some(),
+                    &self.interface,
+                    (self.qps)(),
+                );
+                let _ = status::answer(asker, &report);
+            }
         }
     }
 }

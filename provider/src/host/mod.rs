@@ -22,6 +22,9 @@
 //!   `libibverbs.so.1` has no `softrnic` executable to start, and a multithreaded process may
 //!   not `fork` one. If that process exits, the next process to notice takes the role (the
 //!   agent's name is an abstract socket too), and the group is built again.
+//! * **Seeing it** ([`status`]): the leases are listed in `/proc/net/unix`, so `softrnic
+//!   status` finds every process using a device there, and asks each for its QPs on its
+//!   lease's socket.
 //! * **Sending** needs nothing shared: each process sends from sockets of its own, one per
 //!   UDP source port (`SO_REUSEADDR`, since two processes' QPs may hash to one source port).
 //!
@@ -34,6 +37,7 @@ pub mod agent;
 pub mod block;
 mod fdpass;
 pub mod member;
+pub mod status;
 pub mod steer;
 
 pub use member::Member;

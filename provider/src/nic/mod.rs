@@ -20,6 +20,7 @@ use crate::device::Gid;
 use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventType};
+use crate::host::status::QpReport;
 use crate::mr::{MrTable, PdHandle};
 use crate::qp_state::QpType;
 use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
@@ -486,6 +487,24 @@ impl Nic {
             return Err(Error::InvalidArgument("not a multicast GID"));
         }
         Ok(())
+    }
+
+    /// Every QP, as `softrnic status` reports it: number, type, state, and the connected
+    /// QP's address and number once it has one (RC and UC).
+    pub fn qp_reports(&self) -> Vec<QpReport> {
+        self.qps
+            .values()
+            .map(|e| {
+                let ctx = e.qp.context();
+                let connected = e.qp.qp_type() != QpType::Ud && !ctx.dst.is_unspecified();
+                QpReport {
+                    qpn: e.qp.qpn(),
+                    qp_type: e.qp.qp_type(),
+                    state: e.qp.state(),
+                    peer: connected.then_some((ctx.dst, ctx.dest_qpn)),
+                }
+            })
+            .collect()
     }
 
     /// The QP `qpn`.

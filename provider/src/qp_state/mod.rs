@@ -194,6 +194,15 @@ impl QpType {
     pub fn ibv(self) -> u32 {
         self as u32
     }
+
+    /// The name used in the IBTA and by `rdma resource show qp` ("RC", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        }
+    }
 }
 
 /// The attributes of one transition, for one QP type, `IBV_QP_STATE` included.
