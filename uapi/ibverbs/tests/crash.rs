@@ -120,13 +120,16 @@ fn kill_mid_transfer(p: &Programs, s: &str, c: &str, victim_runs_the_agent: bool
         let (server, args) = start_server(&p.write_bw, s, &["-x", "1", "-D", "100"]);
         (server, spawn_logged(&p.write_bw, &args, c, &log))
     };
+    // The first server on `s` runs the agent, once its device starts (a program may listen
+    // for its client before it opens the device).
+    let first_server_started = || wait_for("the first server's device", || bound(&agent));
     let (bystander, victim) = if victim_runs_the_agent {
         let v = victim(p);
-        assert!(bound(&agent), "the first server runs the agent");
+        first_server_started();
         (bystander(p), v)
     } else {
         let b = bystander(p);
-        assert!(bound(&agent), "the first server runs the agent");
+        first_server_started();
         (b, victim(p))
     };
     let (mut victim_server, victim_client) = victim;
