@@ -173,31 +173,37 @@ pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
 
 /// RDMA WRITE of 64 KiB messages, 16 outstanding, for `dur`: Gbit/s of payload.
 pub fn write_throughput(rig: &Rig, dur: Duration) -> io::Result<f64> {
+    let remote = RemoteAddr {
+        addr: rig.b.mr.addr(),
+        rkey: rig.b.mr.rkey(),
+    };
+    let (bytes, took) = write_stream(&rig.a, remote, dur)?;
+    Ok(bytes as f64 * 8.0 / took.as_secs_f64() / 1e9)
+}
+
+/// RDMA WRITEs of 64 KiB messages from `side`'s buffer (its first MiB) to `remote` (which
+/// must have 64 KiB), 16 outstanding, for `dur`: the bytes written and the time taken, from
+/// the first post to the last completion.
+pub fn write_stream(side: &Side, remote: RemoteAddr, dur: Duration) -> io::Result<(u64, Duration)> {
     const MSG: usize = 65536;
     const DEPTH: usize = 16;
-    let (sa, sb) = (&rig.a, &rig.b);
-    let remote = RemoteAddr {
-        addr: sb.mr.addr(),
-        rkey: sb.mr.rkey(),
-    };
     let mut posted = 0u64;
     let mut done = 0u64;
     let start = Instant::now();
     while start.elapsed() < dur || done < posted {
         while posted - done < DEPTH as u64 && start.elapsed() < dur {
             let off = (posted as usize % 16) * MSG;
-            sa.post(wr(
+            side.post(wr(
                 posted,
                 SendOpcode::RdmaWrite,
-                vec![sa.mr.sge(off, MSG as u32)],
+                vec![side.mr.sge(off, MSG as u32)],
                 remote,
             ))?;
             posted += 1;
         }
-        done += sa.wait(1)?.len() as u64;
+        done += side.wait(1)?.len() as u64;
     }
-    let secs = start.elapsed().as_secs_f64();
-    Ok(done as f64 * MSG as f64 * 8.0 / secs / 1e9)
+    Ok((done * MSG as u64, start.elapsed()))
 }
 
 /// Round trips run before the measured ones (page faults, first packets).

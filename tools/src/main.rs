@@ -120,6 +120,25 @@ enum Command {
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Instead: what sharing devices among processes costs (1, 2, 4 and 8 process
+        /// pairs writing at once; a ping-pong shared and with SOFTRNIC_SHARED=0), in rounds.
+        #[arg(long)]
+        host: bool,
+        /// Rounds of --host (each figure is the median of its rounds).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
+    },
+    /// One process of a `perf --host` WRITE pair, driven by the parent on stdin/stdout.
+    #[command(hide = true)]
+    PerfPair {
+        /// writer or target.
+        role: String,
+        /// The device's address.
+        #[arg(long)]
+        bind: std::net::IpAddr,
+        /// How long the writer streams.
+        #[arg(long, value_parser = parse_secs)]
+        secs: Duration,
     },
 }
 
@@ -146,7 +165,37 @@ fn main() -> ExitCode {
         }
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Status { addr, json } => run_status(addr, json),
-        Command::Perf { secs, iters, json } => run_perf(secs, iters, json),
+        Command::Perf {
+            secs,
+            iters,
+            json,
+            host: false,
+            ..
+        } => run_perf(secs, iters, json),
+        Command::Perf {
+            secs,
+            iters,
+            json,
+            host: true,
+            rounds,
+        } => run_perf_host(secs, iters, rounds, json),
+        Command::PerfPair { role, bind, secs } => {
+            let role = match role.as_str() {
+                "writer" => perf::pair::Role::Writer,
+                "target" => perf::pair::Role::Target,
+                _ => {
+                    eprintln!("softrnic perf-pair: the role is writer or target");
+                    return ExitCode::FAILURE;
+                }
+            };
+            perf::pair::run(
+                role,
+                bind,
+                secs,
+                &mut io::stdin().lock(),
+                &mut io::stdout().lock(),
+            )
+        }
         Command::Demo { a, b, polling } => run_demo(a, b, polling),
         Command::ScenarioPeer { bind } => {
             softrnic_tools::peer::server::serve(bind, &mut io::stdout().lock())
@@ -229,6 +278,23 @@ fn run_perf(duration: Duration, iters: u64, json: bool) -> io::Result<()> {
     let iters = usize::try_from(iters)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
     let report = perf::run(&perf::Options { duration, iters })?;
+    let mut out = io::stdout().lock();
+    if json {
+        writeln!(out, "{}", report.to_json())?;
+    } else {
+        report.print(&mut out)?;
+    }
+    out.flush()
+}
+
+fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io::Result<()> {
+    let o = perf::host::Options {
+        duration,
+        iters: u32::try_from(iters)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?,
+        rounds: rounds as usize,
+    };
+    let report = perf::host::run(&std::env::current_exe()?, &o)?;
     let mut out = io::stdout().lock();
     if json {
         writeln!(out, "{}", report.to_json())?;

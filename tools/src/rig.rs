@@ -38,7 +38,9 @@ pub(crate) fn err(e: softrnic_uapi::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Result<Side> {
+/// A side on the device of `addr`: a `mem`-byte buffer registered with every right, a CQ
+/// and an RC QP in RESET.
+pub fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Result<Side> {
     let ctx = Context::open(
         addr,
         OpenOptions {

@@ -20,6 +20,9 @@ use super::block::{Lease, QpnBlock};
 use super::fdpass;
 use super::status::{self, ProcessReport, QpReport};
 
+/// How often the member's thread looks whether the member was dropped.
+const STOP_TICK: Duration = Duration::from_millis(100);
+
 /// What gets the socket of a rebuilt group (the device's transport adopts it).
 pub type Adopt = Box<dyn Fn(UdpSocket) -> io::Result<()> + Send>;
 
@@ -203,6 +206,9 @@ impl Watcher {
                 Err(_) => return,
             };
             self.answer_until_readable(&conn);
+            if shared.stop.load(Ordering::Acquire) {
+                return;
+            }
             let mut buf = [0u8; 4];
             let _ = fdpass::recv(&conn, &mut buf); // returns when the agent's end closes
             if shared.stop.load(Ordering::Acquire) {
@@ -226,9 +232,12 @@ impl Watcher {
     }
 
     /// Sleeps until `conn` is readable (the agent never writes after its answer: this is its
-    /// end, or the member's own shutdown), answering every status question on the lease.
+    /// end, or the member's own shutdown) or the member stops, answering every status
+    /// question on the lease. The member's drop shuts `conn` down to wake it; the stop flag,
+    /// looked at every [`STOP_TICK`], is what guarantees the end (a process exiting while
+    /// others use its agent was seen to miss that wake-up).
     fn answer_until_readable(&self, conn: &UnixStream) {
-        loop {
+        while !self.shared.stop.load(Ordering::Acquire) {
             let mut fds = [
                 libc::pollfd {
                     fd: conn.as_raw_fd(),
@@ -242,7 +251,7 @@ impl Watcher {
                 },
             ];
             // SAFETY: `fds` is a valid array of two pollfd, alive during the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, STOP_TICK.as_millis() as i32) };
             if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }

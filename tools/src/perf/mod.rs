@@ -11,6 +11,8 @@
 //! [`ratio`] beside them. They run two devices in this process, both driven from the poll loop
 //! (`Progress::Polling`), as the raw baseline's threads busy-poll too.
 
+pub mod host;
+pub mod pair;
 pub mod raw_udp;
 pub mod rtt;
 mod sock;
@@ -143,6 +145,9 @@ pub enum Unit {
     GbitPerSec,
     /// Mean round trip in microseconds: lower is better.
     MeanRttUs,
+    /// Microseconds per ping-pong iteration (a round trip), as `ibv_rc_pingpong` reports
+    /// it: lower is better.
+    UsPerIter,
 }
 
 impl Unit {
@@ -150,6 +155,7 @@ impl Unit {
         match self {
             Unit::GbitPerSec => format!("{v:.2} Gbit/s"),
             Unit::MeanRttUs => format!("{v:.1} us mean RTT"),
+            Unit::UsPerIter => format!("{v:.2} us/iter"),
         }
     }
 }

@@ -165,25 +165,19 @@ pub fn finish(mut child: Child, deadline: Instant) -> Output {
     child.wait_with_output().expect("collecting output")
 }
 
-/// Runs an rdma-core pingpong (`ibv_rc_pingpong`, `ibv_srq_pingpong`, ...) as server on the
-/// device of `server` and client on that of `client`, `-g 1` over a free TCP port, with
-/// `extra` arguments (the client retries while the server is not listening yet): both must
-/// exit 0 within a minute and print their throughput and iteration lines.
-pub fn pingpong(prog: &Path, server: &str, client: &str, extra: &[&str]) {
-    pingpong_env(prog, server, client, extra, &[]);
-}
-
-/// [`pingpong`] with more environment variables for both processes.
-pub fn pingpong_env(prog: &Path, server: &str, client: &str, extra: &[&str], env: &[(&str, &str)]) {
-    let name = prog
-        .file_name()
-        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+/// Runs `prog args -p PORT` as server on the device of `server`, then `prog args -p PORT
+/// server` as client on that of `client` (retried while the server is not listening yet),
+/// with a free TCP port and `env`; both within a minute. Their outputs, server's first.
+pub fn run_pair(
+    prog: &Path,
+    server: &str,
+    client: &str,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> (Output, Output) {
     let port = free_port(server).to_string();
-    let mut args: Vec<String> = ["-g", "1", "-p", &port]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut args = args.to_vec();
+    args.extend(["-p".to_string(), port]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let server_child = spawn_env(prog, &args, server, env);
     let mut client_args = args.clone();
@@ -197,7 +191,25 @@ pub fn pingpong_env(prog: &Path, server: &str, client: &str, extra: &[&str], env
             break out;
         }
     };
-    let server_out = finish(server_child, deadline);
+    (finish(server_child, deadline), client_out)
+}
+
+/// Runs an rdma-core pingpong (`ibv_rc_pingpong`, `ibv_srq_pingpong`, ...) as server on the
+/// device of `server` and client on that of `client`, `-g 1` over a free TCP port, with
+/// `extra` arguments (the client retries while the server is not listening yet): both must
+/// exit 0 within a minute and print their throughput and iteration lines.
+pub fn pingpong(prog: &Path, server: &str, client: &str, extra: &[&str]) {
+    pingpong_env(prog, server, client, extra, &[]);
+}
+
+/// [`pingpong`] with more environment variables for both processes.
+pub fn pingpong_env(prog: &Path, server: &str, client: &str, extra: &[&str], env: &[(&str, &str)]) {
+    let name = prog
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let mut args: Vec<String> = ["-g", "1"].iter().map(|s| s.to_string()).collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let (server_out, client_out) = run_pair(prog, server, client, &args, env);
     for (who, out) in [("server", &server_out), ("client", &client_out)] {
         let (stdout, stderr) = texts(out);
         assert!(
