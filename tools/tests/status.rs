@@ -1,5 +1,5 @@
 //! `softrnic status` from another process: a `softrnic pingpong` server waiting for its
-//! client on 127.0.44.1 holds a device with one RC QP in INIT; `status` must list its
+//! client on 127.0.44.1 holds a device with one RC QP in INIT (once it has opened it); `status` must list its
 //! process and QP, as text and as JSON, and nothing once it is gone.
 
 use std::io::{BufRead, BufReader};
@@ -44,8 +44,18 @@ fn status_lists_another_process_and_its_qp() {
     let server = Guard(server);
     let pid = server.0.id();
 
-    let json: serde_json::Value =
-        serde_json::from_str(&status(&["--json", "--addr", ADDR])).expect("JSON");
+    // The server prints its port before it opens the device: wait for its QP, created in
+    // RESET and then moved to INIT, where it waits for the client.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let json: serde_json::Value = loop {
+        let json: serde_json::Value =
+            serde_json::from_str(&status(&["--json", "--addr", ADDR])).expect("JSON");
+        let waiting = json[0]["processes"][0]["qps"][0]["state"] == "INIT";
+        if waiting || std::time::Instant::now() > deadline {
+            break json;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let devices = json.as_array().expect("an array of devices");
     assert_eq!(devices.len(), 1, "{json}");
     assert_eq!(devices[0]["address"], ADDR);
