@@ -277,14 +277,7 @@ fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {
 fn run_perf(duration: Duration, iters: u64, json: bool) -> io::Result<()> {
     let iters = usize::try_from(iters)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
-    let report = perf::run(&perf::Options { duration, iters })?;
-    let mut out = io::stdout().lock();
-    if json {
-        writeln!(out, "{}", report.to_json())?;
-    } else {
-        report.print(&mut out)?;
-    }
-    out.flush()
+    print_report(&perf::run(&perf::Options { duration, iters })?, json)
 }
 
 fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io::Result<()> {
@@ -294,7 +287,11 @@ fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io:
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?,
         rounds: rounds as usize,
     };
-    let report = perf::host::run(&std::env::current_exe()?, &o)?;
+    print_report(&perf::host::run(&std::env::current_exe()?, &o)?, json)
+}
+
+/// A perf report on stdout, as text or one JSON object.
+fn print_report(report: &perf::Report, json: bool) -> io::Result<()> {
     let mut out = io::stdout().lock();
     if json {
         writeln!(out, "{}", report.to_json())?;
