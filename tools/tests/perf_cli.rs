@@ -105,3 +105,41 @@ fn perf_refuses_zero_seconds() {
         .unwrap();
     assert!(!out.status.success(), "{out:?}");
 }
+
+/// `--host` runs process pairs through the hidden `perf-pair` command: every line is there,
+/// each pair count moved data, and the shared lines carry their ratio to their baseline.
+#[test]
+fn perf_host_json_has_every_pair_count_and_the_pingpong_pair() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args([
+            "perf", "--host", "--rounds", "1", "--secs", "0.2", "--iters", "100", "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (key, pairs) in [
+        ("host_write_1_pair", 1),
+        ("host_write_2_pairs", 2),
+        ("host_write_4_pairs", 4),
+        ("host_write_8_pairs", 8),
+    ] {
+        let m = &v[key];
+        assert_eq!(m["pairs"], pairs, "{m}");
+        assert!(m["gbit_per_s"].as_f64().unwrap() > 0.0, "{m}");
+        assert_eq!(m["rounds_gbit_per_s"].as_array().unwrap().len(), 1);
+        if pairs > 1 {
+            assert_eq!(m["baseline"], "host_write_1_pair");
+            assert!(m["ratio"].as_f64().unwrap() > 0.0, "{m}");
+        }
+    }
+    assert_eq!(
+        v["host_write_2_pairs_apart"]["baseline"],
+        "host_write_1_pair"
+    );
+    for key in ["host_pingpong_alone", "host_pingpong_shared"] {
+        assert!(v[key]["us_per_iter"].as_f64().unwrap() > 0.0, "{}", v[key]);
+    }
+    assert_eq!(v["host_pingpong_shared"]["baseline"], "host_pingpong_alone");
+}
