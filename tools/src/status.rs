@@ -7,7 +7,7 @@ use std::io;
 use std::net::IpAddr;
 
 use serde_json::{json, Value};
-use softrnic_provider::host::block::{QpnBlock, BLOCK_SIZE};
+use softrnic_provider::host::block::QpnBlock;
 use softrnic_provider::host::status::{self, ProcessReport};
 
 /// One device: its address, and each process leasing a block of it with its report.
@@ -132,5 +132,5 @@ pub fn json(devices: &[Device]) -> Value {
 
 /// The QPNs of `block`.
 fn qpns(block: QpnBlock) -> (u32, u32) {
-    (block.first(), block.first() + BLOCK_SIZE - 1)
+    (block.first(), block.last())
 }

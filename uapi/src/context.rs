@@ -16,7 +16,6 @@ use softrnic_provider::device::{
     active_mtu_for_netdev_mtu, node_guid_from_mac, DeviceAttr, GidTable, Limits, PortAttr,
 };
 use softrnic_provider::driver::{Device, Progress};
-use softrnic_provider::host::block::BLOCK_SIZE;
 use softrnic_provider::host::Member;
 use softrnic_provider::mr::{MrTable, PdHandle};
 use softrnic_provider::nic::{CqId, OwnerId};
@@ -129,12 +128,12 @@ impl Context {
         let guid = node_guid_from_mac(gids.interface().mac);
         let mut shared = Shared::start(wrap(transport), Some(gids), mtu, guid, opts)?;
         if let Some(m) = &member {
-            let first = m.block().first();
+            let block = m.block();
             let start = std::process::id().wrapping_mul(0x9e37_79b9);
             shared
                 .device
                 .nic()
-                .set_qpn_range(first, first + BLOCK_SIZE - 1, start);
+                .set_qpn_range(block.first(), block.last(), start);
         }
         shared.member = member;
         Ok(shared)

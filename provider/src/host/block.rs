@@ -44,6 +44,11 @@ impl QpnBlock {
         u32::from(self.0) << BLOCK_BITS
     }
 
+    /// Its last QPN.
+    pub fn last(self) -> u32 {
+        self.first() + BLOCK_SIZE - 1
+    }
+
     /// Whether `qpn` is in it.
     pub fn contains(self, qpn: u32) -> bool {
         QpnBlock::of(qpn) == self && qpn <= 0x00ff_ffff
@@ -129,6 +134,7 @@ mod tests {
         assert_eq!(QpnBlock::of(BLOCK_SIZE), QpnBlock(1));
         assert_eq!(QpnBlock::of(0x00ff_ffff), QpnBlock((BLOCKS - 1) as u16));
         assert_eq!(QpnBlock(3).first(), 3 * BLOCK_SIZE);
+        assert_eq!(QpnBlock(3).last(), 4 * BLOCK_SIZE - 1);
         assert!(QpnBlock(3).contains(3 * BLOCK_SIZE + 17));
         assert!(!QpnBlock(3).contains(4 * BLOCK_SIZE));
         assert!(!QpnBlock(0).contains(0x0100_0000), "beyond 24 bits");

@@ -66,8 +66,7 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
             gbit[i].push(write_pairs(bin, PAIRS[i].0, false, o.duration)?);
         }
         apart.push(write_pairs(bin, 2, true, o.duration)?);
-        let both = [(true, &mut rtt_shared), (false, &mut rtt_alone)];
-        let mut both = both.into_iter().collect::<Vec<_>>();
+        let mut both = [(true, &mut rtt_shared), (false, &mut rtt_alone)];
         if round % 2 == 1 {
             both.reverse();
         }
