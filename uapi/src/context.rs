@@ -416,18 +416,23 @@ impl Cq {
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out`, oldest first. If the CQ
     /// holds none, it makes one round of progress (unless another thread is making one) and
     /// looks again if the round touched the NIC, so that completions already there are
-    /// returned at once, and the round's packets can leave with the application's next post. With a progress thread too: an
-    /// application that polls then sees its packets without waiting for the thread to wake.
+    /// returned at once, and the round's packets can leave with the application's next post.
+    /// With a progress thread too: an application that polls then sees its packets without
+    /// waiting for the thread to wake. A thread whose polls have found nothing for
+    /// [`crate::DEFAULT_SPIN`] yields its core after each further empty poll (`spin.rs`).
     ///
     /// # Errors
     /// The CQ overflowed (`EOVERFLOW`).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         let dev = &self.inner.ctx.inner.device;
         let n = dev.poll_cq(self.inner.id, out)?;
-        if n > 0 || !dev.progress().looked {
-            return Ok(n);
-        }
-        dev.poll_cq(self.inner.id, out)
+        let n = if n > 0 || !dev.progress().looked {
+            n
+        } else {
+            dev.poll_cq(self.inner.id, out)?
+        };
+        crate::spin::after_poll(n);
+        Ok(n)
     }
 
     /// Polls until `n` completions have arrived or `timeout` passes (a convenience of the

@@ -35,6 +35,7 @@ mod qp;
 mod rdma_verbs;
 mod relaxed;
 mod shared;
+mod spin;
 mod srq;
 
 pub use ah::Ah;
@@ -46,6 +47,7 @@ pub use mw::{inc_rkey, local_inv_wr, Mw};
 pub use qp::{QpInitAttr, QueuePair};
 pub use relaxed::{RELAXED_PAGE, RELAXED_POOL_DEFAULT};
 pub use softrnic_wire::feth::Selectivity;
+pub use spin::{set_spin, DEFAULT_SPIN};
 pub use srq::Srq;
 
 pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};
