@@ -107,7 +107,8 @@ fn perf_refuses_zero_seconds() {
 }
 
 /// `--host` runs process pairs through the hidden `perf-pair` command: every line is there,
-/// each pair count moved data, and the shared lines carry their ratio to their baseline.
+/// each pair count moved data, a pair started right after a kill -9 connected, and the
+/// shared lines carry their ratio to their baseline.
 #[test]
 fn perf_host_json_has_every_pair_count_and_the_pingpong_pair() {
     let _one = serial();
@@ -142,4 +143,12 @@ fn perf_host_json_has_every_pair_count_and_the_pingpong_pair() {
         assert!(v[key]["us_per_iter"].as_f64().unwrap() > 0.0, "{}", v[key]);
     }
     assert_eq!(v["host_pingpong_shared"]["baseline"], "host_pingpong_alone");
+    // A pair started after kill -9 of the agents' pair connected (else the run fails).
+    for key in ["host_start_beside_a_pair", "host_start_after_kill"] {
+        assert!(v[key]["ms"].as_f64().unwrap() > 0.0, "{}", v[key]);
+    }
+    assert_eq!(
+        v["host_start_after_kill"]["baseline"],
+        "host_start_beside_a_pair"
+    );
 }

@@ -8,6 +8,10 @@
 //! * **Control**: 2 pairs at once, each on two addresses of its own (no device shared), next
 //!   to one pair: what two pairs cost on this machine without any sharing (two busy
 //!   writers and two targets on the same cores), so that the shared figure can be read.
+//! * **Restart after a crash**: how long a new pair takes from start to connected QPs when
+//!   the pair that ran both devices' agents was just killed with `SIGKILL` (a bystander pair,
+//!   still running, takes the agents over), judged against the same start beside a running
+//!   pair with no crash before it.
 //! * **A lone pair's round trip**: `softrnic pingpong` (RC SEND, 64 bytes) between two
 //!   processes on a shared device, judged against the same with `SOFTRNIC_SHARED=0` (the
 //!   process binds port 4791 alone, as before devices were shared): nothing may be added to
@@ -57,6 +61,7 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
     let mut rtt_shared = Vec::new();
     let mut rtt_alone = Vec::new();
     let mut apart = Vec::new();
+    let (mut start_clean, mut start_crash) = (Vec::new(), Vec::new());
     for round in 0..o.rounds.max(1) {
         let mut order: Vec<usize> = (0..PAIRS.len()).collect();
         if round % 2 == 1 {
@@ -66,6 +71,8 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
             gbit[i].push(write_pairs(bin, PAIRS[i].0, false, o.duration)?);
         }
         apart.push(write_pairs(bin, 2, true, o.duration)?);
+        start_clean.push(start_ms(bin, false)?);
+        start_crash.push(start_ms(bin, true)?);
         let mut both = [(true, &mut rtt_shared), (false, &mut rtt_alone)];
         if round % 2 == 1 {
             both.reverse();
@@ -107,6 +114,37 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
             ("rounds_gbit_per_s".to_owned(), apart.clone().into()),
         ]),
     });
+    for (key, label, runs, baseline) in [
+        (
+            "host_start_beside_a_pair",
+            "A pair starts and connects beside a running pair",
+            &start_clean,
+            None,
+        ),
+        (
+            "host_start_after_kill",
+            "The same right after kill -9 of the agents' pair",
+            &start_crash,
+            Some("host_start_beside_a_pair"),
+        ),
+    ] {
+        let value = median(runs);
+        report.lines.push(Measurement {
+            key,
+            label: label.to_owned(),
+            value,
+            unit: Unit::Ms,
+            detail: format!(
+                "from spawning both processes to both QPs in RTS, median of {} rounds",
+                runs.len()
+            ),
+            baseline,
+            fields: Map::from_iter([
+                ("ms".to_owned(), value.into()),
+                ("rounds_ms".to_owned(), runs.clone().into()),
+            ]),
+        });
+    }
     for (key, label, runs, baseline) in [
         (
             "host_pingpong_alone",
@@ -204,6 +242,66 @@ impl Peer {
     }
 }
 
+/// A writer and its target, connected (both QPs in RTS), the writer waiting for `go`.
+struct Pair {
+    writer: Peer,
+    target: Peer,
+}
+
+impl Pair {
+    fn connect(bin: &Path, writer: &str, target: &str, secs: Duration) -> io::Result<Pair> {
+        let mut w = Peer::start(bin, "writer", writer, secs)?;
+        let mut t = Peer::start(bin, "target", target, secs)?;
+        let (wl, tl) = (w.line()?, t.line()?);
+        w.say(&tl)?;
+        t.say(&wl)?;
+        for p in [&mut w, &mut t] {
+            let l = p.line()?;
+            if l.trim() != "ready" {
+                return Err(io::Error::other(format!("expected ready, got {l:?}")));
+            }
+        }
+        Ok(Pair {
+            writer: w,
+            target: t,
+        })
+    }
+
+    /// Lets the writer stream for its (short) time, then ends both.
+    fn finish(mut self) -> io::Result<()> {
+        self.writer.say("go\n")?;
+        self.writer.line()?;
+        self.writer.finish()?;
+        self.target.finish()
+    }
+}
+
+/// Milliseconds from spawning a pair between the two shared devices to both of its QPs
+/// connected, beside a running bystander pair. With `after_kill`, a first pair, which runs
+/// both devices' agents (the first process on a device runs its agent), is killed with
+/// `SIGKILL` right before: the new pair's processes join while the bystander's take the
+/// agents over.
+fn start_ms(bin: &Path, after_kill: bool) -> io::Result<f64> {
+    const BRIEF: Duration = Duration::from_millis(10);
+    let victim = match after_kill {
+        true => Some(Pair::connect(bin, WRITER, TARGET, BRIEF)?),
+        false => None,
+    };
+    let bystander = Pair::connect(bin, WRITER, TARGET, BRIEF)?;
+    if let Some(mut v) = victim {
+        for p in [&mut v.writer, &mut v.target] {
+            p.child.kill()?;
+            p.child.wait()?;
+        }
+    }
+    let start = std::time::Instant::now();
+    let new = Pair::connect(bin, WRITER, TARGET, BRIEF)?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    new.finish()?;
+    bystander.finish()?;
+    Ok(ms)
+}
+
 /// `pairs` WRITE pairs at once for `secs`: the sum of their Gbit/s. All between the same
 /// two devices, or (`apart`) each pair on two addresses of its own, sharing no device.
 fn write_pairs(bin: &Path, pairs: usize, apart: bool, secs: Duration) -> io::Result<f64> {
@@ -217,26 +315,17 @@ fn write_pairs(bin: &Path, pairs: usize, apart: bool, secs: Duration) -> io::Res
         } else {
             (WRITER.to_string(), TARGET.to_string())
         };
-        let mut w = Peer::start(bin, "writer", &writer, secs)?;
-        let mut t = Peer::start(bin, "target", &target, secs)?;
-        let (wl, tl) = (w.line()?, t.line()?);
-        w.say(&tl)?;
-        t.say(&wl)?;
-        all.push((w, t));
+        all.push(Pair::connect(bin, &writer, &target, secs)?);
     }
-    for (w, t) in &mut all {
-        for p in [w, t] {
-            let l = p.line()?;
-            if l.trim() != "ready" {
-                return Err(io::Error::other(format!("expected ready, got {l:?}")));
-            }
-        }
-    }
-    for (w, _) in &mut all {
-        w.say("go\n")?;
+    for pair in &mut all {
+        pair.writer.say("go\n")?;
     }
     let mut gbit = 0.0;
-    for (mut w, t) in all {
+    for Pair {
+        writer: mut w,
+        target: t,
+    } in all
+    {
         let l = w.line()?;
         let f: Vec<f64> = l
             .split_whitespace()

@@ -148,6 +148,8 @@ pub enum Unit {
     /// Microseconds per ping-pong iteration (a round trip), as `ibv_rc_pingpong` reports
     /// it: lower is better.
     UsPerIter,
+    /// Milliseconds a step took: lower is better.
+    Ms,
 }
 
 impl Unit {
@@ -156,6 +158,7 @@ impl Unit {
             Unit::GbitPerSec => format!("{v:.2} Gbit/s"),
             Unit::MeanRttUs => format!("{v:.1} us mean RTT"),
             Unit::UsPerIter => format!("{v:.2} us/iter"),
+            Unit::Ms => format!("{v:.1} ms"),
         }
     }
 }
