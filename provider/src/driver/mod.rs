@@ -7,6 +7,6 @@ pub mod ingress;
 mod round;
 mod runs;
 
-pub use device::{Device, Progress};
+pub use device::{Device, Progress, IDLE_ROUND};
 pub use emit::{EmitStats, Emitter};
 pub use ingress::{accept, IcrcGuesses, Rejected};
