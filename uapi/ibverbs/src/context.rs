@@ -197,6 +197,8 @@ pub(crate) fn close(ctx: *mut ibv_context) -> bool {
     };
     open.swap_remove(pos);
     drop(open);
+    // SAFETY: `ctx` was open until just now, and the caller does not race ibv_close_device.
+    unsafe { crate::verbs::teardown::destroy_all(ctx) };
     // SAFETY: `ctx` came from `open` (so from Box::into_raw at CONTEXT_OFFSET before it) and
     // was open until just now; removing it from OPEN makes this the only release.
     drop(unsafe { Box::from_raw(ctx.cast::<u8>().sub(CONTEXT_OFFSET).cast::<SoftContext>()) });

@@ -37,6 +37,16 @@ impl Live {
         self.lock().remove(&(p as usize))
     }
 
+    /// Every live object for which `pred` holds (run under the set's lock, as in
+    /// [`Live::find`]).
+    pub fn all<T>(&self, pred: impl Fn(*const T) -> bool) -> Vec<*const T> {
+        self.lock()
+            .iter()
+            .map(|a| *a as *const T)
+            .filter(|p| pred(*p))
+            .collect()
+    }
+
     /// A live object for which `pred` holds, or NULL; `pred` runs under the set's lock, so no
     /// object of the set can be removed (and freed) meanwhile.
     pub fn find<T>(&self, pred: impl Fn(*const T) -> bool) -> *const T {
@@ -63,6 +73,10 @@ mod tests {
         assert!(set.contains(a) && set.contains(b));
         assert_eq!(set.find(|p: *const u8| p as usize == 0x2000), b);
         assert!(set.find(|p: *const u8| p as usize == 0x3000).is_null());
+        let mut both = set.all(|_: *const u8| true);
+        both.sort();
+        assert_eq!(both, [a, b]);
+        assert!(set.all(|p: *const u8| p as usize == 0x3000).is_empty());
         assert!(set.remove(a));
         assert!(!set.remove(a), "only once");
         assert!(!set.contains(a) && set.contains(b));

@@ -2,11 +2,14 @@
 //! the connection manager open them: `ibv_open_device` twice, a PD in each (which failed with
 //! `EIO` while a device allowed one context per address), their QPs connected to each other
 //! through the device, a SEND one way and an RDMA WRITE the other; an rkey of one context is
-//! refused to the other's QP; closing the first context leaves the second working.
+//! refused to the other's QP; closing the first context leaves the second working. And
+//! `ibv_close_device` of a context whose objects are still alive destroys them, as the
+//! kernel does when a context's file closes.
 
 mod common;
 
-const PROGRAM: &str = r#"
+/// The players (a context each, with a PD, a buffer, a CQ and an RC QP) and their WRs.
+const PRELUDE: &str = r#"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +65,9 @@ static int post(struct player *from, enum ibv_wr_opcode op, uint32_t len, uint64
     struct ibv_send_wr *bad;
     return ibv_post_send(from->qp, &wr, &bad);
 }
+"#;
 
+const TWO_CONTEXTS: &str = r#"
 int main(void)
 {
     int n = -1;
@@ -117,12 +122,82 @@ int main(void)
 }
 "#;
 
+/// `a` is closed with its QP, CQ, MR and PD alive: they are destroyed (their pointers are no
+/// longer live), `b`'s RDMA WRITE with `a`'s old rkey reaches no QP (retry exceeded, as a
+/// peer of a closed kernel context sees) and no memory, and `b` goes on working.
+const CLOSE_WITH_LIVE_OBJECTS: &str = r#"
+int main(void)
+{
+    int n = -1;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    CHECK(list && n == 1, 10);
+    struct player a, b;
+    player(list[0], &a);
+    player(list[0], &b);
+    CHECK(connect_on_device(a.ctx, a.qp, ALL, b.qp->qp_num) == 0, 21);
+    CHECK(connect_on_device(b.ctx, b.qp, ALL, a.qp->qp_num) == 0, 22);
+    struct ibv_wc wc;
+    strcpy(b.buf, "written by b");
+    CHECK(post(&b, IBV_WR_RDMA_WRITE, 13, (uintptr_t)a.buf + 1024, a.mr->rkey) == 0, 23);
+    CHECK(poll_one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, 24);
+    CHECK(strcmp(a.buf + 1024, "written by b") == 0, 25);
+
+    uint32_t a_rkey = a.mr->rkey;
+    CHECK(ibv_close_device(a.ctx) == 0, 30);
+    /* Destroyed, not leaked: the verbs refuse them (no longer live objects). */
+    CHECK(ibv_dereg_mr(a.mr) == EINVAL, 31);
+    CHECK(ibv_destroy_cq(a.cq) == EINVAL, 32);
+    CHECK(ibv_dealloc_pd(a.pd) == EINVAL, 33);
+    CHECK(ibv_destroy_qp(a.qp) == EINVAL, 34);
+
+    strcpy(b.buf, "too late");
+    CHECK(post(&b, IBV_WR_RDMA_WRITE, 9, (uintptr_t)a.buf + 2048, a_rkey) == 0, 35);
+    CHECK(poll_one(b.cq, &wc) == 1, 36);
+    if (wc.status != IBV_WC_RETRY_EXC_ERR) {
+        fprintf(stderr, "status %d\n", wc.status);
+        return 37;
+    }
+    CHECK(a.buf[2048] == 0, 38);
+
+    /* b, reset and connected to itself, still works. */
+    struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+    CHECK(ibv_modify_qp(b.qp, &reset, IBV_QP_STATE) == 0, 40);
+    CHECK(connect_to_self(b.ctx, b.qp, ALL) == 0, 41);
+    struct ibv_sge sge = { .addr = (uintptr_t)b.buf + 4096, .length = 64, .lkey = b.mr->lkey };
+    struct ibv_recv_wr rwr = { .wr_id = 3, .sg_list = &sge, .num_sge = 1 }, *rbad;
+    CHECK(ibv_post_recv(b.qp, &rwr, &rbad) == 0, 42);
+    CHECK(post(&b, IBV_WR_SEND, 9, 0, 0) == 0, 43);
+    CHECK(poll_one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, 44);
+    CHECK(poll_one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, 45);
+    CHECK(strcmp(b.buf + 4096, "too late") == 0, 46);
+    teardown(&b, 50);
+    free(a.buf);
+    ibv_free_device_list(list);
+    puts("ok");
+    return 0;
+}
+"#;
+
 #[test]
 fn two_contexts_of_one_device_in_one_c_process() {
-    let Some(exe) = common::compile_c("contexts", PROGRAM, "two_contexts_of_one_device") else {
+    let program = format!("{PRELUDE}{TWO_CONTEXTS}");
+    let Some(exe) = common::compile_c("contexts", &program, "two_contexts_of_one_device") else {
         return;
     };
     let out = common::run(&exe, &[], Some("127.0.40.9"));
+    let (stdout, stderr) = common::texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout, "ok\n");
+    assert_eq!(stderr, "");
+}
+
+#[test]
+fn closing_a_context_destroys_the_objects_it_still_has() {
+    let program = format!("{PRELUDE}{CLOSE_WITH_LIVE_OBJECTS}");
+    let Some(exe) = common::compile_c("close_live", &program, "close_with_live_objects") else {
+        return;
+    };
+    let out = common::run(&exe, &[], Some("127.0.46.1"));
     let (stdout, stderr) = common::texts(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert_eq!(stdout, "ok\n");

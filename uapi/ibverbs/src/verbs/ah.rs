@@ -27,7 +27,7 @@ pub(crate) struct SoftAh {
     pub ah: Ah,
 }
 
-static AHS: Live = Live::new();
+pub(crate) static AHS: Live = Live::new();
 
 /// The AH at `ah`, if alive. Valid until `ibv_destroy_ah(ah)`.
 fn ah_of<'a>(ah: *const ibv_ah) -> Option<&'a SoftAh> {

@@ -47,7 +47,7 @@ pub(crate) struct SoftChannel {
     pub events: Arc<Events>,
 }
 
-static CHANNELS: Live = Live::new();
+pub(crate) static CHANNELS: Live = Live::new();
 
 /// The channel at `ch`, if alive. Valid until `ibv_destroy_comp_channel(ch)`, which the
 /// application must not race with other uses of the channel.

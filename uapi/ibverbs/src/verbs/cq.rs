@@ -37,7 +37,7 @@ fn count_channel(cq: &ibv_cq, delta: c_int) {
     }
 }
 
-static CQS: Live = Live::new();
+pub(crate) static CQS: Live = Live::new();
 
 /// The CQ at `cq`, if alive. Valid until `ibv_destroy_cq(cq)`, which the application must
 /// not race with other uses of the CQ.

@@ -100,7 +100,8 @@ export! { "IBVERBS_1.1";
 
 export! { "IBVERBS_1.1";
     /// `int ibv_close_device(struct ibv_context *context)`: 0, or `EINVAL` for a pointer that
-    /// is not an open context.
+    /// is not an open context. Objects of the context still alive are destroyed with it
+    /// (`teardown.rs`), as the kernel destroys a closed verbs file's objects.
     unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         catch(libc::EIO, || if context::close(context) { 0 } else { libc::EINVAL })
     }

@@ -20,3 +20,4 @@ pub(crate) mod rdmacm;
 pub(crate) mod relaxed;
 pub(crate) mod srq;
 pub(crate) mod strings;
+pub(crate) mod teardown;

@@ -35,7 +35,7 @@ struct SoftMw {
     mw: Mw,
 }
 
-static MWS: Live = Live::new();
+pub(crate) static MWS: Live = Live::new();
 
 /// The window at `mw`, if alive. Valid until `ibv_dealloc_mw(mw)`.
 fn mw_of<'a>(mw: *const ibv_mw) -> Option<&'a SoftMw> {

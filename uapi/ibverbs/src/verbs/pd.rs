@@ -31,8 +31,8 @@ pub(crate) struct SoftMr {
     pub mr: MemoryRegion,
 }
 
-static PDS: Live = Live::new();
-static MRS: Live = Live::new();
+pub(crate) static PDS: Live = Live::new();
+pub(crate) static MRS: Live = Live::new();
 
 /// The PD at `pd`, if alive. Valid until `ibv_dealloc_pd(pd)`.
 pub(crate) fn pd_of<'a>(pd: *const ibv_pd) -> Option<&'a SoftPd> {

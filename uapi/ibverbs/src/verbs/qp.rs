@@ -36,7 +36,7 @@ pub(crate) struct SoftQp {
     pub attr: Mutex<ibv_qp_attr>,
 }
 
-static QPS: Live = Live::new();
+pub(crate) static QPS: Live = Live::new();
 
 /// The QP at `qp`, if alive. Valid until `ibv_destroy_qp(qp)`, which the application must
 /// not race with other uses of the QP.

@@ -38,7 +38,7 @@ impl SoftSrq {
     }
 }
 
-static SRQS: Live = Live::new();
+pub(crate) static SRQS: Live = Live::new();
 
 /// The SRQ at `srq`, if alive. Valid until `ibv_destroy_srq(srq)` succeeds, which the
 /// application must not race with other uses of the SRQ.
