@@ -83,97 +83,101 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
     }
     let mut report = Report::default();
     for ((pairs, key), runs) in PAIRS.iter().zip(&gbit) {
-        let value = median(runs);
-        report.lines.push(Measurement {
-            key,
-            label: format!("RC WRITE 64 KiB, {pairs} process pair(s) at once"),
-            value,
-            unit: Unit::GbitPerSec,
-            detail: format!("aggregate, median of {} rounds", runs.len()),
-            baseline: (*pairs > 1).then_some(PAIRS[0].1),
-            fields: Map::from_iter([
-                ("pairs".to_owned(), (*pairs).into()),
-                ("gbit_per_s".to_owned(), value.into()),
-                ("rounds_gbit_per_s".to_owned(), runs.clone().into()),
-            ]),
-        });
+        let label = format!("RC WRITE 64 KiB, {pairs} process pair(s) at once");
+        let mut line = median_line(
+            (key, &label),
+            runs,
+            (Unit::GbitPerSec, "gbit_per_s"),
+            "aggregate, median of {} rounds",
+            (*pairs > 1).then_some(PAIRS[0].1),
+        );
+        line.fields.insert("pairs".to_owned(), (*pairs).into());
+        report.lines.push(line);
     }
-    let value = median(&apart);
-    report.lines.push(Measurement {
-        key: "host_write_2_pairs_apart",
-        label: "RC WRITE 64 KiB, 2 pairs on 4 devices (none shared)".to_owned(),
-        value,
-        unit: Unit::GbitPerSec,
-        detail: format!(
-            "aggregate, median of {} rounds: the cost of 2 pairs without sharing",
-            apart.len()
-        ),
-        baseline: Some(PAIRS[0].1),
-        fields: Map::from_iter([
-            ("gbit_per_s".to_owned(), value.into()),
-            ("rounds_gbit_per_s".to_owned(), apart.clone().into()),
-        ]),
-    });
-    for (key, label, runs, baseline) in [
+    report.lines.push(median_line(
         (
-            "host_start_beside_a_pair",
-            "A pair starts and connects beside a running pair",
+            "host_write_2_pairs_apart",
+            "RC WRITE 64 KiB, 2 pairs on 4 devices (none shared)",
+        ),
+        &apart,
+        (Unit::GbitPerSec, "gbit_per_s"),
+        "aggregate, median of {} rounds: the cost of 2 pairs without sharing",
+        Some(PAIRS[0].1),
+    ));
+    const STARTED: &str = "from spawning both processes to both QPs in RTS, median of {} rounds";
+    const PINGPONG: &str = "softrnic pingpong, median of {} rounds";
+    for (name, runs, unit, detail, baseline) in [
+        (
+            (
+                "host_start_beside_a_pair",
+                "A pair starts and connects beside a running pair",
+            ),
             &start_clean,
+            (Unit::Ms, "ms"),
+            STARTED,
             None,
         ),
         (
-            "host_start_after_kill",
-            "The same right after kill -9 of the agents' pair",
+            (
+                "host_start_after_kill",
+                "The same right after kill -9 of the agents' pair",
+            ),
             &start_crash,
+            (Unit::Ms, "ms"),
+            STARTED,
             Some("host_start_beside_a_pair"),
         ),
-    ] {
-        let value = median(runs);
-        report.lines.push(Measurement {
-            key,
-            label: label.to_owned(),
-            value,
-            unit: Unit::Ms,
-            detail: format!(
-                "from spawning both processes to both QPs in RTS, median of {} rounds",
-                runs.len()
-            ),
-            baseline,
-            fields: Map::from_iter([
-                ("ms".to_owned(), value.into()),
-                ("rounds_ms".to_owned(), runs.clone().into()),
-            ]),
-        });
-    }
-    for (key, label, runs, baseline) in [
         (
-            "host_pingpong_alone",
-            "RC SEND 64 B ping-pong, 2 processes, SOFTRNIC_SHARED=0",
+            (
+                "host_pingpong_alone",
+                "RC SEND 64 B ping-pong, 2 processes, SOFTRNIC_SHARED=0",
+            ),
             &rtt_alone,
+            (Unit::UsPerIter, "us_per_iter"),
+            PINGPONG,
             None,
         ),
         (
-            "host_pingpong_shared",
-            "RC SEND 64 B ping-pong, 2 processes, shared devices",
+            (
+                "host_pingpong_shared",
+                "RC SEND 64 B ping-pong, 2 processes, shared devices",
+            ),
             &rtt_shared,
+            (Unit::UsPerIter, "us_per_iter"),
+            PINGPONG,
             Some("host_pingpong_alone"),
         ),
     ] {
-        let value = median(runs);
-        report.lines.push(Measurement {
-            key,
-            label: label.to_owned(),
-            value,
-            unit: Unit::UsPerIter,
-            detail: format!("softrnic pingpong, median of {} rounds", runs.len()),
-            baseline,
-            fields: Map::from_iter([
-                ("us_per_iter".to_owned(), value.into()),
-                ("rounds_us_per_iter".to_owned(), runs.clone().into()),
-            ]),
-        });
+        report
+            .lines
+            .push(median_line(name, runs, unit, detail, baseline));
     }
     Ok(report)
+}
+
+/// The line of a figure measured once per round: the median of `runs`, in `unit`, with the
+/// figure as `field` and every round as `rounds_<field>` in JSON; `{}` in `detail` is the
+/// number of rounds.
+fn median_line(
+    (key, label): (&'static str, &str),
+    runs: &[f64],
+    (unit, field): (Unit, &str),
+    detail: &str,
+    baseline: Option<&'static str>,
+) -> Measurement {
+    let value = median(runs);
+    Measurement {
+        key,
+        label: label.to_owned(),
+        value,
+        unit,
+        detail: detail.replace("{}", &runs.len().to_string()),
+        baseline,
+        fields: Map::from_iter([
+            (field.to_owned(), value.into()),
+            (format!("rounds_{field}"), runs.to_vec().into()),
+        ]),
+    }
 }
 
 /// The median of `v` (the mean of the middle two for an even count); 0 for none.

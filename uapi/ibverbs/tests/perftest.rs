@@ -8,7 +8,6 @@
 mod common;
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// One run at a time (see the module doc).
 static TURN: Mutex<()> = Mutex::new(());
@@ -27,26 +26,9 @@ fn perftest(
     let prog = common::program(tool, tool)?;
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let (server_addr, client_addr) = (format!("127.0.16.{host}"), format!("127.0.16.{}", host + 1));
-    let port = common::free_port(&server_addr).to_string();
-    let mut args: Vec<String> = ["-x", "1", "-p", &port]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = ["-x", "1"].iter().map(|s| s.to_string()).collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let server = common::spawn(&prog, &args, &server_addr);
-    let mut client_args = args.clone();
-    client_args.push(server_addr.clone());
-    let client = loop {
-        std::thread::sleep(Duration::from_millis(200));
-        let out = common::finish(common::spawn(&prog, &client_args, &client_addr), deadline);
-        let (_, stderr) = common::texts(&out);
-        if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
-        {
-            break out;
-        }
-    };
-    let server = common::finish(server, deadline);
+    let (server, client) = common::run_pair(&prog, &server_addr, &client_addr, &args, &[]);
     let mut result = String::new();
     for (who, out) in [("server", &server), ("client", &client)] {
         let (stdout, stderr) = common::texts(out);
