@@ -11,8 +11,8 @@
 //!
 //! Socket 0 is the agent's own. It receives what belongs to no process: QP1's management
 //! datagrams, datagrams for blocks no process holds, and datagrams too short for a BTH. The
-//! agent counts and drops them (the connection manager will route QP1's MADs to the
-//! processes). It drains the socket of a freed block the same way.
+//! agent counts and drops them (with the connection manager, QP1's MADs will go to their
+//! processes as `mad_route.rs` says). It drains the socket of a freed block the same way.
 //!
 //! A new agent (its predecessor's process exited) waits until the old group is gone — every
 //! process, seeing its connection end, gives its socket back — and builds a new one.

@@ -28,14 +28,15 @@
 //! * **Sending** needs nothing shared: each process sends from sockets of its own, one per
 //!   UDP source port (`SO_REUSEADDR`, since two processes' QPs may hash to one source port).
 //!
-//! The connection manager's MADs (QP1, the next layer up) are routed by the agent: a REQ by
-//! its service ID to the process listening on it, every later MAD of a connection by its
-//! local communication ID, whose high bits will be the owning process's QPN block, so the
-//! routing needs no table for established connections.
+//! The connection manager's MADs (QP1, the next layer up) are routed by the agent
+//! ([`mad_route`]): a REQ by its service ID to the process listening on it, every later MAD
+//! of a connection by the communication ID it answers, whose high bits are the owning
+//! process's QPN block, so the routing needs no table for connections.
 
 pub mod agent;
 pub mod block;
 mod fdpass;
+pub mod mad_route;
 pub mod member;
 pub mod status;
 pub mod steer;

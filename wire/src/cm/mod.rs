@@ -14,7 +14,8 @@
 //! Each module has a zero-copy `Packet<T>` view over the 232 bytes and a `Repr` holding every
 //! field, private data included, so that parse then emit gives back the 232 bytes; reserved
 //! bits are emitted as zero (and each view's `clear_reserved` zeroes them). [`CmMessage`] picks
-//! the message by attribute ID. MRA, LAP, APR and the SIDR messages are not implemented.
+//! the message by attribute ID. MRA, LAP, APR and the SIDR messages are not implemented, but
+//! [`addressee`] reads who any CM MAD is for.
 //!
 //! Each module writes its message as the IBTA field table, in order; the private `layout`
 //! module turns such a table into the view and the `Repr` (and says how bits are numbered).
@@ -26,6 +27,7 @@ use crate::mad::{
 };
 use crate::{Error, Result};
 
+pub mod addressee;
 mod comm_ids;
 pub mod drep;
 pub mod dreq;
@@ -36,6 +38,7 @@ pub mod rep;
 pub mod req;
 pub mod rtu;
 
+pub use addressee::{addressee, Addressee};
 pub use drep::DrepRepr;
 pub use dreq::DreqRepr;
 pub use path::PathRepr;
