@@ -5,7 +5,7 @@
 //! software NIC does that work on the host's cores: a progress thread, or another process
 //! on the same device. On this 2-core machine two `softrnic perf-pair` writers spinning on
 //! their CQs left their targets so little CPU that two pairs moved 0.54-0.77x what one pair
-//! moves alone; with the rule below, 1.1-1.4x (`softrnic perf --host`).
+//! moves alone; with the rule below, 1.14x (`softrnic perf --host`, median of 9 rounds).
 //!
 //! The rule: a thread whose polls have found nothing for [`DEFAULT_SPIN`] yields its core
 //! (`sched_yield(2)`) after every further empty poll, until a poll finds a completion. A
