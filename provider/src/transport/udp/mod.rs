@@ -301,16 +301,7 @@ impl UdpTransport {
     /// `AddrInUse` (with a message saying who may hold the port) if 4791 is taken on `local`;
     /// `AddrNotAvailable` if `local` is not an address of this host; other socket errors.
     pub fn bind(local: IpAddr) -> io::Result<UdpTransport> {
-        UdpTransport::on_socket(local, open_socket(local, ROCE_V2_UDP_PORT)?)
-    }
-
-    /// A transport receiving on `rx`, a nonblocking socket bound to `local`:4791 (one of a
-    /// shared device's group, `host/steer.rs`).
-    ///
-    /// # Errors
-    /// Setting `rx`'s options.
-    pub fn on_socket(local: IpAddr, rx: UdpSocket) -> io::Result<UdpTransport> {
-        UdpTransport::receiving(local, rx, None)
+        UdpTransport::receiving(local, open_socket(local, ROCE_V2_UDP_PORT)?, None)
     }
 
     /// A transport receiving on `rx`, a socket of a shared device's group to which the kernel
