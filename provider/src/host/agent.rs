@@ -229,7 +229,8 @@ fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
     }
 }
 
-fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
+/// A `pollfd` waiting for `fd` to become readable.
+pub(super) fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
     libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::agent::{agent_name, join_request, Agent, REBUILD_WAIT};
+use super::agent::{agent_name, join_request, pollin, Agent, REBUILD_WAIT};
 use super::block::{Lease, QpnBlock};
 use super::fdpass;
 use super::status::{self, ProcessReport, QpReport};
@@ -238,18 +238,7 @@ impl Watcher {
     /// others use its agent was seen to miss that wake-up).
     fn answer_until_readable(&self, conn: &UnixStream) {
         while !self.shared.stop.load(Ordering::Acquire) {
-            let mut fds = [
-                libc::pollfd {
-                    fd: conn.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.lease.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
+            let mut fds = [pollin(conn.as_raw_fd()), pollin(self.lease.as_raw_fd())];
             // SAFETY: `fds` is a valid array of two pollfd, alive during the call.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, STOP_TICK.as_millis() as i32) };
             if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
