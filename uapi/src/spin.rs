@@ -18,7 +18,6 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long a poller spins on empty polls before it starts yielding.
@@ -28,10 +27,10 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// poll would cost a busy poller a tenth of its time).
 const CLOCK_EVERY: u32 = 16;
 
-/// The budget in nanoseconds; `u64::MAX` never yields. Unset until first read.
+/// The budget in nanoseconds; `u64::MAX` never yields. [`UNSET`] until first read (then
+/// `SOFTRNIC_SPIN`'s) or set.
 static BUDGET_NS: AtomicU64 = AtomicU64::new(UNSET);
 const UNSET: u64 = u64::MAX - 1;
-static FROM_ENV: OnceLock<u64> = OnceLock::new();
 
 /// Sets how long a thread polls empty CQs before it yields its core after each empty poll
 /// (`None`: it never yields). Overrides `SOFTRNIC_SPIN` for the whole process.
@@ -55,19 +54,18 @@ fn parse_spin(v: &str) -> Option<Option<Duration>> {
     }
 }
 
-/// The budget `SOFTRNIC_SPIN` sets, or [`DEFAULT_SPIN`] if it is unset or unreadable.
-fn budget_from_env() -> u64 {
-    *FROM_ENV.get_or_init(|| {
-        let set = std::env::var("SOFTRNIC_SPIN")
-            .ok()
-            .and_then(|v| parse_spin(&v));
-        budget_to_ns(set.unwrap_or(Some(DEFAULT_SPIN)))
-    })
-}
-
+/// The budget: [`set_spin`]'s, else the one `SOFTRNIC_SPIN` sets, else [`DEFAULT_SPIN`].
 fn budget_ns() -> u64 {
     match BUDGET_NS.load(Ordering::Relaxed) {
-        UNSET => budget_from_env(),
+        UNSET => {
+            let set = std::env::var("SOFTRNIC_SPIN")
+                .ok()
+                .and_then(|v| parse_spin(&v));
+            let ns = budget_to_ns(set.unwrap_or(Some(DEFAULT_SPIN)));
+            // A set_spin meanwhile wins.
+            let _ = BUDGET_NS.compare_exchange(UNSET, ns, Ordering::Relaxed, Ordering::Relaxed);
+            BUDGET_NS.load(Ordering::Relaxed)
+        }
         ns => ns,
     }
 }
