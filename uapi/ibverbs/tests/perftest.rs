@@ -31,26 +31,17 @@ fn perftest(
     let (server, client) = common::run_pair(&prog, &server_addr, &client_addr, &args, &[]);
     let mut result = String::new();
     for (who, out) in [("server", &server), ("client", &client)] {
-        let (stdout, stderr) = common::texts(out);
-        assert!(
-            out.status.success(),
-            "{who} of {tool} {extra:?} failed ({}):\n{stdout}{stderr}",
-            out.status
-        );
+        let label = format!("{who} of {tool} {extra:?}");
         if who == "server" && !server_reports {
+            let (stdout, stderr) = common::texts(out);
+            let status = out.status;
+            assert!(
+                status.success(),
+                "{label} failed ({status}):\n{stdout}{stderr}"
+            );
             continue;
         }
-        let mut lines = stdout.lines().skip_while(|l| !l.contains(header));
-        assert!(
-            lines.next().is_some(),
-            "{who} of {tool}: no result table:\n{stdout}{stderr}"
-        );
-        let row = lines.next().unwrap_or("").trim().to_string();
-        assert!(
-            row.split_whitespace().count() >= 4
-                && row.split_whitespace().all(|f| f.parse::<f64>().is_ok()),
-            "{who} of {tool}: no result row:\n{stdout}{stderr}"
-        );
+        let row = common::perftest_row(&label, out, header);
         eprintln!("{tool} {who}: {header}... | {row}");
         result = row;
     }

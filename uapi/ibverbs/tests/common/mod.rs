@@ -195,6 +195,30 @@ pub fn run_pair(
     (finish(server_child, deadline), client_out)
 }
 
+/// The result row of a perftest tool's output `out` (the line after the table header that
+/// contains `header`): asserts that the process exited 0 and that the row is four or more
+/// numbers; `who` names the process in the failure.
+pub fn perftest_row(who: &str, out: &Output, header: &str) -> String {
+    let (stdout, stderr) = texts(out);
+    assert!(
+        out.status.success(),
+        "{who} failed ({}):\n{stdout}{stderr}",
+        out.status
+    );
+    let mut lines = stdout.lines().skip_while(|l| !l.contains(header));
+    assert!(
+        lines.next().is_some(),
+        "{who}: no result table:\n{stdout}{stderr}"
+    );
+    let row = lines.next().unwrap_or("").trim().to_string();
+    assert!(
+        row.split_whitespace().count() >= 4
+            && row.split_whitespace().all(|f| f.parse::<f64>().is_ok()),
+        "{who}: no result row:\n{stdout}{stderr}"
+    );
+    row
+}
+
 /// Runs an rdma-core pingpong (`ibv_rc_pingpong`, `ibv_srq_pingpong`, ...) as server on the
 /// device of `server` and client on that of `client`, `-g 1` over a free TCP port, with
 /// `extra` arguments (the client retries while the server is not listening yet): both must
