@@ -1,6 +1,6 @@
 //! `softrnic status` from another process: a `softrnic pingpong` server waiting for its
-//! client on 127.0.44.1 holds a device with one RC QP in INIT (once it has opened it); `status` must list its
-//! process and QP, as text and as JSON, and nothing once it is gone.
+//! client on 127.0.44.1 holds a device with one RC QP in INIT (once it has opened it);
+//! `status` must list its process and QP, as text and as JSON, and nothing once it is gone.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -13,9 +13,10 @@
 //!   `(local address, 4791)` that are not fragments (RoCEv2 packets carry DF and are never
 //!   fragmented; a fragment is dropped here). On a device the host's processes share
 //!   (`host/`), only those whose BTH DestQP is in the process's QPN block, the ones the
-//!   kernel steers to its socket: a process never reads another's packets. The filter reads from the IP header on
-//!   (`SKF_NET_OFF`) and the frame says where it starts, whatever the link header before it
-//!   (the socket is `SOCK_RAW`, which the virtio header below needs). It listens on every
+//!   kernel steers to its socket: a process never reads another's packets. The filter
+//!   reads from the IP header on (`SKF_NET_OFF`) and the frame says where it starts,
+//!   whatever the link header before it (the socket is `SOCK_RAW`, which the virtio header
+//!   below needs). It listens on every
 //!   interface: datagrams from this host come over `lo` whatever the address, others over
 //!   the interface that has it.
 //! * **The receive socket stays bound** to `(local, 4791)`: it holds the port (no other
