@@ -5,17 +5,20 @@
 //! | AttributeID | message | IBTA    | module   | private data |
 //! |-------------|---------|---------|----------|--------------|
 //! | 0x0010      | REQ     | 12.6.5  | [`req`]  | 92 bytes     |
+//! | 0x0011      | MRA     | 12.6.6  | [`mra`]  | 222 bytes    |
 //! | 0x0012      | REJ     | 12.6.7  | [`rej`]  | 148 bytes    |
 //! | 0x0013      | REP     | 12.6.8  | [`rep`]  | 196 bytes    |
 //! | 0x0014      | RTU     | 12.6.9  | [`rtu`]  | 224 bytes    |
 //! | 0x0015      | DREQ    | 12.6.10 | [`dreq`] | 220 bytes    |
 //! | 0x0016      | DREP    | 12.6.11 | [`drep`] | 224 bytes    |
+//! | 0x0017      | SIDR_REQ | 12.11.1 | [`sidr_req`] | 216 bytes |
+//! | 0x0018      | SIDR_REP | 12.11.2 | [`sidr_rep`] | 136 bytes |
 //!
 //! Each module has a zero-copy `Packet<T>` view over the 232 bytes and a `Repr` holding every
 //! field, private data included, so that parse then emit gives back the 232 bytes; reserved
 //! bits are emitted as zero (and each view's `clear_reserved` zeroes them). [`CmMessage`] picks
-//! the message by attribute ID. MRA, LAP, APR and the SIDR messages are not implemented, but
-//! [`addressee`] reads who any CM MAD is for.
+//! the message by attribute ID. LAP and APR (alternate paths, which RoCE has no use for) are
+//! not implemented, but [`addressee`] reads who any CM MAD is for.
 //!
 //! Each module writes its message as the IBTA field table, in order; the private `layout`
 //! module turns such a table into the view and the `Repr` (and says how bits are numbered).
@@ -23,7 +26,8 @@
 use core::fmt;
 
 use crate::mad::{
-    ATTR_CM_DREP, ATTR_CM_DREQ, ATTR_CM_REJ, ATTR_CM_REP, ATTR_CM_REQ, ATTR_CM_RTU, DATA_LEN,
+    ATTR_CM_DREP, ATTR_CM_DREQ, ATTR_CM_MRA, ATTR_CM_REJ, ATTR_CM_REP, ATTR_CM_REQ, ATTR_CM_RTU,
+    ATTR_CM_SIDR_REP, ATTR_CM_SIDR_REQ, DATA_LEN,
 };
 use crate::{Error, Result};
 
@@ -31,21 +35,29 @@ pub mod addressee;
 mod comm_ids;
 pub mod drep;
 pub mod dreq;
+pub mod ip_service;
 mod layout;
+pub mod mra;
 pub mod path;
 pub mod rej;
 pub mod rep;
 pub mod req;
 pub mod rtu;
+pub mod sidr_rep;
+pub mod sidr_req;
 
 pub use addressee::{addressee, Addressee};
 pub use drep::DrepRepr;
 pub use dreq::DreqRepr;
+pub use ip_service::{IpHeader, PortSpace};
+pub use mra::MraRepr;
 pub use path::PathRepr;
 pub use rej::RejRepr;
 pub use rep::RepRepr;
 pub use req::ReqRepr;
 pub use rtu::RtuRepr;
+pub use sidr_rep::SidrRepRepr;
+pub use sidr_req::SidrReqRepr;
 
 /// Length of every CM message: the MAD class data.
 pub const MSG_LEN: usize = DATA_LEN;
@@ -65,6 +77,8 @@ pub const TRANSPORT_RD: u8 = 2;
 pub enum CmMessage {
     /// ConnectRequest.
     Req(ReqRepr),
+    /// MessageReceiptAcknowledgement.
+    Mra(MraRepr),
     /// ConnectReply.
     Rep(RepRepr),
     /// ReadyToUse.
@@ -75,12 +89,16 @@ pub enum CmMessage {
     Dreq(DreqRepr),
     /// DisconnectReply.
     Drep(DrepRepr),
+    /// ServiceIDResolutionRequest.
+    SidrReq(SidrReqRepr),
+    /// ServiceIDResolutionResponse.
+    SidrRep(SidrRepRepr),
 }
 
 impl CmMessage {
     /// Parses the 232-byte MAD data of a CM MAD with the given AttributeID. Fails with
     /// [`Error::Truncated`] on short data and [`Error::BadField`] for an attribute that is
-    /// unknown or not implemented here (ClassPortInfo, MRA, LAP, APR, SIDR_REQ, SIDR_REP).
+    /// unknown or not implemented here (ClassPortInfo, LAP, APR).
     pub fn parse(attribute_id: u16, data: &[u8]) -> Result<CmMessage> {
         Ok(match attribute_id {
             ATTR_CM_REQ => CmMessage::Req(ReqRepr::parse(&req::Packet::new_checked(data)?)?),
@@ -89,6 +107,13 @@ impl CmMessage {
             ATTR_CM_REJ => CmMessage::Rej(RejRepr::parse(&rej::Packet::new_checked(data)?)?),
             ATTR_CM_DREQ => CmMessage::Dreq(DreqRepr::parse(&dreq::Packet::new_checked(data)?)?),
             ATTR_CM_DREP => CmMessage::Drep(DrepRepr::parse(&drep::Packet::new_checked(data)?)?),
+            ATTR_CM_MRA => CmMessage::Mra(MraRepr::parse(&mra::Packet::new_checked(data)?)?),
+            ATTR_CM_SIDR_REQ => {
+                CmMessage::SidrReq(SidrReqRepr::parse(&sidr_req::Packet::new_checked(data)?)?)
+            }
+            ATTR_CM_SIDR_REP => {
+                CmMessage::SidrRep(SidrRepRepr::parse(&sidr_rep::Packet::new_checked(data)?)?)
+            }
             other => {
                 return Err(Error::BadField {
                     what: "CM attribute ID",
@@ -107,6 +132,9 @@ impl CmMessage {
             CmMessage::Rej(_) => ATTR_CM_REJ,
             CmMessage::Dreq(_) => ATTR_CM_DREQ,
             CmMessage::Drep(_) => ATTR_CM_DREP,
+            CmMessage::Mra(_) => ATTR_CM_MRA,
+            CmMessage::SidrReq(_) => ATTR_CM_SIDR_REQ,
+            CmMessage::SidrRep(_) => ATTR_CM_SIDR_REP,
         }
     }
 
@@ -131,6 +159,9 @@ impl CmMessage {
             CmMessage::Rej(r) => r.emit(&mut rej::Packet::new_unchecked(data)),
             CmMessage::Dreq(r) => r.emit(&mut dreq::Packet::new_unchecked(data)),
             CmMessage::Drep(r) => r.emit(&mut drep::Packet::new_unchecked(data)),
+            CmMessage::Mra(r) => r.emit(&mut mra::Packet::new_unchecked(data)),
+            CmMessage::SidrReq(r) => r.emit(&mut sidr_req::Packet::new_unchecked(data)),
+            CmMessage::SidrRep(r) => r.emit(&mut sidr_rep::Packet::new_unchecked(data)),
         }
         Ok(())
     }
@@ -145,6 +176,9 @@ impl fmt::Display for CmMessage {
             CmMessage::Rej(r) => r.fmt(f),
             CmMessage::Dreq(r) => r.fmt(f),
             CmMessage::Drep(r) => r.fmt(f),
+            CmMessage::Mra(r) => r.fmt(f),
+            CmMessage::SidrReq(r) => r.fmt(f),
+            CmMessage::SidrRep(r) => r.fmt(f),
         }
     }
 }
@@ -178,7 +212,7 @@ mod test_util {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::mad::{self, MadRepr, ATTR_CM_LAP, ATTR_CM_MRA};
+    use crate::mad::{self, MadRepr, ATTR_CM_APR, ATTR_CM_LAP};
     use proptest::prelude::*;
 
     /// Every MAD of the capture: parse the header and the CM message, emit both into a buffer
@@ -217,7 +251,7 @@ mod test {
     #[test]
     fn test_unsupported_attribute() {
         let data = [0u8; MSG_LEN];
-        for attr in [mad::ATTR_CLASS_PORT_INFO, ATTR_CM_MRA, ATTR_CM_LAP, 0x1234] {
+        for attr in [mad::ATTR_CLASS_PORT_INFO, ATTR_CM_LAP, ATTR_CM_APR, 0x1234] {
             assert_eq!(
                 CmMessage::parse(attr, &data),
                 Err(Error::BadField {
@@ -260,6 +294,9 @@ mod test {
             ATTR_CM_REJ => rej::Packet::new_unchecked(b).clear_reserved(),
             ATTR_CM_DREQ => dreq::Packet::new_unchecked(b).clear_reserved(),
             ATTR_CM_DREP => drep::Packet::new_unchecked(b).clear_reserved(),
+            ATTR_CM_MRA => mra::Packet::new_unchecked(b).clear_reserved(),
+            ATTR_CM_SIDR_REQ => sidr_req::Packet::new_unchecked(b).clear_reserved(),
+            ATTR_CM_SIDR_REP => sidr_rep::Packet::new_unchecked(b).clear_reserved(),
             _ => unreachable!(),
         }
         bytes
@@ -272,6 +309,7 @@ mod test {
         fn roundtrip_any_bytes(
             attr in prop::sample::select(vec![
                 ATTR_CM_REQ, ATTR_CM_REP, ATTR_CM_RTU, ATTR_CM_REJ, ATTR_CM_DREQ, ATTR_CM_DREP,
+                ATTR_CM_MRA, ATTR_CM_SIDR_REQ, ATTR_CM_SIDR_REP,
             ]),
             data in prop::collection::vec(any::<u8>(), MSG_LEN),
         ) {
