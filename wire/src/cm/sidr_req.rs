@@ -8,7 +8,7 @@
 //!  byte 16-231 | Private Data (216)                        |
 //! ```
 
-use super::layout::{self, message};
+use super::layout::message;
 use super::MSG_LEN;
 
 /// Bytes of private data in a SIDR_REQ.
@@ -33,7 +33,7 @@ message! {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Zeroes every reserved bit: bytes 6-7.
     pub fn clear_reserved(&mut self) {
-        layout::clear(self.b_mut(), &[6..8], &[]);
+        self.b_mut()[6..8].fill(0);
     }
 }
 
