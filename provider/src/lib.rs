@@ -18,6 +18,7 @@ pub mod device;
 pub mod driver;
 pub mod error;
 pub mod event;
+pub mod gsi;
 pub mod host;
 pub mod mr;
 pub mod nic;
