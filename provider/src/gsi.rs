@@ -183,7 +183,7 @@ mod tests {
         let bad = |at: usize, v: u8| {
             let mut q = p;
             q[at] = v;
-            decode(&q).map(|m| *m)
+            decode(&q).copied()
         };
         assert_eq!(bad(7, 2), Err(GsiError::NotQp1(2)));
         assert_eq!(bad(0, 0x04), Err(GsiError::Opcode(Opcode::RC_SEND_ONLY)));
