@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod bpf;
+pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod driver;
