@@ -10,9 +10,13 @@
 //! socket's index ever changes while it runs.
 //!
 //! Socket 0 is the agent's own. It receives what belongs to no process: QP1's management
-//! datagrams, datagrams for blocks no process holds, and datagrams too short for a BTH. The
-//! agent counts and drops them (with the connection manager, QP1's MADs will go to their
-//! processes as `mad_route.rs` says). It drains the socket of a freed block the same way.
+//! datagrams, datagrams for blocks no process holds, and datagrams too short for a BTH. A
+//! MAD for QP1 gets the answer of a connection manager that has no listener and no
+//! connection ([`crate::cm`]): a REQ is rejected with reason 8 (Invalid Service ID), a
+//! SIDR_REQ gets status 1, a DREQ its DREP, so that a peer's rdma_cm hears "refused" at once
+//! rather than timing out. (MADs for processes' listeners and connections will go to them as
+//! `mad_route.rs` says.) Everything else is counted and dropped; so is what arrives on the
+//! socket of a freed block.
 //!
 //! A new agent (its predecessor's process exited) waits until the old group is gone — every
 //! process, seeing its connection end, gives its socket back — and builds a new one.
@@ -27,8 +31,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use softrnic_wire::{Psn, ROCE_V2_UDP_PORT};
+
 use super::block::QpnBlock;
 use super::{fdpass, steer};
+use crate::cm::{Cm, Config};
+use crate::gsi;
 
 /// How long a new agent waits for the sockets of the group it replaces to be given back.
 pub const REBUILD_WAIT: Duration = Duration::from_secs(2);
@@ -100,6 +108,9 @@ struct Group {
     members: Vec<Member>,
     /// Datagrams the agent dropped (socket 0's and freed blocks').
     dropped: u64,
+    /// The connection manager that answers QP1's MADs for nobody: it never has a listener
+    /// or a connection, so it keeps nothing.
+    cm: Cm,
 }
 
 impl Group {
@@ -116,6 +127,7 @@ impl Group {
             slots: vec![first],
             members: Vec::new(),
             dropped: 0,
+            cm: Cm::new(Config::new(0, QpnBlock(0), 0)),
         })
     }
 
@@ -168,13 +180,33 @@ impl Group {
         }
     }
 
-    /// The sockets the agent reads: its own and those of blocks nobody holds.
+    /// The sockets of blocks nobody holds (not the agent's own, socket 0).
     fn unheld(&self) -> impl Iterator<Item = &UdpSocket> {
         self.slots
             .iter()
             .enumerate()
+            .skip(1)
             .filter(|(i, _)| !self.held(QpnBlock(*i as u16)))
             .map(|(_, s)| s)
+    }
+
+    /// Answers what socket 0 holds: QP1's MADs as a CM with no listener would, the rest
+    /// dropped.
+    fn serve_socket0(&mut self) {
+        let mut buf = [0u8; 512];
+        let now = Instant::now();
+        while let Ok((n, from)) = self.slots[0].recv_from(&mut buf) {
+            match gsi::decode(&buf[..n]) {
+                Ok(mad) => self.cm.handle(now, from.ip(), mad),
+                Err(_) => self.dropped += 1,
+            }
+        }
+        while let Some(t) = self.cm.poll_transmit() {
+            let src = (self.addr, ROCE_V2_UDP_PORT);
+            if let Some(p) = gsi::encode(src, t.to, Psn::new(0), &t.mad) {
+                let _ = self.slots[0].send_to(&p, (t.to, ROCE_V2_UDP_PORT));
+            }
+        }
     }
 }
 
@@ -204,6 +236,7 @@ fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
         let mut fds = vec![pollin(listener.as_raw_fd())];
         fds.extend(group.members.iter().map(|m| pollin(m.conn.as_raw_fd())));
         let first_slot = fds.len();
+        fds.push(pollin(group.slots[0].as_raw_fd()));
         fds.extend(group.unheld().map(|s| pollin(s.as_raw_fd())));
         // SAFETY: `fds` is a valid array of pollfds of its length.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, TICK.as_millis() as _) };
@@ -218,6 +251,7 @@ fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
         for i in ended.into_iter().rev() {
             group.members.swap_remove(i);
         }
+        group.serve_socket0();
         let dropped: u64 = group.unheld().map(drain).sum();
         group.dropped += dropped;
         if fds[0].revents != 0 {
@@ -235,5 +269,50 @@ pub(super) fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::Event;
+    use softrnic_wire::cm::{req, ReqRepr, MSG_LEN};
+    use std::net::Ipv4Addr;
+
+    /// A peer's rdma_cm connecting to a port nobody listens on hears REJ reason 8 at once
+    /// from the agent, and a stray packet to QP1 gets nothing back.
+    #[test]
+    fn a_req_for_nobody_is_rejected_by_the_agent() {
+        let addr = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 6));
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 7));
+        let _agent = Agent::try_start(addr).unwrap().expect("the agent");
+        let sock = UdpSocket::bind((peer, ROCE_V2_UDP_PORT)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut cm = Cm::new(Config::new(1, QpnBlock(3), 0));
+        let mut r = ReqRepr::parse(&req::Packet::new_unchecked(&[0u8; MSG_LEN][..])).unwrap();
+        r.service_id = 0x0106_4e21;
+        let conn = cm.connect(Instant::now(), addr, r).unwrap();
+        let t = cm.poll_transmit().unwrap();
+        let p = gsi::encode((peer, ROCE_V2_UDP_PORT), addr, Psn::new(0), &t.mad).unwrap();
+        let mut stray = p;
+        stray[12] ^= 0xff; // the Q_Key
+                           // The group may still be being built: send until the answer comes.
+        let mut buf = [0u8; 512];
+        let (n, from) = loop {
+            sock.send_to(&stray, (addr, ROCE_V2_UDP_PORT)).unwrap();
+            sock.send_to(&p, (addr, ROCE_V2_UDP_PORT)).unwrap();
+            match sock.recv_from(&mut buf) {
+                Ok(got) => break got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(from, std::net::SocketAddr::new(addr, ROCE_V2_UDP_PORT));
+        cm.handle(Instant::now(), addr, gsi::decode(&buf[..n]).unwrap());
+        let Some(Event::Rejected { conn: c, rej }) = cm.poll_event() else {
+            panic!("not a REJ")
+        };
+        assert_eq!((c, rej.reason), (conn, 8));
     }
 }

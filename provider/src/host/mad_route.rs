@@ -13,10 +13,11 @@
 //!   the listener of its Service ID. One block per Service ID per address, as one port per
 //!   listener in rdma_cm's TCP port space; when the process exits, its connection ends and
 //!   its listeners go.
-//! * **What is nobody's**: a REQ for a Service ID no one listens on is for the agent to reject
-//!   (REJ reason 8, Invalid Service ID, IBTA 12.6.7.2; a SIDR_REQ gets a SIDR_REP with status
-//!   1), ClassPortInfo is for the agent to answer, and an answer whose block no process holds
-//!   (its process exited) is dropped, so that its peer times out as with a host gone away.
+//! * **What is nobody's** goes to the agent's own connection manager, which has no listener
+//!   and no connection and answers as IBTA ch. 12 says for those: a REQ gets REJ reason 8
+//!   (Invalid Service ID, 12.6.7.2), a SIDR_REQ a SIDR_REP with status 1, a DREQ its DREP, a
+//!   REP a REJ reason 6; so an answer whose block no process holds (its process exited) ends
+//!   its peer's wait at once. ClassPortInfo is for the agent to answer.
 
 use std::collections::HashMap;
 
