@@ -5,7 +5,7 @@
 //! * **Answers carry their owner.** Each process makes its CM's Local Communication IDs, and
 //!   its SIDR Request IDs, with the number of its QPN block in their top 10 bits
 //!   ([`comm_id`]). Every MAD that answers one (MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR,
-//!   SIDR_REP: [`softrnic_wire::cm::addressee`]) so names the block that must get it: no table
+//!   SIDR_REP: [`softrnic_wire::cm::addressee()`]) so names the block that must get it: no table
 //!   for connections, nothing to rebuild when the agent changes hands, and a peer's stale or
 //!   forged ID reaches at most the process whose block it names, whose CM rejects it.
 //! * **Listeners are a table** ([`Listeners`]): a process registers the Service IDs it
