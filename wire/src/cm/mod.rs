@@ -18,7 +18,7 @@
 //! field, private data included, so that parse then emit gives back the 232 bytes; reserved
 //! bits are emitted as zero (and each view's `clear_reserved` zeroes them). [`CmMessage`] picks
 //! the message by attribute ID. LAP and APR (alternate paths, which RoCE has no use for) are
-//! not implemented, but [`addressee`] reads who any CM MAD is for.
+//! not implemented, but [`addressee()`] reads who any CM MAD is for.
 //!
 //! Each module writes its message as the IBTA field table, in order; the private `layout`
 //! module turns such a table into the view and the `Repr` (and says how bits are numbered).
