@@ -25,7 +25,7 @@ use std::io;
 use std::net::{IpAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -33,7 +33,11 @@ use std::time::{Duration, Instant};
 
 use softrnic_wire::{Psn, ROCE_V2_UDP_PORT};
 
+use softrnic_wire::mad;
+
 use super::block::QpnBlock;
+use super::cm_link::{self, Record};
+use super::mad_route::{Listeners, Route};
 use super::{fdpass, steer};
 use crate::cm::{Cm, Config};
 use crate::gsi;
@@ -74,11 +78,13 @@ impl Agent {
             Err(e) => return Err(e),
         };
         listener.set_nonblocking(true)?;
+        let link = UnixDatagram::bind_addr(&cm_link::agent_name(addr)?)?;
+        link.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("softrnic agent {addr}"))
-            .spawn(move || run(addr, &listener, &s))?;
+            .spawn(move || run(addr, &listener, link, &s))?;
         Ok(Some(Agent {
             stop,
             thread: Some(thread),
@@ -111,11 +117,15 @@ struct Group {
     /// The connection manager that answers QP1's MADs for nobody: it never has a listener
     /// or a connection, so it keeps nothing.
     cm: Cm,
+    /// The link to the processes' connection managers ([`cm_link`]).
+    link: UnixDatagram,
+    /// Who listens on which Service ID.
+    listeners: Listeners,
 }
 
 impl Group {
     /// A new group, once no socket of an older one is left (or [`REBUILD_WAIT`] passed).
-    fn build(addr: IpAddr) -> io::Result<Group> {
+    fn build(addr: IpAddr, link: UnixDatagram) -> io::Result<Group> {
         let deadline = Instant::now() + REBUILD_WAIT;
         while !steer::port_is_free(addr) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
@@ -128,6 +138,8 @@ impl Group {
             members: Vec::new(),
             dropped: 0,
             cm: Cm::new(Config::new(0, QpnBlock(0), 0)),
+            link,
+            listeners: Listeners::default(),
         })
     }
 
@@ -180,6 +192,30 @@ impl Group {
         }
     }
 
+    /// Serves the processes' requests on the link: listen and unlisten.
+    fn serve_link(&mut self) {
+        let mut buf = [0u8; cm_link::RECORD_LEN];
+        while let Ok((n, asker)) = self.link.recv_from(&mut buf) {
+            match Record::decode(&buf[..n]) {
+                Some(Record::Listen { block, service }) => {
+                    let errno = if !self.held(block) {
+                        libc::EINVAL
+                    } else {
+                        match self.listeners.listen(service, block) {
+                            Ok(()) => 0,
+                            Err(_) => libc::EADDRINUSE,
+                        }
+                    };
+                    let _ = cm_link::send(&self.link, &Record::Answer { errno }, &asker);
+                }
+                Some(Record::Unlisten { block, service }) => {
+                    self.listeners.unlisten(service, block)
+                }
+                _ => self.dropped += 1,
+            }
+        }
+    }
+
     /// The sockets of blocks nobody holds (not the agent's own, socket 0).
     fn unheld(&self) -> impl Iterator<Item = &UdpSocket> {
         self.slots
@@ -190,15 +226,28 @@ impl Group {
             .map(|(_, s)| s)
     }
 
-    /// Answers what socket 0 holds: QP1's MADs as a CM with no listener would, the rest
-    /// dropped.
+    /// Hands QP1's MADs on socket 0 to the processes they are for (`mad_route.rs`), answers
+    /// the others as a CM with no listener would, and drops the rest.
     fn serve_socket0(&mut self) {
         let mut buf = [0u8; 512];
         let now = Instant::now();
         while let Ok((n, from)) = self.slots[0].recv_from(&mut buf) {
-            match gsi::decode(&buf[..n]) {
-                Ok(mad) => self.cm.handle(now, from.ip(), mad),
-                Err(_) => self.dropped += 1,
+            let Ok(mad) = gsi::decode(&buf[..n]) else {
+                self.dropped += 1;
+                continue;
+            };
+            let p = mad::Packet::new_unchecked(&mad[..]);
+            match self.listeners.route(p.attribute_id(), p.data()) {
+                Ok(Route::Block(b)) if self.held(b) => {
+                    let r = Record::Mad {
+                        from: from.ip(),
+                        mad: *mad,
+                    };
+                    let delivered = cm_link::member_name(self.addr, b)
+                        .and_then(|to| cm_link::send(&self.link, &r, &to));
+                    self.dropped += u64::from(delivered.is_err());
+                }
+                _ => self.cm.handle(now, from.ip(), mad),
             }
         }
         while let Some(t) = self.cm.poll_transmit() {
@@ -220,8 +269,8 @@ fn drain(s: &UdpSocket) -> u64 {
     n
 }
 
-fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
-    let Ok(mut group) = Group::build(addr) else {
+fn run(addr: IpAddr, listener: &UnixListener, link: UnixDatagram, stop: &AtomicBool) {
+    let Ok(mut group) = Group::build(addr, link) else {
         // The port is held outside softrnic (another user, kernel rxe): processes get no
         // socket from this agent and say so when they open the device.
         while !stop.load(Ordering::Acquire) {
@@ -236,6 +285,7 @@ fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
         let mut fds = vec![pollin(listener.as_raw_fd())];
         fds.extend(group.members.iter().map(|m| pollin(m.conn.as_raw_fd())));
         let first_slot = fds.len();
+        fds.push(pollin(group.link.as_raw_fd()));
         fds.push(pollin(group.slots[0].as_raw_fd()));
         fds.extend(group.unheld().map(|s| pollin(s.as_raw_fd())));
         // SAFETY: `fds` is a valid array of pollfds of its length.
@@ -249,8 +299,10 @@ fn run(addr: IpAddr, listener: &UnixListener, stop: &AtomicBool) {
             .map(|i| i - 1)
             .collect();
         for i in ended.into_iter().rev() {
-            group.members.swap_remove(i);
+            let gone = group.members.swap_remove(i);
+            group.listeners.forget(gone.block);
         }
+        group.serve_link();
         group.serve_socket0();
         let dropped: u64 = group.unheld().map(drain).sum();
         group.dropped += dropped;
@@ -285,7 +337,8 @@ mod tests {
     fn a_req_for_nobody_is_rejected_by_the_agent() {
         let addr = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 6));
         let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 7));
-        let _agent = Agent::try_start(addr).unwrap().expect("the agent");
+        // Joining waits until the agent has built the group.
+        let (_member, _group_socket) = crate::host::Member::join(addr).unwrap();
         let sock = UdpSocket::bind((peer, ROCE_V2_UDP_PORT)).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -297,22 +350,71 @@ mod tests {
         let p = gsi::encode((peer, ROCE_V2_UDP_PORT), addr, Psn::new(0), &t.mad).unwrap();
         let mut stray = p;
         stray[12] ^= 0xff; // the Q_Key
-                           // The group may still be being built: send until the answer comes.
+        sock.send_to(&stray, (addr, ROCE_V2_UDP_PORT)).unwrap();
+        sock.send_to(&p, (addr, ROCE_V2_UDP_PORT)).unwrap();
         let mut buf = [0u8; 512];
-        let (n, from) = loop {
-            sock.send_to(&stray, (addr, ROCE_V2_UDP_PORT)).unwrap();
-            sock.send_to(&p, (addr, ROCE_V2_UDP_PORT)).unwrap();
-            match sock.recv_from(&mut buf) {
-                Ok(got) => break got,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => panic!("{e}"),
-            }
-        };
+        let (n, from) = sock.recv_from(&mut buf).unwrap();
         assert_eq!(from, std::net::SocketAddr::new(addr, ROCE_V2_UDP_PORT));
         cm.handle(Instant::now(), addr, gsi::decode(&buf[..n]).unwrap());
         let Some(Event::Rejected { conn: c, rej }) = cm.poll_event() else {
             panic!("not a REJ")
         };
         assert_eq!((c, rej.reason), (conn, 8));
+    }
+}
+
+#[cfg(test)]
+mod routing_tests {
+    use super::*;
+    use crate::host::cm_link::MemberLink;
+    use crate::host::Member;
+    use softrnic_wire::cm::{req, ReqRepr, MSG_LEN};
+    use std::net::Ipv4Addr;
+
+    /// A REQ for a Service ID a process listens on reaches that process, with its source
+    /// address; one for another Service ID is rejected by the agent; a second process may
+    /// not listen on the first's Service ID.
+    #[test]
+    fn a_req_goes_to_the_process_listening_on_its_service_id() {
+        let addr = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 8));
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 9));
+        let (member, _sock) = Member::join(addr).unwrap();
+        let link = MemberLink::open(addr, member.block()).unwrap();
+        link.listen(0x0106_0001).unwrap();
+        let (other, _sock2) = Member::join(addr).unwrap();
+        let link2 = MemberLink::open(addr, other.block()).unwrap();
+        let in_use = link2.listen(0x0106_0001).unwrap_err();
+        assert_eq!(in_use.raw_os_error(), Some(libc::EADDRINUSE));
+        link2.listen(0x0106_0002).unwrap();
+
+        let sock = UdpSocket::bind((peer, ROCE_V2_UDP_PORT)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut cm = Cm::new(Config::new(1, QpnBlock(3), 0));
+        let mut send_req = |service: u64| {
+            let mut r = ReqRepr::parse(&req::Packet::new_unchecked(&[0u8; MSG_LEN][..])).unwrap();
+            r.service_id = service;
+            let conn = cm.connect(Instant::now(), addr, r).unwrap();
+            let t = cm.poll_transmit().unwrap();
+            let p = gsi::encode((peer, ROCE_V2_UDP_PORT), addr, Psn::new(0), &t.mad).unwrap();
+            sock.send_to(&p, (addr, ROCE_V2_UDP_PORT)).unwrap();
+            (conn, t.mad)
+        };
+        let (_, mad) = send_req(0x0106_0001);
+        let (_, mad2) = send_req(0x0106_0002);
+        let (rejected, _) = send_req(0x0106_0003);
+        let mut buf = [0u8; 512];
+        let (n, _) = sock.recv_from(&mut buf).unwrap();
+        let p = softrnic_wire::mad::Packet::new_checked(gsi::decode(&buf[..n]).unwrap()).unwrap();
+        let rej = softrnic_wire::cm::RejRepr::parse(
+            &softrnic_wire::cm::rej::Packet::new_checked(p.data()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!((rej.reason, rej.remote_comm_id), (8, rejected.0));
+        // The agent reads socket 0 in order: the REJ to the third REQ left after the first
+        // two were handed over, so they are queued by now.
+        assert_eq!(link.recv(), Some((peer, mad)));
+        assert_eq!(link2.recv(), Some((peer, mad2)));
+        assert_eq!(link.recv(), None);
     }
 }

@@ -35,6 +35,7 @@
 
 pub mod agent;
 pub mod block;
+pub mod cm_link;
 mod fdpass;
 pub mod mad_route;
 pub mod member;
