@@ -78,8 +78,8 @@ fn deliver(now: Instant, from: &mut Cm, from_addr: IpAddr, to: &mut Cm) -> Vec<C
         .collect()
 }
 
-/// A and B connected: A active (QP 0x11), B passive (QP 0x22); returns both IDs.
-fn connected(now: Instant, a: &mut Cm, b: &mut Cm) -> (ConnId, ConnId) {
+/// A listening on nothing, B on `SERVICE`; A's REQ from QP 0x11 reported by B: both IDs.
+fn requested(now: Instant, a: &mut Cm, b: &mut Cm) -> (ConnId, ConnId) {
     b.listen(SERVICE, 0).unwrap();
     let ca = a.connect(now, B, req(0x11)).unwrap();
     deliver(now, a, A, b);
@@ -95,6 +95,12 @@ fn connected(now: Instant, a: &mut Cm, b: &mut Cm) -> (ConnId, ConnId) {
         (from, r.local_qpn, &r.private_data[..5]),
         (A, 0x11, &b"hello"[..])
     );
+    (ca, cb)
+}
+
+/// A and B connected: A active (QP 0x11), B passive (QP 0x22); returns both IDs.
+fn connected(now: Instant, a: &mut Cm, b: &mut Cm) -> (ConnId, ConnId) {
+    let (ca, cb) = requested(now, a, b);
     b.accept(now, cb, rep(0x22)).unwrap();
     deliver(now, b, B, a);
     let Some(Event::Reply { conn, rep: r }) = a.poll_event() else {
@@ -166,12 +172,7 @@ fn a_req_for_no_listener_gets_rej_8_and_the_active_side_reports_it() {
 fn a_rejected_req_carries_the_private_data() {
     let t0 = Instant::now();
     let (mut a, mut b) = (cm(1), cm(2));
-    b.listen(SERVICE, 0).unwrap();
-    let ca = a.connect(t0, B, req(0x11)).unwrap();
-    deliver(t0, &mut a, A, &mut b);
-    let Some(Event::Request { conn: cb, .. }) = b.poll_event() else {
-        panic!()
-    };
+    let (ca, cb) = requested(t0, &mut a, &mut b);
     assert_eq!(
         b.reject(cb, REASON_CONSUMER_DEFINED, &[], &[7; 149]),
         Err(CmError::PrivateDataTooLong)
@@ -214,12 +215,7 @@ fn a_duplicate_req_is_one_connection_and_gets_an_mra_which_stretches_the_wait() 
 fn a_lost_rtu_is_recovered_by_the_rep_retry() {
     let t0 = Instant::now();
     let (mut a, mut b) = (cm(1), cm(2));
-    b.listen(SERVICE, 0).unwrap();
-    let ca = a.connect(t0, B, req(0x11)).unwrap();
-    deliver(t0, &mut a, A, &mut b);
-    let Some(Event::Request { conn: cb, .. }) = b.poll_event() else {
-        panic!()
-    };
+    let (ca, cb) = requested(t0, &mut a, &mut b);
     b.accept(t0, cb, rep(0x22)).unwrap();
     deliver(t0, &mut b, B, &mut a);
     a.poll_event().unwrap();
