@@ -1,6 +1,7 @@
 //! The thin I/O layer around the sans-IO engine: emitting packets onto a transport and
 //! accepting received ones.
 
+pub mod cm;
 pub mod device;
 pub mod emit;
 pub mod ingress;

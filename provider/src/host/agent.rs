@@ -316,7 +316,7 @@ fn run(addr: IpAddr, listener: &UnixListener, link: UnixDatagram, stop: &AtomicB
 }
 
 /// A `pollfd` waiting for `fd` to become readable.
-pub(super) fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
+pub(crate) fn pollin(fd: std::os::fd::RawFd) -> libc::pollfd {
     libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -1,0 +1,237 @@
+//! The connection manager's thread: the I/O around the sans-IO [`Cm`] of one process on one
+//! device. MADs for this process come from the agent over the link (`host::cm_link`), MADs
+//! to peers leave from a UDP socket of the device's address as GSI packets (`gsi`), and the
+//! thread sleeps until a MAD comes, the CM's next deadline, or a call that may have armed an
+//! earlier one. Events go to the callback given at the start, outside the CM's lock, so the
+//! callback may call back in.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use softrnic_wire::{Psn, ROCE_V2_UDP_PORT};
+
+use crate::cm::{Cm, Config, Event};
+use crate::gsi;
+use crate::host::agent::pollin;
+use crate::host::cm_link::MemberLink;
+use crate::transport::udp::bound_socket;
+
+/// What gets the CM's events.
+pub type OnEvent = Box<dyn FnMut(Event) + Send>;
+
+/// Longest sleep between looks at whether to stop.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A running CM of one process on one device; it stops when dropped.
+pub struct CmDriver {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    cm: Mutex<Cm>,
+    link: MemberLink,
+    out: UdpSocket,
+    addr: IpAddr,
+    /// Written to wake the thread; the thread reads the other end.
+    wake: UnixDatagram,
+    stop: AtomicBool,
+}
+
+impl CmDriver {
+    /// Starts the CM `cfg` of this process's block of `addr` (the process holds the block's
+    /// lease), sending its events to `on_event`.
+    ///
+    /// # Errors
+    /// Binding the link or the sending socket; spawning the thread.
+    pub fn start(addr: IpAddr, cfg: Config, on_event: OnEvent) -> io::Result<CmDriver> {
+        let link = MemberLink::open(addr, cfg.block)?;
+        let opts: &[_] = match addr {
+            IpAddr::V4(_) => &[(
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                libc::IP_PMTUDISC_DO,
+            )],
+            IpAddr::V6(_) => &[],
+        };
+        let out = bound_socket(SocketAddr::new(addr, 0), opts)?;
+        let (wake, woken) = UnixDatagram::pair()?;
+        woken.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            cm: Mutex::new(Cm::new(cfg)),
+            link,
+            out,
+            addr,
+            wake,
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("softrnic cm {addr}"))
+            .spawn(move || run(&s, &woken, on_event))?;
+        Ok(CmDriver {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Calls `f` with the CM and the time, then sends what it queued and wakes the thread
+    /// for the deadlines it may have armed.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Cm, Instant) -> R) -> R {
+        let mut cm = lock(&self.shared.cm);
+        let r = f(&mut cm, Instant::now());
+        self.shared.flush(&mut cm);
+        drop(cm);
+        let _ = self.shared.wake.send(&[1]);
+        r
+    }
+
+    /// Listens on `service` on the whole host: the agent routes its REQs here.
+    ///
+    /// # Errors
+    /// `EADDRINUSE` if another process, or this one, listens on it already; the agent's
+    /// silence.
+    pub fn listen(&self, service: u64, backlog: usize) -> io::Result<()> {
+        self.with(|cm, _| cm.listen(service, backlog))
+            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        self.shared.link.listen(service).inspect_err(|_| {
+            self.with(|cm, _| cm.unlisten(service));
+        })
+    }
+
+    /// Stops listening on `service`.
+    pub fn unlisten(&self, service: u64) {
+        self.shared.link.unlisten(service);
+        self.with(|cm, _| cm.unlisten(service));
+    }
+}
+
+impl Drop for CmDriver {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = self.shared.wake.send(&[0]);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    /// Sends every MAD the CM queued.
+    fn flush(&self, cm: &mut Cm) {
+        while let Some(t) = cm.poll_transmit() {
+            let src = (self.addr, self.out.local_addr().map_or(0, |a| a.port()));
+            if let Some(p) = gsi::encode(src, t.to, Psn::new(0), &t.mad) {
+                let _ = self.out.send_to(&p, (t.to, ROCE_V2_UDP_PORT));
+            }
+        }
+    }
+}
+
+fn lock(m: &Mutex<Cm>) -> MutexGuard<'_, Cm> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn run(shared: &Shared, woken: &UnixDatagram, mut on_event: OnEvent) {
+    let mut events = Vec::new();
+    while !shared.stop.load(Ordering::Acquire) {
+        let wait = lock(&shared.cm).poll_timeout().map_or(TICK, |d| {
+            d.saturating_duration_since(Instant::now()).min(TICK)
+        });
+        let mut fds = [pollin(shared.link.fd()), pollin(woken.as_raw_fd())];
+        // SAFETY: `fds` is a valid array of two pollfds.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait.as_millis().max(1) as i32) };
+        let mut byte = [0u8; 1];
+        while woken.recv(&mut byte).is_ok() {}
+        {
+            let mut cm = lock(&shared.cm);
+            let now = Instant::now();
+            while let Some((from, mad)) = shared.link.recv() {
+                cm.handle(now, from, &mad);
+            }
+            cm.handle_timeout(now);
+            shared.flush(&mut cm);
+            events.extend(std::iter::from_fn(|| cm.poll_event()));
+        }
+        for e in events.drain(..) {
+            on_event(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Member;
+    use softrnic_wire::cm::{self as wcm, RepRepr, ReqRepr};
+    use std::net::Ipv4Addr;
+    use std::sync::mpsc;
+
+    fn started(addr: IpAddr, guid: u64) -> (Member, CmDriver, mpsc::Receiver<Event>) {
+        let (member, _sock) = Member::join(addr).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let cfg = Config::new(guid, member.block(), 1);
+        let on_event = Box::new(move |e| {
+            let _ = tx.send(e);
+        });
+        (member, CmDriver::start(addr, cfg, on_event).unwrap(), rx)
+    }
+
+    /// The bound only keeps a broken CM from hanging the test.
+    fn next(rx: &mpsc::Receiver<Event>) -> Event {
+        rx.recv_timeout(Duration::from_secs(20)).expect("an event")
+    }
+
+    /// Two processes' worth of CM (two addresses) connect and disconnect over real sockets,
+    /// through the agents' routing.
+    #[test]
+    fn connect_and_disconnect_over_loopback() {
+        let a = IpAddr::V4(Ipv4Addr::new(127, 0, 47, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(127, 0, 47, 2));
+        let (_ma, da, ea) = started(a, 1);
+        let (_mb, db, eb) = started(b, 2);
+        let service = wcm::PortSpace::Tcp.service_id(7471);
+        db.listen(service, 0).unwrap();
+        let in_use = db.listen(service, 0).unwrap_err();
+        assert_eq!(in_use.raw_os_error(), Some(libc::EADDRINUSE));
+
+        let mut req = ReqRepr::parse(&wcm::req::Packet::new_unchecked(&[0u8; 232][..])).unwrap();
+        req.service_id = service;
+        req.local_qpn = 0x1234;
+        req.max_cm_retries = 15;
+        req.remote_cm_response_timeout = 16;
+        req.primary_path.local_ack_timeout = 10;
+        let ca = da.with(|cm, now| cm.connect(now, b, req)).unwrap();
+        let Event::Request {
+            conn: cb,
+            from,
+            req: got,
+        } = next(&eb)
+        else {
+            panic!("not a request")
+        };
+        assert_eq!((from, got.local_qpn), (a, 0x1234));
+        let mut rep = RepRepr::parse(&wcm::rep::Packet::new_unchecked(&[0u8; 232][..])).unwrap();
+        rep.local_qpn = 0x5678;
+        db.with(|cm, now| cm.accept(now, cb, rep)).unwrap();
+        let Event::Reply { conn, rep: got } = next(&ea) else {
+            panic!("not a reply")
+        };
+        assert_eq!((conn, got.local_qpn), (ca, 0x5678));
+        da.with(|cm, _| cm.ready_to_use(ca, &[])).unwrap();
+        assert_eq!(next(&eb), Event::Established { conn: cb });
+
+        da.with(|cm, now| cm.disconnect(now, ca, &[])).unwrap();
+        assert!(matches!(next(&eb), Event::DisconnectRequested { conn, .. } if conn == cb));
+        db.with(|cm, now| cm.disconnect(now, cb, &[])).unwrap();
+        assert_eq!(next(&ea), Event::Disconnected { conn: ca });
+        assert_eq!(next(&ea), Event::TimewaitExit { conn: ca });
+        assert_eq!(next(&eb), Event::TimewaitExit { conn: cb });
+    }
+}
