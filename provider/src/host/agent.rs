@@ -11,11 +11,12 @@
 //!
 //! Socket 0 is the agent's own. It receives what belongs to no process: QP1's management
 //! datagrams, datagrams for blocks no process holds, and datagrams too short for a BTH. A
-//! MAD for QP1 gets the answer of a connection manager that has no listener and no
+//! MAD for QP1 goes to the process it is for, as `mad_route.rs` says, over the link of
+//! [`super::cm_link`], where processes also register the Service IDs they listen on. A MAD
+//! for no process gets the answer of a connection manager that has no listener and no
 //! connection ([`crate::cm`]): a REQ is rejected with reason 8 (Invalid Service ID), a
 //! SIDR_REQ gets status 1, a DREQ its DREP, so that a peer's rdma_cm hears "refused" at once
-//! rather than timing out. (MADs for processes' listeners and connections will go to them as
-//! `mad_route.rs` says.) Everything else is counted and dropped; so is what arrives on the
+//! rather than timing out. Everything else is counted and dropped; so is what arrives on the
 //! socket of a freed block.
 //!
 //! A new agent (its predecessor's process exited) waits until the old group is gone — every
@@ -31,9 +32,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use softrnic_wire::{Psn, ROCE_V2_UDP_PORT};
-
-use softrnic_wire::mad;
+use softrnic_wire::{mad, Psn, ROCE_V2_UDP_PORT};
 
 use super::block::QpnBlock;
 use super::cm_link::{self, Record};
