@@ -28,8 +28,8 @@ impl Cm {
         };
         if let Some(&id) = self.by_remote_id.get(&(from, their_id)) {
             self.stats.duplicates += 1;
-            match self.conns[&id].state {
-                State::ReqRcvd => {
+            match self.state(ConnId(id)) {
+                Some(State::ReqRcvd) => {
                     let mra = MraRepr {
                         local_comm_id: id,
                         remote_comm_id: their_id,
@@ -39,7 +39,7 @@ impl Cm {
                     };
                     self.send(from, tid, &CmMessage::Mra(mra));
                 }
-                State::TimeWait => refuse(self, REASON_STALE_CONN),
+                Some(State::TimeWait) => refuse(self, REASON_STALE_CONN),
                 _ => {} // the REP's own retries answer it
             }
             return;
@@ -48,7 +48,7 @@ impl Cm {
             // The peer's QP is connected here still: it must have lost that connection.
             // Refuse the new one and release the old (12.9.8.3.1).
             refuse(self, REASON_STALE_CONN);
-            if self.conns[&old].state == State::Established {
+            if self.state(ConnId(old)) == Some(State::Established) {
                 let _ = self.disconnect(now, ConnId(old), &[]);
             }
             return;
