@@ -143,10 +143,7 @@ mod tests {
     fn a_mad_survives_encode_and_decode_with_a_good_icrc() {
         let p = encode((A, 0xc123), B, Psn::new(5), &mad()).unwrap();
         assert_eq!(decode(&p), Ok(&mad()));
-        let mut meta = RecvMeta::default();
-        meta.src = SocketAddr::new(A, 0xc123);
-        meta.dst = B;
-        meta.len = p.len();
+        let meta = RecvMeta::from_socket(SocketAddr::new(A, 0xc123), B, p.len());
         let rx = RecvPacket {
             meta: &meta,
             payload: &p,

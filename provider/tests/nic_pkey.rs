@@ -64,10 +64,7 @@ fn a_request_of_another_partition_is_dropped_and_counted() {
         nic.qp(qpn).unwrap().post_recv(&wr).unwrap();
     }
     let deliver = |nic: &mut Nic, bytes: &[u8]| {
-        let mut meta = RecvMeta::default();
-        meta.src = SocketAddr::new(A_ADDR, 0xc011);
-        meta.dst = B_ADDR;
-        meta.len = bytes.len();
+        let meta = RecvMeta::from_socket(SocketAddr::new(A_ADDR, 0xc011), B_ADDR, bytes.len());
         let pkt = RecvPacket {
             meta: &meta,
             payload: bytes,

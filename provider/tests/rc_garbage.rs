@@ -298,10 +298,7 @@ fn garbage(rng: &mut Rng, template: &[u8], keys: &[(u64, u32)]) -> Vec<u8> {
 /// Hands `bytes` to the node's QP as the NIC would: through `accept` (the ICRC cannot be
 /// checked: IPv4 from a UDP socket), then demultiplexed by destination QP.
 fn inject(n: &mut Node, now: Instant, from: SocketAddr, to: IpAddr, bytes: &[u8]) -> bool {
-    let mut meta = RecvMeta::default();
-    meta.src = from;
-    meta.dst = to;
-    meta.len = bytes.len();
+    let meta = RecvMeta::from_socket(from, to, bytes.len());
     let pkt = RecvPacket {
         meta: &meta,
         payload: bytes,
@@ -647,10 +644,7 @@ fn random_bytes_through_accept_and_the_nic() {
             }
             _ => garbage(&mut rng, &template, &key_list),
         };
-        let mut meta = RecvMeta::default();
-        meta.src = SocketAddr::new(A_ADDR, 0xc011);
-        meta.dst = B_ADDR;
-        meta.len = g.len();
+        let meta = RecvMeta::from_socket(SocketAddr::new(A_ADDR, 0xc011), B_ADDR, g.len());
         let pkt = RecvPacket {
             meta: &meta,
             payload: &g,

@@ -88,10 +88,7 @@ fn run(qp_type: QpType, seed: u64) {
         let pad = (4 - len % 4) % 4;
         b[1] |= (pad as u8) << 4;
         b.extend(std::iter::repeat_n(0, pad + 4));
-        let mut meta = RecvMeta::default();
-        meta.src = from;
-        meta.dst = B_ADDR;
-        meta.len = b.len();
+        let meta = RecvMeta::from_socket(from, B_ADDR, b.len());
         let pkt = RecvPacket {
             meta: &meta,
             payload: &b,

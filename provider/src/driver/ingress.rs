@@ -131,8 +131,7 @@ mod tests {
         if !good {
             *bytes.last_mut().unwrap() ^= 1;
         }
-        let mut meta = RecvMeta::default();
-        (meta.src, meta.dst, meta.len) = (src, dst, bytes.len());
+        let meta = RecvMeta::from_socket(src, dst, bytes.len());
         (meta, bytes)
     }
 

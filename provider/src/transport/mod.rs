@@ -167,6 +167,17 @@ impl Default for RecvMeta {
 }
 
 impl RecvMeta {
+    /// The metadata of a datagram of `len` bytes from `src` to `dst` as a UDP socket reports
+    /// it: no IP header seen.
+    pub fn from_socket(src: SocketAddr, dst: IpAddr, len: usize) -> RecvMeta {
+        RecvMeta {
+            src,
+            dst,
+            len,
+            ..RecvMeta::default()
+        }
+    }
+
     /// The IP header as received, if the transport saw it (empty otherwise).
     pub fn ip_header(&self) -> &[u8] {
         &self.ip_header[..usize::from(self.ip_header_len)]
