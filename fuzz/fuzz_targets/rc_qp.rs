@@ -16,7 +16,7 @@ use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, MrTable, PdHandle};
 use softrnic_provider::nic::Nic;
 use softrnic_provider::qp_state::Mtu;
-use softrnic_provider::rc::{ConnectAttr, QpCaps, QpLimits};
+use softrnic_provider::rc::{ConnectAttr, QpCaps, QpLimits, TxQueue};
 use softrnic_provider::transport::{RecvMeta, RecvPacket};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, Sge};
@@ -79,17 +79,14 @@ fuzz_target!(|data: &[u8]| {
         nic.qp(qpn).unwrap().post_recv(&wr).unwrap();
     }
     let base = Instant::now();
-    let mut out = Vec::new();
+    let mut out = TxQueue::new();
     let mut wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 16];
     for (i, part) in split(data).enumerate() {
         let mut pkt = part.to_vec();
         if pkt.len() >= 12 && pkt[0] < 0x20 {
             pkt[5..8].copy_from_slice(&qpn.to_be_bytes()[1..]);
         }
-        let mut meta = RecvMeta::default();
-        meta.src = SocketAddr::new(PEER, 0xc011);
-        meta.dst = LOCAL;
-        meta.len = pkt.len();
+        let meta = RecvMeta::from_socket(SocketAddr::new(PEER, 0xc011), LOCAL, pkt.len());
         let recv = RecvPacket {
             meta: &meta,
             payload: &pkt,
