@@ -194,13 +194,18 @@ pub enum CmError {
     PrivateDataTooLong,
     /// Too many connections (ENOMEM).
     NoResources,
+    /// The SIDR request was answered already (EINVAL).
+    Answered,
 }
 
 impl CmError {
     /// The errno rdma_cm gives for it.
     pub fn errno(self) -> i32 {
         match self {
-            CmError::NotFound | CmError::State(_) | CmError::PrivateDataTooLong => libc::EINVAL,
+            CmError::NotFound
+            | CmError::State(_)
+            | CmError::PrivateDataTooLong
+            | CmError::Answered => libc::EINVAL,
             CmError::InUse => libc::EADDRINUSE,
             CmError::NoResources => libc::ENOMEM,
         }
@@ -337,7 +342,7 @@ impl Cm {
             CmMessage::Rtu(rtu) => self.on_rtu(from, rtu),
             CmMessage::Dreq(dreq) => self.on_dreq(now, from, tid, dreq),
             CmMessage::Drep(drep) => self.on_drep(now, from, drep),
-            CmMessage::SidrReq(req) => self.on_sidr_req(now, from, tid, req),
+            CmMessage::SidrReq(req) => self.on_sidr_req(from, tid, req),
             CmMessage::SidrRep(rep) => self.on_sidr_rep(from, rep),
         }
     }

@@ -87,7 +87,7 @@ impl Cm {
 
     /// A peer's SIDR_REQ: report it if new and listened for; a retried one gets the reply
     /// again; one nobody listens for gets status 1, Service ID not supported.
-    pub(super) fn on_sidr_req(&mut self, _now: Instant, from: IpAddr, tid: u64, req: SidrReqRepr) {
+    pub(super) fn on_sidr_req(&mut self, from: IpAddr, tid: u64, req: SidrReqRepr) {
         if let Some(s) = self
             .sidr_in
             .values()
@@ -131,7 +131,7 @@ impl Cm {
     /// Answers a reported SIDR_REQ with `rep` (the CM fills in its Request ID).
     ///
     /// # Errors
-    /// [`CmError::NotFound`], or [`CmError::State`] if it was answered already.
+    /// [`CmError::NotFound`], or [`CmError::Answered`] if it was answered already.
     pub fn sidr_reply(
         &mut self,
         now: Instant,
@@ -140,7 +140,7 @@ impl Cm {
     ) -> Result<(), CmError> {
         let s = self.sidr_in.get(&id.0).ok_or(CmError::NotFound)?;
         if s.reply.is_some() {
-            return Err(CmError::State(super::State::TimeWait));
+            return Err(CmError::Answered);
         }
         rep.request_id = s.request_id;
         let (peer, tid) = (s.peer, s.tid);

@@ -368,6 +368,7 @@ fn sidr_resolves_and_retries() {
     r.qpn = 0x33;
     r.q_key = 0x0123_4567;
     b.sidr_reply(t0, bid, r).unwrap();
+    assert_eq!(b.sidr_reply(t0, bid, r), Err(CmError::Answered));
     sent(&mut b); // lost
     a.handle_timeout(t0 + every);
     deliver(t0 + every, &mut a, A, &mut b);

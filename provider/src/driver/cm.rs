@@ -38,7 +38,8 @@ struct Shared {
     cm: Mutex<Cm>,
     link: MemberLink,
     out: UdpSocket,
-    addr: IpAddr,
+    /// `out`'s address and port: the source of the GSI packets.
+    src: (IpAddr, u16),
     /// Written to wake the thread; the thread reads the other end.
     wake: UnixDatagram,
     stop: AtomicBool,
@@ -61,13 +62,14 @@ impl CmDriver {
             IpAddr::V6(_) => &[],
         };
         let out = bound_socket(SocketAddr::new(addr, 0), opts)?;
+        let src = (addr, out.local_addr()?.port());
         let (wake, woken) = UnixDatagram::pair()?;
         woken.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
             cm: Mutex::new(Cm::new(cfg)),
             link,
             out,
-            addr,
+            src,
             wake,
             stop: AtomicBool::new(false),
         });
@@ -125,11 +127,16 @@ impl Drop for CmDriver {
 impl Shared {
     /// Sends every MAD the CM queued.
     fn flush(&self, cm: &mut Cm) {
-        while let Some(t) = cm.poll_transmit() {
-            let src = (self.addr, self.out.local_addr().map_or(0, |a| a.port()));
-            if let Some(p) = gsi::encode(src, t.to, Psn::new(0), &t.mad) {
-                let _ = self.out.send_to(&p, (t.to, ROCE_V2_UDP_PORT));
-            }
+        send_mads(cm, &self.out, self.src);
+    }
+}
+
+/// Sends every MAD `cm` queued as a GSI packet from `sock`, whose address and port are `src`,
+/// to QP1 of its peer.
+pub(crate) fn send_mads(cm: &mut Cm, sock: &UdpSocket, src: (IpAddr, u16)) {
+    while let Some(t) = cm.poll_transmit() {
+        if let Some(p) = gsi::encode(src, t.to, Psn::new(0), &t.mad) {
+            let _ = sock.send_to(&p, (t.to, ROCE_V2_UDP_PORT));
         }
     }
 }

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use softrnic_wire::{mad, Psn, ROCE_V2_UDP_PORT};
+use softrnic_wire::{mad, ROCE_V2_UDP_PORT};
 
 use super::block::QpnBlock;
 use super::cm_link::{self, Record};
@@ -249,12 +249,8 @@ impl Group {
                 _ => self.cm.handle(now, from.ip(), mad),
             }
         }
-        while let Some(t) = self.cm.poll_transmit() {
-            let src = (self.addr, ROCE_V2_UDP_PORT);
-            if let Some(p) = gsi::encode(src, t.to, Psn::new(0), &t.mad) {
-                let _ = self.slots[0].send_to(&p, (t.to, ROCE_V2_UDP_PORT));
-            }
-        }
+        let src = (self.addr, ROCE_V2_UDP_PORT);
+        crate::driver::cm::send_mads(&mut self.cm, &self.slots[0], src);
     }
 }
 
@@ -328,6 +324,7 @@ mod tests {
     use super::*;
     use crate::cm::Event;
     use softrnic_wire::cm::{req, ReqRepr, MSG_LEN};
+    use softrnic_wire::Psn;
     use std::net::Ipv4Addr;
 
     /// A peer's rdma_cm connecting to a port nobody listens on hears REJ reason 8 at once
@@ -368,6 +365,7 @@ mod routing_tests {
     use crate::host::cm_link::MemberLink;
     use crate::host::Member;
     use softrnic_wire::cm::{req, ReqRepr, MSG_LEN};
+    use softrnic_wire::Psn;
     use std::net::Ipv4Addr;
 
     /// A REQ for a Service ID a process listens on reaches that process, with its source
