@@ -20,7 +20,9 @@
 //! socket of a freed block.
 //!
 //! A new agent (its predecessor's process exited) waits until the old group is gone — every
-//! process, seeing its connection end, gives its socket back — and builds a new one.
+//! process, seeing its connection end, gives its socket back — and builds a new one. It
+//! knows no listeners: each process, having joined it, registers its Service IDs again
+//! ([`super::cm_link`]), and until it has, REQs for them are rejected as for nobody's.
 
 use std::io;
 use std::net::{IpAddr, UdpSocket};
@@ -43,6 +45,10 @@ use crate::gsi;
 
 /// How long a new agent waits for the sockets of the group it replaces to be given back.
 pub const REBUILD_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a process waits for an agent to answer it: a new agent may first wait
+/// [`REBUILD_WAIT`] for the old group to go.
+pub const AGENT_WAIT: Duration = REBUILD_WAIT.saturating_add(Duration::from_secs(3));
 
 /// How long the agent sleeps in `poll(2)` before looking whether it must stop.
 const TICK: Duration = Duration::from_millis(50);
@@ -191,21 +197,29 @@ impl Group {
         }
     }
 
-    /// Serves the processes' requests on the link: listen and unlisten.
+    /// Serves the processes' requests on the link: listen and unlisten. A listen is answered
+    /// `ENOTCONN` while its block has not joined (a process may ask before it has rejoined a
+    /// new agent, and asks again); a block listening again on its own Service ID (as each
+    /// does after the agent changed hands) changes nothing.
     fn serve_link(&mut self) {
         let mut buf = [0u8; cm_link::RECORD_LEN];
         while let Ok((n, asker)) = self.link.recv_from(&mut buf) {
             match Record::decode(&buf[..n]) {
-                Some(Record::Listen { block, service }) => {
+                Some(Record::Listen {
+                    block,
+                    service,
+                    transaction,
+                }) => {
                     let errno = if !self.held(block) {
-                        libc::EINVAL
+                        libc::ENOTCONN
                     } else {
                         match self.listeners.listen(service, block) {
                             Ok(()) => 0,
                             Err(_) => libc::EADDRINUSE,
                         }
                     };
-                    let _ = cm_link::send(&self.link, &Record::Answer { errno }, &asker);
+                    let answer = Record::Answer { transaction, errno };
+                    let _ = cm_link::send(&self.link, &answer, &asker);
                 }
                 Some(Record::Unlisten { block, service }) => {
                     self.listeners.unlisten(service, block)
@@ -378,6 +392,7 @@ mod routing_tests {
         let (member, _sock) = Member::join(addr).unwrap();
         let link = MemberLink::open(addr, member.block()).unwrap();
         link.listen(0x0106_0001).unwrap();
+        link.listen(0x0106_0001).unwrap(); // again: no change
         let (other, _sock2) = Member::join(addr).unwrap();
         let link2 = MemberLink::open(addr, other.block()).unwrap();
         let in_use = link2.listen(0x0106_0001).unwrap_err();

@@ -7,6 +7,18 @@
 //! agent must never block on a process that does not read; if a process's queue is full the
 //! MAD is dropped, as the network may drop it, and its sender retries.
 //!
+//! A process addresses the agent by its name on every request, never by a connection: when
+//! the agent changes hands, the next request reaches the new agent, on the same name. The new
+//! agent knows no listeners, so each process registers its Service IDs again once it has
+//! joined the new group (`driver::cm`, on [`super::Member::on_rejoin`]). Until then the
+//! agent's name may be unbound (`ECONNREFUSED`), the agent may be building its group and not
+//! reading yet (no answer), or may not know the process's block yet (`ENOTCONN`): a listen
+//! waits for each of these, sleeping between tries, up to [`AGENT_WAIT`].
+//!
+//! Every request carries a transaction number that its answer repeats (as a MAD's
+//! TransactionID does): an answer that comes after its request was given up on is told from
+//! the answer to the next one, and dropped.
+//!
 //! A record is [`RECORD_LEN`] bytes:
 //!
 //! ```text
@@ -15,7 +27,8 @@
 //!  byte 2-3    QPN block of the process (listen, unlisten), little-endian
 //!  byte 4-7    errno (answer), little-endian
 //!  byte 8-15   Service ID (listen, unlisten), little-endian
-//!  byte 16-31  the MAD's source address (IPv4 in bytes 16-19)
+//!  byte 16-19  transaction number (listen, and its answer), little-endian
+//!  byte 16-31  the MAD's source address (MAD only; IPv4 in bytes 16-19)
 //!  byte 32-287 the MAD
 //! ```
 
@@ -23,11 +36,13 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use softrnic_wire::mad::MAD_LEN;
 
+use super::agent::AGENT_WAIT;
 use super::block::QpnBlock;
 
 /// Bytes of a record.
@@ -48,12 +63,14 @@ pub fn member_name(addr: IpAddr, block: QpnBlock) -> io::Result<SocketAddr> {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record {
-    /// A process listens on a Service ID.
+    /// A process listens on a Service ID (again: no change).
     Listen {
         /// Its block.
         block: QpnBlock,
         /// The Service ID.
         service: u64,
+        /// The process's number for this request, repeated by the answer.
+        transaction: u32,
     },
     /// A process stops listening on a Service ID.
     Unlisten {
@@ -64,7 +81,10 @@ pub enum Record {
     },
     /// The agent's answer to `Listen`: 0 or an errno.
     Answer {
-        /// 0 or the errno.
+        /// The transaction number of the `Listen` it answers.
+        transaction: u32,
+        /// 0, or `EADDRINUSE` (another block listens on the Service ID), or `ENOTCONN` (the
+        /// block is not in the agent's group, or not yet).
         errno: i32,
     },
     /// A MAD for the process.
@@ -81,18 +101,25 @@ impl Record {
     pub fn encode(&self) -> [u8; RECORD_LEN] {
         let mut b = [0u8; RECORD_LEN];
         match *self {
-            Record::Listen { block, service } | Record::Unlisten { block, service } => {
-                b[0] = if matches!(self, Record::Listen { .. }) {
-                    b'L'
-                } else {
-                    b'U'
-                };
+            Record::Listen {
+                block,
+                service,
+                transaction,
+            } => {
+                b[0] = b'L';
+                b[2..4].copy_from_slice(&block.0.to_le_bytes());
+                b[8..16].copy_from_slice(&service.to_le_bytes());
+                b[16..20].copy_from_slice(&transaction.to_le_bytes());
+            }
+            Record::Unlisten { block, service } => {
+                b[0] = b'U';
                 b[2..4].copy_from_slice(&block.0.to_le_bytes());
                 b[8..16].copy_from_slice(&service.to_le_bytes());
             }
-            Record::Answer { errno } => {
+            Record::Answer { transaction, errno } => {
                 b[0] = b'A';
                 b[4..8].copy_from_slice(&errno.to_le_bytes());
+                b[16..20].copy_from_slice(&transaction.to_le_bytes());
             }
             Record::Mad { from, mad } => {
                 b[0] = b'M';
@@ -116,12 +143,18 @@ impl Record {
     pub fn decode(b: &[u8]) -> Option<Record> {
         let b: &[u8; RECORD_LEN] = b.try_into().ok()?;
         let block = QpnBlock(u16::from_le_bytes([b[2], b[3]]));
-        let service = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
+        let service = u64::from_le_bytes(b[8..16].try_into().ok()?);
+        let transaction = u32::from_le_bytes(b[16..20].try_into().ok()?);
         Some(match b[0] {
-            b'L' => Record::Listen { block, service },
+            b'L' => Record::Listen {
+                block,
+                service,
+                transaction,
+            },
             b'U' => Record::Unlisten { block, service },
             b'A' => Record::Answer {
-                errno: i32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
+                transaction,
+                errno: i32::from_le_bytes(b[4..8].try_into().ok()?),
             },
             b'M' => Record::Mad {
                 from: match b[1] {
@@ -129,7 +162,7 @@ impl Record {
                     6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&b[16..32]).ok()?)),
                     _ => return None,
                 },
-                mad: b[32..].try_into().expect("a MAD"),
+                mad: b[32..].try_into().ok()?,
             },
             _ => return None,
         })
@@ -144,10 +177,15 @@ pub struct MemberLink {
     block: QpnBlock,
     mads: UnixDatagram,
     requests: Mutex<UnixDatagram>,
+    /// The transaction number of the next request.
+    next_transaction: AtomicU32,
 }
 
 /// How long a process waits for the agent's answer to a request.
 const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a process sleeps before asking again an agent that is not ready for it.
+const RETRY_SLEEP: Duration = Duration::from_millis(20);
 
 impl MemberLink {
     /// Binds this process's names for `block` of `addr` (the block's lease makes them free).
@@ -159,25 +197,42 @@ impl MemberLink {
         mads.set_nonblocking(true)?;
         let name = format!("softrnic/{addr}/cm/{}/requests", block.0);
         let requests = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name)?)?;
-        requests.set_read_timeout(Some(ANSWER_WAIT))?;
+        // The agent reads its link whenever it wakes: a full queue empties soon.
+        requests.set_write_timeout(Some(ANSWER_WAIT))?;
         Ok(MemberLink {
             addr,
             block,
             mads,
             requests: Mutex::new(requests),
+            next_transaction: AtomicU32::new(0),
         })
     }
 
     /// Registers `service` with the agent: REQs and SIDR_REQs for it come here from now on.
+    /// Registering it again is no change (so it is how a process tells a new agent). While
+    /// the agent is changing hands (module doc), waits for the new one, up to [`AGENT_WAIT`].
     ///
     /// # Errors
-    /// `EADDRINUSE` if another process listens on it; `TimedOut` if the agent did not answer.
+    /// `EADDRINUSE` if another process listens on it; `ENOTCONN` if the agent does not know
+    /// this process's block; `ECONNREFUSED` or `TimedOut` if no agent answered.
     pub fn listen(&self, service: u64) -> io::Result<()> {
-        let block = self.block;
-        let errno = self.request(&Record::Listen { block, service })?;
-        match errno {
-            0 => Ok(()),
-            e => Err(io::Error::from_raw_os_error(e)),
+        let deadline = Instant::now() + AGENT_WAIT;
+        loop {
+            let answer = self.request_listen(service);
+            let not_ready = match &answer {
+                Ok(errno) => *errno == libc::ENOTCONN,
+                Err(e) => matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut
+                ),
+            };
+            if !not_ready || Instant::now() + RETRY_SLEEP > deadline {
+                return match answer? {
+                    0 => Ok(()),
+                    errno => Err(io::Error::from_raw_os_error(errno)),
+                };
+            }
+            std::thread::sleep(RETRY_SLEEP);
         }
     }
 
@@ -191,7 +246,8 @@ impl MemberLink {
         let _ = agent_name(self.addr).and_then(|to| send(&s, &r, &to));
     }
 
-    /// The next MAD the agent handed over, and where it came from, if there is one.
+    /// The next MAD the agent handed over, and where it came from, if there is one. Any
+    /// other record is dropped.
     pub fn recv(&self) -> Option<(IpAddr, [u8; MAD_LEN])> {
         let mut buf = [0u8; RECORD_LEN];
         loop {
@@ -207,18 +263,40 @@ impl MemberLink {
         std::os::fd::AsRawFd::as_raw_fd(&self.mads)
     }
 
-    /// Sends `r` to the agent and waits for its answer.
-    fn request(&self, r: &Record) -> io::Result<i32> {
+    /// Asks the agent once to route `service` here, and waits up to [`ANSWER_WAIT`] for its
+    /// answer: the errno the agent gave. Answers to earlier requests, given up on, are
+    /// dropped.
+    fn request_listen(&self, service: u64) -> io::Result<i32> {
+        let transaction = self.next_transaction.fetch_add(1, Ordering::Relaxed);
+        let r = Record::Listen {
+            block: self.block,
+            service,
+            transaction,
+        };
         let s = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        s.send_to_addr(&r.encode(), &agent_name(self.addr)?)?;
+        send(&s, &r, &agent_name(self.addr)?)?;
+        let deadline = Instant::now() + ANSWER_WAIT;
         let mut buf = [0u8; RECORD_LEN];
         loop {
-            let n = s.recv(&mut buf).map_err(|e| match e.kind() {
-                io::ErrorKind::WouldBlock => io::ErrorKind::TimedOut.into(),
-                _ => e,
-            })?;
-            if let Some(Record::Answer { errno }) = Record::decode(&buf[..n]) {
-                return Ok(errno);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            s.set_read_timeout(Some(left))?;
+            let n = match s.recv(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Err(io::ErrorKind::TimedOut.into())
+                }
+                Err(e) => return Err(e),
+            };
+            match Record::decode(&buf[..n]) {
+                Some(Record::Answer {
+                    transaction: t,
+                    errno,
+                }) if t == transaction => return Ok(errno),
+                _ => {} // a late answer to a request given up on, or junk
             }
         }
     }
@@ -244,12 +322,14 @@ mod tests {
             Record::Listen {
                 block: QpnBlock(7),
                 service: 0x0106_4e20,
+                transaction: 0xfeed_f00d,
             },
             Record::Unlisten {
                 block: QpnBlock(1023),
                 service: u64::MAX,
             },
             Record::Answer {
+                transaction: 3,
                 errno: libc::EADDRINUSE,
             },
             Record::Mad {
@@ -272,5 +352,45 @@ mod tests {
         .encode();
         bad_family[1] = 5;
         assert_eq!(Record::decode(&bad_family), None);
+    }
+
+    /// An agent that is starting (it does not know the process's block yet) is asked again
+    /// until it answers for good; an answer to a request given up on is not taken for the
+    /// answer to the next one; a stray record among the MADs is dropped.
+    #[test]
+    fn a_listen_waits_for_a_new_agent_and_takes_only_its_own_answer() {
+        let addr: IpAddr = "127.0.50.9".parse().unwrap();
+        let agent = UnixDatagram::bind_addr(&agent_name(addr).unwrap()).unwrap();
+        let link = MemberLink::open(addr, QpnBlock(5)).unwrap();
+        let fake_agent = std::thread::spawn(move || {
+            let mut buf = [0u8; RECORD_LEN];
+            let mut listen = || {
+                let (n, asker) = agent.recv_from(&mut buf).unwrap();
+                let Some(Record::Listen { transaction, .. }) = Record::decode(&buf[..n]) else {
+                    panic!("not a listen")
+                };
+                (transaction, asker)
+            };
+            let answer = |transaction, errno, to: &SocketAddr| {
+                send(&agent, &Record::Answer { transaction, errno }, to).unwrap();
+            };
+            let (first, asker) = listen();
+            answer(first, libc::ENOTCONN, &asker);
+            let (second, asker) = listen();
+            assert_ne!(second, first, "each request has its own number");
+            answer(first, libc::EADDRINUSE, &asker); // late, to the first request
+            answer(second, 0, &asker);
+            let mut mad = [0u8; MAD_LEN];
+            mad[0] = 1;
+            let to = member_name(addr, QpnBlock(5)).unwrap();
+            answer(second, 0, &to); // stray, among the MADs
+            let from = "127.0.50.10".parse().unwrap();
+            send(&agent, &Record::Mad { from, mad }, &to).unwrap();
+            (from, mad)
+        });
+        link.listen(0x0106_0009).unwrap();
+        let handed = fake_agent.join().unwrap();
+        assert_eq!(link.recv(), Some(handed));
+        assert_eq!(link.recv(), None);
     }
 }

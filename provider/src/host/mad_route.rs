@@ -9,10 +9,12 @@
 //!   for connections, nothing to rebuild when the agent changes hands, and a peer's stale or
 //!   forged ID reaches at most the process whose block it names, whose CM rejects it.
 //! * **Listeners are a table** ([`Listeners`]): a process registers the Service IDs it
-//!   listens on with the agent, on the connection it keeps to it; a REQ or SIDR_REQ goes to
-//!   the listener of its Service ID. One block per Service ID per address, as one port per
-//!   listener in rdma_cm's TCP port space; when the process exits, its connection ends and
-//!   its listeners go.
+//!   listens on with the agent, over the link of `cm_link.rs`; a REQ or SIDR_REQ goes to the
+//!   listener of its Service ID. One block per Service ID per address, as one port per
+//!   listener in rdma_cm's TCP port space; when the process exits, its connection to the
+//!   agent ends and its listeners go. The table is the one thing to rebuild when the agent
+//!   changes hands: each process registers its Service IDs again with the new agent, and a
+//!   block registering its own Service ID again changes nothing.
 //! * **What is nobody's** goes to the agent's own connection manager, which has no listener
 //!   and no connection and answers as IBTA ch. 12 says for those: a REQ gets REJ reason 8
 //!   (Invalid Service ID, 12.6.7.2), a SIDR_REQ a SIDR_REP with status 1, a DREQ its DREP, a
