@@ -2,8 +2,10 @@
 //! the agent (becoming the agent first if no process is), and a thread that watches the
 //! connection to the agent. When that connection ends (the agent's process exited), the
 //! thread gives the socket back, so that the next agent can build the group anew, and joins
-//! again with the same block: the QPs keep their numbers. The same thread answers the
-//! questions of `softrnic status` on the block's lease ([`super::status`]).
+//! again with the same block: the QPs keep their numbers. What else the old agent knew of
+//! the process (the Service IDs its connection manager listens on) the process tells the new
+//! one: the thread then runs the hooks given to [`Member::on_rejoin`]. The same thread answers
+//! the questions of `softrnic status` on the block's lease ([`super::status`]).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::agent::{agent_name, join_request, pollin, Agent, REBUILD_WAIT};
+use super::agent::{agent_name, join_request, pollin, Agent, AGENT_WAIT};
 use super::block::{Lease, QpnBlock};
 use super::fdpass;
 use super::status::{self, ProcessReport, QpReport};
@@ -28,6 +30,10 @@ pub type Adopt = Box<dyn Fn(UdpSocket) -> io::Result<()> + Send>;
 
 /// What lists the device's QPs, for a status report.
 pub type ListQps = Box<dyn Fn() -> Vec<QpReport> + Send>;
+
+/// What runs after the member joined a rebuilt group, on the member's thread; it returns
+/// whether to run again after the next (`false` once what it served is gone).
+pub type Rejoined = Box<dyn FnMut() -> bool + Send>;
 
 /// This process on one shared device.
 pub struct Member {
@@ -43,6 +49,8 @@ struct Shared {
     conn: Mutex<UnixStream>,
     /// The agent, when this process runs it.
     agent: Mutex<Option<Agent>>,
+    /// What runs after each rejoin, in the order given.
+    rejoined: Mutex<Vec<Rejoined>>,
 }
 
 impl Member {
@@ -60,6 +68,7 @@ impl Member {
             stop: AtomicBool::new(false),
             conn: Mutex::new(conn),
             agent: Mutex::new(agent),
+            rejoined: Mutex::new(Vec::new()),
         });
         let member = Member {
             addr,
@@ -110,6 +119,15 @@ impl Member {
         );
         Ok(())
     }
+
+    /// Runs `hook` each time the member has joined a rebuilt group (the agent changed
+    /// hands), after the device got the new group's socket and before the member goes back
+    /// to watching: the agent answers the process by then. Hooks run in the order given, on
+    /// the thread [`Member::watch`] starts (none run without it); a hook may block it for a
+    /// short while (a request to the agent), never wait for the member to be dropped.
+    pub fn on_rejoin(&self, hook: Rejoined) {
+        lock(&self.shared.rejoined).push(hook);
+    }
 }
 
 impl Drop for Member {
@@ -140,7 +158,7 @@ fn connect(
 ) -> io::Result<(UnixStream, UdpSocket)> {
     let name = net::SocketAddr::from_abstract_name(agent_name(addr))?;
     // A new agent may first wait for an old group to go.
-    let deadline = Instant::now() + REBUILD_WAIT + Duration::from_secs(3);
+    let deadline = Instant::now() + AGENT_WAIT;
     loop {
         match UnixStream::connect_addr(&name) {
             Ok(conn) => match request(&conn, block) {
@@ -225,10 +243,21 @@ impl Watcher {
                 Ok((conn, sock)) => {
                     *lock(&shared.conn) = conn;
                     let _ = (self.adopt)(sock);
+                    self.run_rejoined();
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
         }
+    }
+
+    /// Runs the rejoin hooks, without holding their lock (a hook may add one), and keeps
+    /// those that ask to run again.
+    fn run_rejoined(&self) {
+        let mut hooks = std::mem::take(&mut *lock(&self.shared.rejoined));
+        hooks.retain_mut(|hook| hook());
+        let mut kept = lock(&self.shared.rejoined);
+        hooks.append(&mut kept);
+        *kept = hooks;
     }
 
     /// Sleeps until `conn` is readable (the agent never writes after its answer: this is its
