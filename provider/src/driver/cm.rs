@@ -4,7 +4,15 @@
 //! thread sleeps until a MAD comes, the CM's next deadline, or a call that may have armed an
 //! earlier one. Events go to the callback given at the start, outside the CM's lock, so the
 //! callback may call back in.
+//!
+//! The agent routes a REQ to the process listening on its Service ID, which the process
+//! registers with it. When the agent changes hands, the new one knows no listeners: the
+//! driver keeps the Service IDs it listens on and registers them again
+//! ([`CmDriver::relisten`]), from the member's thread once the process has joined the new
+//! group ([`CmDriver::relisten_on_rejoin`]), never from the CM's thread, which a silent
+//! agent must not hold up.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -20,6 +28,7 @@ use crate::cm::{Cm, Config, Event};
 use crate::gsi;
 use crate::host::agent::pollin;
 use crate::host::cm_link::MemberLink;
+use crate::host::Member;
 use crate::transport::udp::bound_socket;
 
 /// What gets the CM's events.
@@ -43,6 +52,9 @@ struct Shared {
     /// Written to wake the thread; the thread reads the other end.
     wake: UnixDatagram,
     stop: AtomicBool,
+    /// The Service IDs this CM listens on, each registered with the agent. Held while one is
+    /// registered or withdrawn, so that the agent hears of them in the order they change.
+    listening: Mutex<BTreeSet<u64>>,
 }
 
 impl CmDriver {
@@ -72,6 +84,7 @@ impl CmDriver {
             src,
             wake,
             stop: AtomicBool::new(false),
+            listening: Mutex::new(BTreeSet::new()),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -94,23 +107,70 @@ impl CmDriver {
         r
     }
 
-    /// Listens on `service` on the whole host: the agent routes its REQs here.
+    /// Listens on `service` on the whole host: the agent routes its REQs here. Blocks until
+    /// the agent answers; while the agent is changing hands, waits for the new one
+    /// (`host::cm_link`).
     ///
     /// # Errors
     /// `EADDRINUSE` if another process, or this one, listens on it already; the agent's
     /// silence.
     pub fn listen(&self, service: u64, backlog: usize) -> io::Result<()> {
+        let mut listening = lock(&self.shared.listening);
         self.with(|cm, _| cm.listen(service, backlog))
             .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
-        self.shared.link.listen(service).inspect_err(|_| {
-            self.with(|cm, _| cm.unlisten(service));
-        })
+        match self.shared.link.listen(service) {
+            Ok(()) => {
+                listening.insert(service);
+                Ok(())
+            }
+            Err(e) => {
+                self.with(|cm, _| cm.unlisten(service));
+                Err(e)
+            }
+        }
     }
 
     /// Stops listening on `service`.
     pub fn unlisten(&self, service: u64) {
+        let mut listening = lock(&self.shared.listening);
+        listening.remove(&service);
         self.shared.link.unlisten(service);
         self.with(|cm, _| cm.unlisten(service));
+    }
+
+    /// Registers every Service ID this CM listens on with the agent again: a new agent
+    /// (the old one's process exited) knows none. Meant for after the process has joined
+    /// the new agent's group; called earlier, it waits for that, up to
+    /// [`crate::host::agent::AGENT_WAIT`]. It blocks the caller until the agent answers: call
+    /// it from the member's thread ([`CmDriver::relisten_on_rejoin`] does), not from an
+    /// event callback, which runs on the CM's thread.
+    ///
+    /// # Errors
+    /// `EADDRINUSE` for a Service ID another process took while no agent routed it to this
+    /// one (the CM still listens on it, and gets its REQs again once that process lets it
+    /// go and the agent next changes hands), every other Service ID being registered; no
+    /// agent ready for this process (`ECONNREFUSED`, `ENOTCONN`, `TimedOut`), after which
+    /// nothing more is tried.
+    pub fn relisten(&self) -> io::Result<()> {
+        self.shared.relisten()
+    }
+
+    /// Has `member`'s thread register this CM's Service IDs again ([`CmDriver::relisten`])
+    /// each time the member has joined a rebuilt group, until the driver is dropped. Call it
+    /// once, with the member of the block this CM was started for, which must be watched
+    /// ([`Member::watch`]).
+    pub fn relisten_on_rejoin(&self, member: &Member) {
+        let driver = Arc::downgrade(&self.shared);
+        member.on_rejoin(Box::new(move || match driver.upgrade() {
+            Some(shared) if !shared.stop.load(Ordering::Acquire) => {
+                // The error has no one to go to: a Service ID lost stays with the other
+                // process, and the agent's silence means it is changing hands again (this
+                // hook then runs once more).
+                let _ = shared.relisten();
+                true
+            }
+            _ => false,
+        }));
     }
 }
 
@@ -119,7 +179,11 @@ impl Drop for CmDriver {
         self.shared.stop.store(true, Ordering::Release);
         let _ = self.shared.wake.send(&[0]);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            // The callback may drop the last owner of the driver, on the thread itself: that
+            // thread ends by itself once the callback returns, and must not wait for itself.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -128,6 +192,20 @@ impl Shared {
     /// Sends every MAD the CM queued.
     fn flush(&self, cm: &mut Cm) {
         send_mads(cm, &self.out, self.src);
+    }
+
+    /// See [`CmDriver::relisten`].
+    fn relisten(&self) -> io::Result<()> {
+        let listening = lock(&self.listening);
+        let mut lost = None;
+        for &service in listening.iter() {
+            match self.link.listen(service) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => lost = Some(e),
+                Err(silent) => return Err(silent),
+            }
+        }
+        lost.map_or(Ok(()), Err)
     }
 }
 
@@ -141,7 +219,7 @@ pub(crate) fn send_mads(cm: &mut Cm, sock: &UdpSocket, src: (IpAddr, u16)) {
     }
 }
 
-fn lock(m: &Mutex<Cm>) -> MutexGuard<'_, Cm> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
