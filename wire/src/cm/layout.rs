@@ -186,6 +186,15 @@ macro_rules! message {
                 })
             }
 
+            /// Every field zero: the start of a message built field by field.
+            pub fn zeroed() -> $repr {
+                let zeros = [0u8; $len];
+                match $repr::parse(&Packet::new_unchecked(&zeros[..])) {
+                    Ok(r) => r,
+                    Err(_) => unreachable!("a buffer of the message's length parses"),
+                }
+            }
+
             #[doc = concat!("The length on the wire: always [`", stringify!($len), "`].")]
             pub const fn buffer_len(&self) -> usize {
                 $len
