@@ -26,6 +26,7 @@
 //! relaxed region that owns its buffer frees it only after that flush.
 
 mod ah;
+pub mod cm;
 mod context;
 mod descriptor;
 mod mr;

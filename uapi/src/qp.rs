@@ -88,7 +88,63 @@ impl Pd {
     }
 }
 
+/// A QP named by its device and number, for the connection manager, which moves the QP of an
+/// id through its states but does not own it (the application destroys it).
+#[derive(Clone)]
+pub(crate) struct QpHandle {
+    ctx: Context,
+    qpn: u32,
+    qp_type: QpType,
+}
+
+impl QpHandle {
+    /// `ibv_modify_qp`, if the QP still exists.
+    pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        let limits = self.ctx.inner.limits;
+        self.ctx
+            .inner
+            .device
+            .nic()
+            .qp(self.qpn)?
+            .modify(attr, mask, &limits)
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// The QP's state (`Err` once it is gone).
+    pub fn state(&self) -> crate::QpState {
+        self.ctx
+            .inner
+            .device
+            .nic()
+            .qp(self.qpn)
+            .map_or(crate::QpState::Err, |q| q.state())
+    }
+}
+
 impl QueuePair {
+    /// This QP as a [`QpHandle`].
+    pub(crate) fn handle(&self) -> QpHandle {
+        QpHandle {
+            ctx: self.ctx.clone(),
+            qpn: self.qpn,
+            qp_type: self.qp_type,
+        }
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
     /// Whether `pd` is of this QP's device.
     pub(crate) fn same_device(&self, pd: &Pd) -> bool {
         Arc::ptr_eq(&pd.ctx.inner, &self.ctx.inner)

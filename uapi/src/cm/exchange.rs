@@ -1,0 +1,413 @@
+//! What the REQ and the REP carry for rdma_cm, and the QP attributes that follow from them.
+//!
+//! * The REQ over RoCE as Linux fills it (IBTA 12.6.5; `cma_connect_ib`, `ib_send_cm_req`):
+//!   GIDs from the IP addresses, P_Key 0xFFFF, LIDs 0xFFFF, the path MTU of the device, a
+//!   random starting PSN, CM response timeouts 20, 15 CM retries, and the 36-byte IP header
+//!   of annex A11 before the application's private data.
+//! * The QP's attributes (`ib_cm_init_qp_attr`): INIT may be written REMOTE_WRITE, and READ
+//!   and atomics too when this side offers responder resources; RTR takes the peer's QPN, the
+//!   path MTU, this side's own starting PSN as `rq_psn` and its responder resources; RTS
+//!   takes the peer's starting PSN as `sq_psn`, the ACK timeout, the retry counts and the
+//!   initiator depth. (A side's starting PSN is the first PSN it *receives*: each side sends
+//!   the other the PSN to start at.)
+
+use std::net::IpAddr;
+#[cfg(test)]
+use std::net::Ipv6Addr;
+
+use softrnic_provider::mr::Access;
+use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
+use softrnic_provider::rc::QpAttr;
+use softrnic_wire::cm::{self as wcm, IpHeader, PathRepr, PortSpace, RepRepr, ReqRepr};
+
+use super::ConnParam;
+
+/// The CM Response Timeout both sides announce (Linux `CMA_CM_RESPONSE_TIMEOUT`).
+pub const CM_RESPONSE_TIMEOUT: u8 = 20;
+/// Max CM Retries (Linux `CMA_MAX_CM_RETRIES`).
+pub const MAX_CM_RETRIES: u8 = 15;
+/// The packet lifetime of a RoCE path (Linux 6.x: `CMA_IBOE_PACKET_LIFETIME`).
+pub const PACKET_LIFE_TIME: u8 = 16;
+/// The ACK timeout a QP gets unless the id sets one: the path's packet lifetime + 1, as the
+/// kernel's CM derives it.
+pub const DEFAULT_ACK_TIMEOUT: u8 = PACKET_LIFE_TIME + 1;
+/// The Q_Key of UD ids in the UDP and IPoIB port spaces (`RDMA_UDP_QKEY`).
+pub const UDP_QKEY: u32 = 0x0123_4567;
+
+/// What the two sides of a connection agreed on: what RTR and RTS need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange {
+    /// The peer's address.
+    pub peer: IpAddr,
+    /// The peer's QP.
+    pub remote_qpn: u32,
+    /// The first PSN this side receives: its own starting PSN.
+    pub rq_psn: u32,
+    /// The first PSN this side sends: the peer's starting PSN.
+    pub sq_psn: u32,
+    /// The path MTU.
+    pub path_mtu: Mtu,
+    /// READs and atomics this side serves at once (`max_dest_rd_atomic`).
+    pub responder_resources: u8,
+    /// READs and atomics this side issues at once (`max_rd_atomic`).
+    pub initiator_depth: u8,
+    /// Transport retries.
+    pub retry_count: u8,
+    /// RNR retries.
+    pub rnr_retry_count: u8,
+    /// The QP's ACK timeout.
+    pub ack_timeout: u8,
+}
+
+/// A GID on RoCEv2: the IP address, IPv4 mapped into IPv6.
+pub fn gid_of(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// The IP address of a RoCEv2 GID.
+#[cfg(test)]
+pub fn ip_of(gid: [u8; 16]) -> IpAddr {
+    let v6 = Ipv6Addr::from(gid);
+    match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(v6),
+    }
+}
+
+/// A random 24-bit starting PSN.
+pub fn random_psn() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: `b` is 4 writable bytes; getrandom(2) fills at most that many.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 4, 0) };
+    if n != 4 {
+        // No entropy source: the time's low bits are random enough for a PSN.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        b = t.to_ne_bytes();
+    }
+    u32::from_ne_bytes(b) & 0x00ff_ffff
+}
+
+/// The resources of an offer, 0xFF ("the device's maximum") made concrete with `max`, and
+/// never above it.
+pub fn clamp_resources(asked: u8, max: u8) -> u8 {
+    if asked == 0xff {
+        max
+    } else {
+        asked.min(max)
+    }
+}
+
+/// The REQ's fields that do not depend on the connection's state.
+pub struct ReqInput<'a> {
+    /// Source and destination addresses and ports.
+    pub src: std::net::SocketAddr,
+    /// The destination.
+    pub dst: std::net::SocketAddr,
+    /// The port space (the Service ID's).
+    pub ps: PortSpace,
+    /// The QP.
+    pub qpn: u32,
+    /// This side's starting PSN.
+    pub psn: u32,
+    /// The device's path MTU.
+    pub mtu: Mtu,
+    /// The offer (resources made concrete already).
+    pub param: &'a ConnParam,
+    /// The QP is UC (else RC).
+    pub uc: bool,
+    /// Traffic class (`RDMA_OPTION_ID_TOS`).
+    pub tos: u8,
+    /// ACK timeout of the path.
+    pub ack_timeout: u8,
+}
+
+/// The REQ of an rdma_cm connection.
+///
+/// # Errors
+/// `EINVAL`: more private data than fits after the IP header (56 bytes).
+pub fn build_req(i: &ReqInput<'_>) -> Result<ReqRepr, i32> {
+    let mut req = ReqRepr::zeroed();
+    req.service_id = i.ps.service_id(i.dst.port());
+    req.local_qpn = i.qpn;
+    req.responder_resources = i.param.responder_resources;
+    req.initiator_depth = i.param.initiator_depth;
+    req.remote_cm_response_timeout = CM_RESPONSE_TIMEOUT;
+    req.local_cm_response_timeout = CM_RESPONSE_TIMEOUT;
+    req.transport_service_type = if i.uc {
+        wcm::TRANSPORT_UC
+    } else {
+        wcm::TRANSPORT_RC
+    };
+    req.end_to_end_flow_control = i.param.flow_control != 0;
+    req.starting_psn = softrnic_wire::Psn::new(i.psn);
+    req.retry_count = i.param.retry_count.min(7);
+    req.partition_key = 0xffff;
+    req.path_mtu = i.mtu.ibv() as u8;
+    req.rnr_retry_count = i.param.rnr_retry_count.min(7);
+    req.max_cm_retries = MAX_CM_RETRIES;
+    req.srq = i.param.srq != 0;
+    req.primary_path = path(i.src.ip(), i.dst.ip(), i.tos, i.ack_timeout);
+    req.private_data = with_header(i.src, i.dst, &i.param.private_data)?;
+    Ok(req)
+}
+
+/// A RoCE path from `src` to `dst`.
+fn path(src: IpAddr, dst: IpAddr, tos: u8, ack_timeout: u8) -> PathRepr {
+    let mut p = PathRepr::zeroed();
+    p.local_port_lid = 0xffff;
+    p.remote_port_lid = 0xffff;
+    p.local_port_gid = gid_of(src);
+    p.remote_port_gid = gid_of(dst);
+    p.traffic_class = tos;
+    p.hop_limit = 64;
+    p.subnet_local = true;
+    p.local_ack_timeout = ack_timeout.min(31);
+    p
+}
+
+/// `N` bytes of private data: the IP header of `src` to `dst`, then `data`.
+///
+/// # Errors
+/// `EINVAL` if `data` does not fit.
+pub fn with_header<const N: usize>(
+    src: std::net::SocketAddr,
+    dst: std::net::SocketAddr,
+    data: &[u8],
+) -> Result<[u8; N], i32> {
+    let mut pd = [0u8; N];
+    let room = pd.len().saturating_sub(wcm::ip_service::HEADER_LEN);
+    if data.len() > room {
+        return Err(libc::EINVAL);
+    }
+    let h = IpHeader {
+        src_port: src.port(),
+        src: src.ip(),
+        dst: dst.ip(),
+    };
+    h.emit(&mut pd).map_err(|_| libc::EINVAL)?;
+    pd[wcm::ip_service::HEADER_LEN..][..data.len()].copy_from_slice(data);
+    Ok(pd)
+}
+
+/// `data` copied into a message's field of `N` bytes.
+///
+/// # Errors
+/// `EINVAL` if it does not fit.
+pub fn field<const N: usize>(data: &[u8]) -> Result<[u8; N], i32> {
+    let mut f = [0u8; N];
+    f.get_mut(..data.len())
+        .ok_or(libc::EINVAL)?
+        .copy_from_slice(data);
+    Ok(f)
+}
+
+/// The passive side's view of a REQ: the peer's offer as an event reports it (resources
+/// swapped into this side's terms, the private data after the IP header).
+pub fn offer_of_req(req: &ReqRepr) -> ConnParam {
+    ConnParam {
+        private_data: req.private_data[wcm::ip_service::HEADER_LEN..].to_vec(),
+        responder_resources: req.initiator_depth,
+        initiator_depth: req.responder_resources,
+        flow_control: u8::from(req.end_to_end_flow_control),
+        retry_count: req.retry_count,
+        rnr_retry_count: req.rnr_retry_count,
+        srq: u8::from(req.srq),
+        qp_num: req.local_qpn,
+    }
+}
+
+/// The active side's view of a REP.
+pub fn offer_of_rep(rep: &RepRepr) -> ConnParam {
+    ConnParam {
+        private_data: rep.private_data.to_vec(),
+        responder_resources: rep.initiator_depth,
+        initiator_depth: rep.responder_resources,
+        flow_control: u8::from(rep.end_to_end_flow_control),
+        retry_count: 0,
+        rnr_retry_count: rep.rnr_retry_count,
+        srq: u8::from(rep.srq),
+        qp_num: rep.local_qpn,
+    }
+}
+
+/// The REP answering `req` with this side's `param` (resources concrete already).
+///
+/// # Errors
+/// `EINVAL`: more than 196 bytes of private data.
+pub fn build_rep(qpn: u32, psn: u32, param: &ConnParam) -> Result<RepRepr, i32> {
+    let mut rep = RepRepr::zeroed();
+    rep.local_qpn = qpn;
+    rep.starting_psn = softrnic_wire::Psn::new(psn);
+    rep.responder_resources = param.responder_resources;
+    rep.initiator_depth = param.initiator_depth;
+    rep.end_to_end_flow_control = param.flow_control != 0;
+    rep.rnr_retry_count = param.rnr_retry_count.min(7);
+    rep.srq = param.srq != 0;
+    rep.private_data = field(&param.private_data)?;
+    Ok(rep)
+}
+
+/// The attributes `rdma_init_qp_attr` gives for `state`: INIT before the exchange (`None`)
+/// or after it, RTR and RTS after it.
+///
+/// # Errors
+/// `EINVAL`: RTR or RTS before the exchange, or another state.
+pub fn qp_attr(
+    state: QpState,
+    exchange: Option<&Exchange>,
+    ud_qkey: Option<u32>,
+) -> Result<(QpAttr, AttrMask), i32> {
+    let mut a = QpAttr {
+        qp_state: state,
+        ..QpAttr::default()
+    };
+    let mask = match (state, exchange) {
+        (QpState::Init, _) if ud_qkey.is_some() => {
+            a.qkey = ud_qkey.unwrap_or(UDP_QKEY);
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY
+        }
+        (QpState::Init, x) => {
+            a.qp_access_flags = match x {
+                None => Access::empty(),
+                Some(x) if x.responder_resources > 0 => {
+                    Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC
+                }
+                Some(_) => Access::REMOTE_WRITE,
+            };
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS
+        }
+        (QpState::Rtr, _) if ud_qkey.is_some() => AttrMask::STATE,
+        (QpState::Rts, _) if ud_qkey.is_some() => {
+            a.sq_psn = 0;
+            AttrMask::STATE | AttrMask::SQ_PSN
+        }
+        (QpState::Rtr, Some(x)) => {
+            a.dest = x.peer;
+            a.path_mtu = x.path_mtu;
+            a.dest_qp_num = x.remote_qpn;
+            a.rq_psn = x.rq_psn;
+            a.max_dest_rd_atomic = x.responder_resources;
+            a.min_rnr_timer = 0;
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
+                | AttrMask::MAX_DEST_RD_ATOMIC
+                | AttrMask::MIN_RNR_TIMER
+        }
+        (QpState::Rts, Some(x)) => {
+            a.sq_psn = x.sq_psn;
+            a.timeout = x.ack_timeout;
+            a.retry_cnt = x.retry_count;
+            a.rnr_retry = x.rnr_retry_count;
+            a.max_rd_atomic = x.initiator_depth;
+            AttrMask::STATE
+                | AttrMask::SQ_PSN
+                | AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::MAX_QP_RD_ATOMIC
+        }
+        _ => return Err(libc::EINVAL),
+    };
+    Ok((a, mask))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    fn sa(last: u8, port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 0, last)), port)
+    }
+
+    /// The REQ's fields as kernel rxe's rping capture has them (the frame the wire crate's
+    /// REQ test holds): TCP port 7174, GIDs ::ffff:10.99.0.3 -> ::ffff:10.99.0.2, P_Key
+    /// 0xFFFF, MTU 1024, timeouts 20, 15 CM retries, retry and RNR retry 7.
+    #[test]
+    fn a_req_is_filled_as_linux_fills_it() {
+        let param = ConnParam {
+            private_data: vec![0xab; 56],
+            responder_resources: 1,
+            initiator_depth: 1,
+            ..ConnParam::none()
+        };
+        let req = build_req(&ReqInput {
+            src: sa(3, 46567),
+            dst: sa(2, 7174),
+            ps: PortSpace::Tcp,
+            qpn: 0x1c,
+            psn: 0x095301,
+            mtu: Mtu::Mtu1024,
+            param: &param,
+            uc: false,
+            tos: 0,
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
+        })
+        .unwrap();
+        assert_eq!(req.service_id, 0x0000_0000_0106_1c06);
+        assert_eq!(req.partition_key, 0xffff);
+        assert_eq!(req.path_mtu, 3);
+        assert_eq!(
+            (
+                req.remote_cm_response_timeout,
+                req.local_cm_response_timeout
+            ),
+            (20, 20)
+        );
+        assert_eq!(
+            (req.max_cm_retries, req.retry_count, req.rnr_retry_count),
+            (15, 7, 7)
+        );
+        assert_eq!(ip_of(req.primary_path.local_port_gid), sa(3, 0).ip());
+        assert_eq!(ip_of(req.primary_path.remote_port_gid), sa(2, 0).ip());
+        let h = IpHeader::parse(&req.private_data).unwrap();
+        assert_eq!(
+            (h.src_port, h.src, h.dst),
+            (46567, sa(3, 0).ip(), sa(2, 0).ip())
+        );
+        assert_eq!(offer_of_req(&req).private_data, vec![0xab; 56]);
+    }
+
+    #[test]
+    fn private_data_beyond_the_header_room_is_einval() {
+        let r: Result<[u8; wcm::req::PRIVATE_DATA_LEN], _> =
+            with_header(sa(3, 1), sa(2, 2), &[0; 57]);
+        assert_eq!(r, Err(libc::EINVAL));
+        assert_eq!(field::<4>(&[1; 5]), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn qp_attributes_follow_the_exchange() {
+        let x = Exchange {
+            peer: sa(2, 0).ip(),
+            remote_qpn: 0x55,
+            rq_psn: 100,
+            sq_psn: 200,
+            path_mtu: Mtu::Mtu1024,
+            responder_resources: 0,
+            initiator_depth: 4,
+            retry_count: 7,
+            rnr_retry_count: 6,
+            ack_timeout: 17,
+        };
+        let (init, _) = qp_attr(QpState::Init, Some(&x), None).unwrap();
+        assert_eq!(init.qp_access_flags, Access::REMOTE_WRITE);
+        let (rtr, mask) = qp_attr(QpState::Rtr, Some(&x), None).unwrap();
+        assert_eq!((rtr.dest_qp_num, rtr.rq_psn), (0x55, 100));
+        assert!(mask.contains(AttrMask::AV));
+        let (rts, _) = qp_attr(QpState::Rts, Some(&x), None).unwrap();
+        assert_eq!((rts.sq_psn, rts.max_rd_atomic, rts.rnr_retry), (200, 4, 6));
+        assert_eq!(qp_attr(QpState::Rtr, None, None).unwrap_err(), libc::EINVAL);
+        let (ud, mask) = qp_attr(QpState::Init, None, Some(UDP_QKEY)).unwrap();
+        assert_eq!(ud.qkey, UDP_QKEY);
+        assert!(mask.contains(AttrMask::QKEY));
+    }
+}
