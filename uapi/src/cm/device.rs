@@ -93,6 +93,10 @@ impl DeviceCm {
             }
         });
         let driver = CmDriver::start(addr, cfg, on_event)?;
+        // A new agent knows no listeners: register them again when the group is rebuilt.
+        if let Some(m) = &ctx.inner.member {
+            driver.relisten_on_rejoin(m);
+        }
         let d = Arc::new(DeviceCm {
             addr,
             ctx,

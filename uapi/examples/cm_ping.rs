@@ -1,0 +1,152 @@
+//! rping's idea in Rust: a client connects to a server with the connection manager, sends
+//! `count` messages, each echoed back, and disconnects.
+//!
+//! ```text
+//! cargo run -p softrnic-uapi --example cm_ping -- server 127.0.0.1:7471
+//! cargo run -p softrnic-uapi --example cm_ping -- client 127.0.0.2 127.0.0.1:7471 10
+//! ```
+//!
+//! (The client's first argument is its own address: two loopback addresses are two hosts.)
+
+use std::error::Error;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use softrnic_uapi::cm::{CmId, ConnParam, EventChannel, EventType, PortSpace};
+use softrnic_uapi::{Access, QpCaps, QpInitAttr, QueuePair, RecvWr, SendFlags, SendOpcode};
+use softrnic_uapi::{MemoryRegion, SendWr, Sge, WcStatus};
+
+const LEN: u32 = 64;
+const WAIT: Duration = Duration::from_secs(10);
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["server", listen] => server(listen.parse()?),
+        ["client", src, dst, count] => client(src.parse()?, dst.parse()?, count.parse()?),
+        _ => Err("usage: cm_ping server ADDR:PORT | client SRC_IP DST:PORT COUNT".into()),
+    }
+}
+
+/// Waits for the next event of `ch` and checks that it is `want`.
+fn expect(
+    ch: &EventChannel,
+    want: EventType,
+) -> Result<softrnic_uapi::cm::CmEvent, Box<dyn Error>> {
+    let e = ch.get_event()?;
+    if e.event != want {
+        return Err(format!("expected {want:?}, got {:?} (status {})", e.event, e.status).into());
+    }
+    Ok(e)
+}
+
+/// A QP for `id` with a buffer, a receive posted.
+fn setup(id: &CmId) -> Result<(QueuePair, MemoryRegion, softrnic_uapi::Cq), Box<dyn Error>> {
+    let ctx = id.context().ok_or("no device")?;
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(8)?;
+    let caps = QpCaps {
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qp = id.create_qp(&pd, &QpInitAttr::rc(&cq, caps))?;
+    let mr = pd.reg_mr(LEN as usize, Access::LOCAL_WRITE)?;
+    post_recv(&qp, &mr)?;
+    Ok((qp, mr, cq))
+}
+
+fn sge(mr: &MemoryRegion) -> Vec<Sge> {
+    vec![Sge {
+        addr: mr.addr(),
+        length: LEN,
+        lkey: mr.lkey(),
+    }]
+}
+
+fn post_recv(qp: &QueuePair, mr: &MemoryRegion) -> Result<(), Box<dyn Error>> {
+    qp.post_recv(&[RecvWr {
+        wr_id: 0,
+        sg_list: sge(mr),
+    }])
+    .map_err(|(_, e)| e)?;
+    Ok(())
+}
+
+/// Sends the buffer and waits for its completion and the next receive's.
+fn send(qp: &QueuePair, mr: &MemoryRegion, cq: &softrnic_uapi::Cq) -> Result<(), Box<dyn Error>> {
+    let mut wr = SendWr::new(1, SendOpcode::Send, sge(mr));
+    wr.flags = SendFlags::SIGNALED;
+    qp.post_send(&[wr]).map_err(|(_, e)| e)?;
+    let done = cq.wait(1, WAIT)?;
+    if done.iter().any(|c| c.status != WcStatus::Success) {
+        return Err(format!("send failed: {done:?}").into());
+    }
+    Ok(())
+}
+
+fn server(listen: SocketAddr) -> Result<(), Box<dyn Error>> {
+    let ch = EventChannel::new()?;
+    let listener = CmId::new(Some(&ch), PortSpace::Tcp)?;
+    listener.bind_addr(listen)?;
+    listener.listen(1)?;
+    println!("listening on {listen}");
+    let req = expect(&ch, EventType::ConnectRequest)?;
+    let id = req.id.clone();
+    drop(req);
+    let (qp, mr, cq) = setup(&id)?;
+    id.accept(None)?;
+    drop(expect(&ch, EventType::Established)?);
+    let mut echoed = 0;
+    loop {
+        let got = cq.wait(1, WAIT)?;
+        if got[0].status != WcStatus::Success {
+            break; // flushed: the client disconnected
+        }
+        post_recv(&qp, &mr)?;
+        send(&qp, &mr, &cq)?;
+        echoed += 1;
+        if let Some(e) = ch.try_get_event() {
+            if e.event == EventType::Disconnected {
+                break;
+            }
+        }
+    }
+    println!("echoed {echoed} messages");
+    let _ = id.disconnect();
+    id.destroy();
+    listener.destroy();
+    Ok(())
+}
+
+fn client(src: std::net::IpAddr, dst: SocketAddr, count: u32) -> Result<(), Box<dyn Error>> {
+    let ch = EventChannel::new()?;
+    let id = CmId::new(Some(&ch), PortSpace::Tcp)?;
+    id.resolve_addr(Some(SocketAddr::new(src, 0)), dst, WAIT)?;
+    drop(expect(&ch, EventType::AddrResolved)?);
+    id.resolve_route(WAIT)?;
+    drop(expect(&ch, EventType::RouteResolved)?);
+    let (qp, mr, cq) = setup(&id)?;
+    id.connect(&ConnParam::none())?;
+    drop(expect(&ch, EventType::Established)?);
+    for i in 0..count {
+        let text = format!("ping {i}");
+        mr.write(0, text.as_bytes())?;
+        send(&qp, &mr, &cq)?;
+        // The echo lands in the same buffer: the receive posted before.
+        let got = cq.wait(1, WAIT)?;
+        if got[0].status != WcStatus::Success {
+            return Err(format!("receive failed: {got:?}").into());
+        }
+        let mut back = vec![0u8; text.len()];
+        mr.read(0, &mut back)?;
+        println!("{}", String::from_utf8_lossy(&back));
+        post_recv(&qp, &mr)?;
+    }
+    id.disconnect()?;
+    drop(expect(&ch, EventType::Disconnected)?);
+    id.destroy();
+    Ok(())
+}
