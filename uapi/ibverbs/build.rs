@@ -1,5 +1,6 @@
 //! Links `libsoftrnic_ibverbs.so` as `libibverbs.so.1`: the SONAME, and a version script that
-//! defines rdma-core 44's symbol version nodes and softrnic's own, `SOFTRNIC_1.0`.
+//! defines rdma-core 44's symbol version nodes and softrnic's own, `SOFTRNIC_1.0` and
+//! `SOFTRNIC_RDMACM_PRIVATE`.
 //!
 //! The script only defines the nodes. The names are bound to them in the object files by
 //! `.symver helper, name@@NODE` directives (see `src/export.rs`): rust-lld leaves the names
@@ -36,6 +37,11 @@ const PRIVATE_NODE: &str = "IBVERBS_PRIVATE_34";
 /// the MR descriptors.
 const SOFTRNIC_NODE: &str = "SOFTRNIC_1.0";
 
+/// The node of the connection manager's implementation (`src/rdmacm/`), `softrnic_rdma_*`:
+/// private to softrnic's `librdmacm.so.1` (`uapi/rdmacm`), which forwards the `rdma_*` calls
+/// there.
+const RDMACM_NODE: &str = "SOFTRNIC_RDMACM_PRIVATE";
+
 fn main() {
     let mut map = String::new();
     let mut parent: Option<&str> = None;
@@ -49,6 +55,7 @@ fn main() {
     }
     writeln!(map, "{PRIVATE_NODE} {{ }};").expect("writing to a String");
     writeln!(map, "{SOFTRNIC_NODE} {{ }};").expect("writing to a String");
+    writeln!(map, "{RDMACM_NODE} {{ }};").expect("writing to a String");
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let path = out.join("libibverbs.map");

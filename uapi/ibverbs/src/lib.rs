@@ -20,6 +20,11 @@
 //!   verb rdma-core 44 exports is implemented; a new one not done yet would get a stub that
 //!   fails cleanly (`ENOSYS`), since Debian's binaries bind every import at load time.
 //!
+//! * [`rdmacm`]: the connection manager of `librdmacm.so.1`, exported as `softrnic_rdma_*`
+//!   (version `SOFTRNIC_RDMACM_PRIVATE`) for softrnic's own `librdmacm.so.1` (`uapi/rdmacm`),
+//!   which forwards rdma-core's `rdma_*` names there; the structs of `<rdma/rdma_cma.h>` are
+//!   [`rdmacm::abi`].
+//!
 //! perftest also links `libmlx5.so.1` and `libefa.so.1`: `standins/` builds minimal
 //! stand-ins for them (see `standins/README.md`).
 
@@ -32,4 +37,5 @@ mod devices;
 mod export;
 mod ffi;
 mod live;
+pub mod rdmacm;
 mod verbs;

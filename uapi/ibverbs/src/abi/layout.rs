@@ -4,9 +4,10 @@
 //! [`table`] lists (C type, field path, offset, size) from `core::mem::offset_of!`; the test
 //! writes a C program printing `offsetof`/`sizeof` of the same fields, compiles it with `cc`,
 //! runs it and compares line by line. It skips, saying why on stderr, without `cc` or without
-//! the libibverbs-dev headers.
+//! the libibverbs-dev headers. `crate::rdmacm::layout` does the same for `<rdma/rdma_cma.h>`
+//! with the [`layout!`] macro and [`compare_with_headers`].
 
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use std::process::Command;
 
 use super::attr::*;
@@ -18,33 +19,38 @@ use super::wr::*;
 
 /// One line of the comparison: `field` is "-" for the size of the whole type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    c_type: &'static str,
-    field: String,
-    offset: usize,
-    size: usize,
+pub(crate) struct Entry {
+    pub(crate) c_type: &'static str,
+    pub(crate) field: String,
+    pub(crate) offset: usize,
+    pub(crate) size: usize,
 }
 
 /// The size of the field a projection reaches.
-fn size_of_field<T, F>(_: impl Fn(&T) -> &F) -> usize {
+pub(crate) fn size_of_field<T, F>(_: impl Fn(&T) -> &F) -> usize {
     size_of::<F>()
 }
 
-/// `layout!(c_type => RustType { field, nested.field, rust_name as "c_name" })`.
+/// `layout!(c_type => RustType { field, nested.field, rust_name as "c_name" })`. A path may go
+/// through a union field (the projection is only measured, never read), so the function the
+/// table is built in needs `#[allow(unused_unsafe)]`.
 macro_rules! layout {
     ($($c:literal => $t:ty { $($($f:ident).+ $(as $cf:literal)?),* $(,)? })*) => {{
         let mut v = Vec::new();
         $(
-            v.push(Entry { c_type: $c, field: "-".into(), offset: 0, size: size_of::<$t>() });
+            v.push($crate::abi::layout::Entry {
+                c_type: $c, field: "-".into(), offset: 0, size: core::mem::size_of::<$t>(),
+            });
             $(
                 #[allow(unused_mut, unused_assignments)]
                 let mut name = stringify!($($f).+).replace(' ', "");
                 $( name = $cf.to_string(); )?
-                v.push(Entry {
+                v.push($crate::abi::layout::Entry {
                     c_type: $c,
                     field: name,
-                    offset: offset_of!($t, $($f).+),
-                    size: size_of_field(|x: &$t| &x.$($f).+),
+                    offset: core::mem::offset_of!($t, $($f).+),
+                    // SAFETY: a place expression measured, not read.
+                    size: $crate::abi::layout::size_of_field(|x: &$t| unsafe { &x.$($f).+ }),
                 });
             )*
         )*
@@ -52,6 +58,9 @@ macro_rules! layout {
     }};
 }
 
+pub(crate) use layout;
+
+#[allow(unused_unsafe)]
 fn table() -> Vec<Entry> {
     layout! {
         "union ibv_gid" => ibv_gid { raw }
@@ -215,11 +224,13 @@ fn table() -> Vec<Entry> {
 }
 
 /// The C program printing the compiler's view of every entry, one `type|field|offset|size`
-/// line each.
-fn c_program(entries: &[Entry]) -> String {
-    let mut c = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
-    );
+/// line each, after including `headers`.
+fn c_program(headers: &[&str], entries: &[Entry]) -> String {
+    let mut c = String::from("#include <stddef.h>\n#include <stdio.h>\n");
+    for h in headers {
+        c.push_str(&format!("#include <{h}>\n"));
+    }
+    c.push_str("int main(void) {\n");
     for e in entries {
         let (off, size) = if e.field == "-" {
             ("(size_t)0".to_string(), format!("sizeof({})", e.c_type))
@@ -247,24 +258,37 @@ fn sizes_known_from_the_issue() {
 
 #[test]
 fn structs_match_the_installed_verbs_h() {
-    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
-    if !header.exists() {
-        eprintln!(
-            "SKIP structs_match_the_installed_verbs_h: no {} (apt-get install libibverbs-dev)",
-            header.display()
-        );
-        return;
+    compare_with_headers(
+        "structs_match_the_installed_verbs_h",
+        &["infiniband/verbs.h"],
+        "libibverbs-dev",
+        &table(),
+    );
+}
+
+/// The test `test`: `entries` against the C compiler's view of `headers` (under
+/// `/usr/include`, from the Debian package `package`); skips, saying why on stderr, if a
+/// header or `cc` is missing.
+pub(crate) fn compare_with_headers(test: &str, headers: &[&str], package: &str, entries: &[Entry]) {
+    for h in headers {
+        let header = std::path::Path::new("/usr/include").join(h);
+        if !header.exists() {
+            eprintln!(
+                "SKIP {test}: no {} (apt-get install {package})",
+                header.display()
+            );
+            return;
+        }
     }
-    let entries = table();
-    let dir = std::env::temp_dir().join(format!("softrnic-layout-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("softrnic-layout-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let src = dir.join("layout.c");
     let exe = dir.join("layout");
-    std::fs::write(&src, c_program(&entries)).expect("writing layout.c");
+    std::fs::write(&src, c_program(headers, entries)).expect("writing layout.c");
     let cc = match Command::new("cc").arg("-o").arg(&exe).arg(&src).output() {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIP structs_match_the_installed_verbs_h: cannot run cc: {e}");
+            eprintln!("SKIP {test}: cannot run cc: {e}");
             return;
         }
     };
@@ -281,7 +305,7 @@ fn structs_match_the_installed_verbs_h() {
     let text = String::from_utf8(out.stdout).expect("ASCII output");
     let c: Vec<Entry> = text
         .lines()
-        .zip(&entries)
+        .zip(entries)
         .map(|(line, e)| {
             let parts: Vec<&str> = line.split('|').collect();
             Entry {
@@ -296,7 +320,7 @@ fn structs_match_the_installed_verbs_h() {
     let wrong: Vec<String> = entries
         .iter()
         .zip(&c)
-        .filter(|(r, c)| r != c)
+        .filter(|(r, c)| *r != *c)
         .map(|(r, c)| {
             format!(
                 "{} {}: Rust offset {} size {}, C offset {} size {}",
@@ -306,12 +330,14 @@ fn structs_match_the_installed_verbs_h() {
         .collect();
     assert!(
         wrong.is_empty(),
-        "layout differs from verbs.h:\n{}",
+        "layout differs from {}:\n{}",
+        headers.join(", "),
         wrong.join("\n")
     );
     eprintln!(
-        "{} fields of {} types match verbs.h",
+        "{} fields of {} types match {}",
         entries.len(),
-        entries.iter().filter(|e| e.field == "-").count()
+        entries.iter().filter(|e| e.field == "-").count(),
+        headers.join(", ")
     );
 }

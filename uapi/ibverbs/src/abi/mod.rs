@@ -23,7 +23,7 @@ pub mod qp_attr;
 pub mod wr;
 
 #[cfg(test)]
-mod layout;
+pub(crate) mod layout;
 
 /// `void *(*)(void)`: the type rdma-core gives the function pointers it keeps only for ABI
 /// compatibility (`_compat_*`, placeholders) and the ones softrnic leaves NULL.
