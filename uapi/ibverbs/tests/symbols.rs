@@ -1,9 +1,11 @@
 //! The library's dynamic symbols against what rdma-core's programs import: SONAME
 //! `libibverbs.so.1`, every version node of rdma-core 44, and every `IBVERBS_*` symbol that
 //! a binary of ibverbs-utils or perftest imports exported with that version (Debian links them
-//! with BIND_NOW: one missing symbol and the program does not start); and that perftest's
-//! binaries, which also load `libmlx5.so.1`, `libefa.so.1` and `librdmacm.so.1`, resolve every
-//! import with softrnic's directory first (the vendor stand-ins, `standins/README.md`).
+//! with BIND_NOW: one missing symbol and the program does not start); every `softrnic_rdma_*`
+//! that softrnic's `librdmacm.so.1` looks up (`uapi/rdmacm/src/symbols.rs`), with version
+//! `SOFTRNIC_RDMACM_PRIVATE`; and that perftest's binaries, which also load `libmlx5.so.1`,
+//! `libefa.so.1` and `librdmacm.so.1`, resolve every import with softrnic's directory first
+//! (the vendor stand-ins, `standins/README.md`, and softrnic's `librdmacm.so.1`).
 
 mod common;
 
@@ -43,9 +45,11 @@ fn soname_and_version_nodes() {
     };
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Library soname: [libibverbs.so.1]"), "{text}");
-    let nodes = (0..=14)
-        .map(|i| format!("IBVERBS_1.{i}"))
-        .chain(["IBVERBS_PRIVATE_34".into()]);
+    let nodes = (0..=14).map(|i| format!("IBVERBS_1.{i}")).chain([
+        "IBVERBS_PRIVATE_34".into(),
+        "SOFTRNIC_1.0".into(),
+        "SOFTRNIC_RDMACM_PRIVATE".into(),
+    ]);
     for node in nodes {
         assert!(
             text.contains(&format!("Name: {node}\n")),
@@ -86,6 +90,30 @@ fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
     assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
 }
 
+/// The functions softrnic's `librdmacm.so.1` forwards: the lines of its `symbols.rs`.
+macro_rules! rdmacm_functions {
+    ($($ver:literal fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*) => {
+        const FORWARDED: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+include!("../../rdmacm/src/symbols.rs");
+
+#[test]
+fn every_function_the_rdmacm_shim_looks_up_is_exported() {
+    let Some(ours) = dynamic_symbols(&common::built_library()) else {
+        eprintln!("SKIP every_function_the_rdmacm_shim_...: no objdump (apt-get install binutils)");
+        return;
+    };
+    let exported: BTreeSet<&str> = ours
+        .lines()
+        .filter(|l| l.contains(" DF ") && l.contains(" SOFTRNIC_RDMACM_PRIVATE "))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    let wanted: BTreeSet<String> = FORWARDED.iter().map(|n| format!("softrnic_{n}")).collect();
+    let wanted: BTreeSet<&str> = wanted.iter().map(String::as_str).collect();
+    assert_eq!(exported, wanted);
+}
+
 #[test]
 fn perftest_binaries_resolve_every_import_with_the_standins() {
     let mut checked = 0;
@@ -111,7 +139,12 @@ fn perftest_binaries_resolve_every_import_with_the_standins() {
         );
         assert!(!text.contains("undefined symbol"), "{name}:\n{text}");
         let dir = common::lib_dir().display().to_string();
-        for lib in ["libibverbs.so.1", "libmlx5.so.1", "libefa.so.1"] {
+        for lib in [
+            "libibverbs.so.1",
+            "librdmacm.so.1",
+            "libmlx5.so.1",
+            "libefa.so.1",
+        ] {
             let line = text.lines().find(|l| l.contains(&format!("{lib} =>")));
             if let Some(line) = line {
                 assert!(line.contains(&dir), "{name}: {lib} not ours: {line}");

@@ -1,7 +1,8 @@
 //! Shared by the tests that run unmodified rdma-core programs on softrnic: a directory holding
-//! the freshly built library as `libibverbs.so.1` (and the vendor stand-ins perftest loads as
-//! `libmlx5.so.1` and `libefa.so.1`, see `standins/README.md`), running a program with it, and
-//! an rdma-core pingpong between two processes.
+//! the freshly built library as `libibverbs.so.1` (with softrnic's `librdmacm.so.1`,
+//! `uapi/rdmacm`, and the vendor stand-ins perftest loads as `libmlx5.so.1` and `libefa.so.1`,
+//! see `standins/README.md`), running a program with it, and an rdma-core pingpong between two
+//! processes.
 
 #![allow(dead_code)]
 
@@ -27,15 +28,24 @@ pub fn built_library() -> PathBuf {
     profile_dir().join("deps").join("libsoftrnic_ibverbs.so")
 }
 
-/// The stand-ins for rdma-core's vendor libraries: (built file in `deps/`, name to load as).
-/// The crate's dev-dependencies on them make `cargo test` build them.
+/// The built `libsoftrnic_rdmacm.so`, softrnic's `librdmacm.so.1` (`uapi/rdmacm`), beside
+/// [`built_library`].
+pub fn built_rdmacm() -> PathBuf {
+    profile_dir().join("deps").join("libsoftrnic_rdmacm.so")
+}
+
+/// The other libraries softrnic ships, (built file in `deps/`, name to load as): its
+/// `librdmacm.so.1` and the stand-ins for rdma-core's vendor libraries. The crate's
+/// dev-dependencies on them make `cargo test` build them.
 const STANDINS: &[(&str, &str)] = &[
+    ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),
     ("libsoftrnic_mlx5.so", "libmlx5.so.1"),
     ("libsoftrnic_efa.so", "libefa.so.1"),
 ];
 
-/// A directory (one per test process) where `libibverbs.so.1` links to the built library, and
-/// `libmlx5.so.1`, `libefa.so.1` to the stand-ins: what `LD_LIBRARY_PATH` must name.
+/// A directory (one per test process) where `libibverbs.so.1` links to the built library,
+/// `librdmacm.so.1` to softrnic's, and `libmlx5.so.1`, `libefa.so.1` to the stand-ins: what
+/// `LD_LIBRARY_PATH` must name.
 pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -98,8 +108,28 @@ pub fn texts(out: &Output) -> (String, String) {
 /// device, a PD with a registered buffer, QP state changes, `connect_to_self`, `poll_one`,
 /// teardown).
 pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
-    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
-        eprintln!("SKIP {test}: no <infiniband/verbs.h> (apt-get install libibverbs-dev)");
+    compile_c_with(
+        name,
+        source,
+        test,
+        ("infiniband/verbs.h", "libibverbs-dev"),
+        &[built_library()],
+    )
+}
+
+/// [`compile_c`] for a program of another header, `header` = (its path under `/usr/include`,
+/// the Debian package that installs it), linked with `libraries` (built ones: the program then
+/// imports their versioned symbols).
+pub fn compile_c_with(
+    name: &str,
+    source: &str,
+    test: &str,
+    header: (&str, &str),
+    libraries: &[PathBuf],
+) -> Option<PathBuf> {
+    let (header, package) = header;
+    if !Path::new("/usr/include").join(header).exists() {
+        eprintln!("SKIP {test}: no <{header}> (apt-get install {package})");
         return None;
     }
     let dir = lib_dir();
@@ -112,7 +142,7 @@ pub fn compile_c(name: &str, source: &str, test: &str) -> Option<PathBuf> {
         .arg("-o")
         .arg(&exe)
         .arg(&src)
-        .arg(built_library())
+        .args(libraries)
         .output()
     {
         Ok(out) => out,
