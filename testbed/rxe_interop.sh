@@ -19,7 +19,7 @@ LAB=${1:-$REPO/../shared/rxe-lab}
 [ "$(id -u)" = 0 ] || { echo "rxe_interop: needs root (network namespaces, QEMU taps)" >&2; exit 2; }
 export RXE_LAB=${RXE_LAB:-/tmp/rxe-lab}
 
-cargo build --release -q -p softrnic-tools -p softrnic-ibverbs -p softrnic-mlx5-standin -p softrnic-efa-standin
+cargo build --release -q -p softrnic-tools -p softrnic-ibverbs -p softrnic-rdmacm -p softrnic-mlx5-standin -p softrnic-efa-standin
 S=$REPO/target/release/softrnic
 
 "$LAB/run.sh" prep

@@ -5,10 +5,11 @@
 # Needs Debian's perftest. Note that ib_send_lat reports one-way latency (half a round trip).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -q -p softrnic-tools -p softrnic-ibverbs -p softrnic-mlx5-standin -p softrnic-efa-standin
+cargo build --release -q -p softrnic-tools -p softrnic-ibverbs -p softrnic-rdmacm -p softrnic-mlx5-standin -p softrnic-efa-standin
 lib=$(mktemp -d)
 trap 'rm -rf "$lib"' EXIT
 ln -s "$PWD/target/release/libsoftrnic_ibverbs.so" "$lib/libibverbs.so.1"
+ln -s "$PWD/target/release/libsoftrnic_rdmacm.so" "$lib/librdmacm.so.1"
 ln -s "$PWD/target/release/libsoftrnic_mlx5.so" "$lib/libmlx5.so.1"
 ln -s "$PWD/target/release/libsoftrnic_efa.so" "$lib/libefa.so.1"
 

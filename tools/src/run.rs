@@ -1,13 +1,13 @@
 //! `softrnic run [--addr IP] [--lib DIR] -- PROGRAM ARGS`: runs an unmodified verbs program on
 //! softrnic (issue 4). It makes a private directory holding softrnic's drop-in
-//! `libibverbs.so.1` (and the stand-in `libmlx5.so.1` / `libefa.so.1` that perftest loads, when
-//! they are built), puts it first in `LD_LIBRARY_PATH`, sets `SOFTRNIC_ADDR` if `--addr` is
-//! given (the program's device is then the one that owns that address), runs the program,
-//! removes the directory and exits with the program's status.
+//! `libibverbs.so.1` (and, when they are built, its drop-in `librdmacm.so.1` and the stand-in
+//! `libmlx5.so.1` / `libefa.so.1` that perftest loads), puts it first in `LD_LIBRARY_PATH`, sets
+//! `SOFTRNIC_ADDR` if `--addr` is given (the program's device is then the one that owns that
+//! address), runs the program, removes the directory and exits with the program's status.
 //!
 //! The libraries are looked for in `--lib DIR`, else beside the `softrnic` executable and in
-//! its `deps/` folder (where `cargo build` and `cargo test` leave them):
-//! `cargo build --release -p softrnic-ibverbs -p softrnic-mlx5-standin -p softrnic-efa-standin`.
+//! its `deps/` folder (where `cargo build` and `cargo test` leave them): `cargo build --release
+//! -p softrnic-ibverbs -p softrnic-rdmacm -p softrnic-mlx5-standin -p softrnic-efa-standin`.
 
 use std::ffi::OsString;
 use std::io;
@@ -17,8 +17,9 @@ use std::process::{Command, ExitStatus};
 
 /// The libraries a program may load from softrnic: (file cargo builds, name programs load,
 /// required).
-const LIBRARIES: [(&str, &str, bool); 3] = [
+const LIBRARIES: [(&str, &str, bool); 4] = [
     ("libsoftrnic_ibverbs.so", "libibverbs.so.1", true),
+    ("libsoftrnic_rdmacm.so", "librdmacm.so.1", false),
     ("libsoftrnic_mlx5.so", "libmlx5.so.1", false),
     ("libsoftrnic_efa.so", "libefa.so.1", false),
 ];
@@ -59,8 +60,8 @@ pub fn find_libraries(dirs: &[PathBuf]) -> io::Result<Vec<(PathBuf, &'static str
                     io::ErrorKind::NotFound,
                     format!(
                         "{file} is not in {}; build it with `cargo build --release -p \
-                         softrnic-ibverbs -p softrnic-mlx5-standin -p softrnic-efa-standin`, \
-                         or give --lib DIR",
+                         softrnic-ibverbs -p softrnic-rdmacm -p softrnic-mlx5-standin -p \
+                         softrnic-efa-standin`, or give --lib DIR",
                         dirs.iter()
                             .map(|d| d.display().to_string())
                             .collect::<Vec<_>>()
@@ -163,6 +164,16 @@ mod tests {
         assert_eq!(
             found,
             [(empty.join("libsoftrnic_ibverbs.so"), "libibverbs.so.1")]
+        );
+        // softrnic's librdmacm.so.1, when built, goes beside it under rdma-core's name.
+        std::fs::write(empty.join("libsoftrnic_rdmacm.so"), b"").unwrap();
+        let found = find_libraries(std::slice::from_ref(&empty)).unwrap();
+        assert_eq!(
+            found,
+            [
+                (empty.join("libsoftrnic_ibverbs.so"), "libibverbs.so.1"),
+                (empty.join("libsoftrnic_rdmacm.so"), "librdmacm.so.1")
+            ]
         );
         std::fs::remove_dir_all(&empty).unwrap();
     }
