@@ -2,7 +2,7 @@
 //! so that a process has one copy of its devices whichever library it calls.
 //!
 //! Each `rdma_x` call of `<rdma/rdma_cma.h>` is implemented here as `softrnic_rdma_x`, version
-//! `SOFTRNIC_RDMACM_PRIVATE` ([`crate::export`]'s `export_rdmacm!`); softrnic's
+//! `SOFTRNIC_RDMACM_PRIVATE` (`export_rdmacm!` of `crate::export`); softrnic's
 //! `librdmacm.so.1` (the shim, crate `uapi/rdmacm`) exports rdma-core's names and forwards
 //! each call here. The shim's list of functions and signatures, `uapi/rdmacm/src/symbols.rs`,
 //! is checked against these functions at compile time (`signatures`).
@@ -22,7 +22,7 @@
 //!
 //! Done: the calls that need no connection state, `rdma_event_str`, `rdma_get_src_port`,
 //! `rdma_get_dst_port`, `rdma_getaddrinfo`, `rdma_freeaddrinfo`, and the ECE calls (not
-//! supported). Every other call is still a stub failing with `errno = ENOSYS` ([`not_yet`]).
+//! supported). Every other call is still a stub failing with `errno = ENOSYS` (`not_yet`).
 
 #[allow(missing_docs)]
 pub mod abi;
