@@ -16,6 +16,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -72,6 +73,9 @@ pub(crate) struct IdInner {
     /// not acknowledged yet.
     unacked: Mutex<usize>,
     acked: Condvar,
+    /// A word the id's owner keeps with it (softrnic's librdmacm: the address of its
+    /// `struct rdma_cm_id`).
+    user: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -175,6 +179,7 @@ impl CmId {
                 st: Mutex::new(IdState::default()),
                 unacked: Mutex::new(0),
                 acked: Condvar::new(),
+                user: AtomicUsize::new(0),
             }),
         })
     }
@@ -217,6 +222,22 @@ impl CmId {
     /// The QP number of the id's QP.
     pub fn qp_num(&self) -> Option<u32> {
         self.inner.st().qp.as_ref().map(QpHandle::qp_num)
+    }
+
+    /// The word the id's owner keeps with it (0 until set).
+    pub fn user_word(&self) -> usize {
+        self.inner.user.load(Ordering::Acquire)
+    }
+
+    /// Sets the word the id's owner keeps with it.
+    pub fn set_user_word(&self, word: usize) {
+        self.inner.user.store(word, Ordering::Release);
+    }
+
+    /// Whether the id's address and route are resolved (a connection request's id is born
+    /// so).
+    pub fn route_resolved(&self) -> bool {
+        self.inner.st().route_resolved
     }
 
     /// Whether `self` and `other` are the same id.
@@ -911,6 +932,7 @@ impl IdInner {
             }),
             unacked: Mutex::new(0),
             acked: Condvar::new(),
+            user: AtomicUsize::new(0),
         });
         {
             let l = listener.st();

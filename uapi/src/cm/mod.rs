@@ -102,10 +102,13 @@ pub struct ConnParam {
 }
 
 impl ConnParam {
-    /// librdmacm's settings when `rdma_connect` or `rdma_accept` get no parameters: 7 retries
-    /// of each kind, no READ or atomic resources.
+    /// librdmacm's settings when `rdma_connect` or `rdma_accept` get no parameters: as many
+    /// READ and atomic resources as the device (and, accepting, the peer) allows, and 7
+    /// retries of each kind.
     pub fn none() -> ConnParam {
         ConnParam {
+            responder_resources: 0xff,
+            initiator_depth: 0xff,
             retry_count: 7,
             rnr_retry_count: 7,
             ..ConnParam::default()

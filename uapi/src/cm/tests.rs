@@ -318,3 +318,63 @@ fn a_nonblocking_channel_says_eagain() {
     let e = ch.get_event().unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
 }
+
+/// Resources offered on both sides let the passive side RDMA READ the active side's memory
+/// (rping's first step): the QPs' `max_rd_atomic` and `max_dest_rd_atomic` come from the
+/// exchange.
+#[test]
+fn the_passive_side_reads_with_the_resources_exchanged() {
+    let (sch, listener, cch, client) = pair(addr(13, 7007), addr(12, 0));
+    let cctx = client.context().unwrap();
+    let cpd = cctx.alloc_pd();
+    let ccq = cctx.create_cq(16).unwrap();
+    let _cqp = client
+        .create_qp(&cpd, &QpInitAttr::rc(&ccq, caps()))
+        .unwrap();
+    let cmr = cpd
+        .reg_mr(64, Access::LOCAL_WRITE | Access::REMOTE_READ)
+        .unwrap();
+    cmr.write(0, b"read me").unwrap();
+    let one = ConnParam {
+        responder_resources: 1,
+        initiator_depth: 1,
+        ..ConnParam::none()
+    };
+    client.connect(&one).unwrap();
+    let req = next(&sch);
+    let server = req.id.clone();
+    drop(req);
+    let sctx = server.context().unwrap();
+    let spd = sctx.alloc_pd();
+    let scq = sctx.create_cq(16).unwrap();
+    let sqp = server
+        .create_qp(&spd, &QpInitAttr::rc(&scq, caps()))
+        .unwrap();
+    server.accept(Some(&one)).unwrap();
+    assert_eq!(next(&cch).event, EventType::Established);
+    assert_eq!(next(&sch).event, EventType::Established);
+    let smr = spd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+    let mut wr = SendWr::new(
+        5,
+        SendOpcode::RdmaRead,
+        vec![Sge {
+            addr: smr.addr(),
+            length: 7,
+            lkey: smr.lkey(),
+        }],
+    );
+    wr.flags = SendFlags::SIGNALED;
+    wr.remote = crate::RemoteAddr {
+        addr: cmr.addr(),
+        rkey: cmr.rkey(),
+    };
+    sqp.post_send(&[wr]).unwrap();
+    let got = scq.wait(1, Duration::from_secs(20)).unwrap();
+    assert_eq!(got[0].status, WcStatus::Success);
+    let mut buf = [0u8; 7];
+    smr.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"read me");
+    server.destroy();
+    client.destroy();
+    listener.destroy();
+}
