@@ -160,8 +160,28 @@ pub(crate) fn list() -> Result<Vec<&'static SoftDevice>, String> {
     let ifaces =
         InterfaceInfo::list().map_err(|e| format!("reading the network interfaces: {e}"))?;
     let chosen = choose(&ifaces, only).map_err(|e| format!("{ADDR_ENV}: {e}"))?;
+    Ok(intern(&chosen))
+}
+
+/// The device of the local address `addr`, listed or not: the connection manager binds to
+/// any local address (`rdma_bind_addr`), as the kernel's finds the device holding its GID.
+///
+/// # Errors
+/// A message if no interface owns `addr`, or the OS error of reading the interfaces.
+pub(crate) fn for_address(addr: IpAddr) -> Result<&'static SoftDevice, String> {
+    let ifaces =
+        InterfaceInfo::list().map_err(|e| format!("reading the network interfaces: {e}"))?;
+    let chosen = choose(&ifaces, Some(addr))?;
+    intern(&chosen)
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("no device for {addr}"))
+}
+
+/// The devices of `chosen`, creating those not seen before.
+fn intern(chosen: &[Choice]) -> Vec<&'static SoftDevice> {
     let mut all = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(chosen
+    chosen
         .iter()
         .map(
             |c| match all.iter().find(|d| d.addr == c.addr && d.name() == c.name) {
@@ -173,7 +193,7 @@ pub(crate) fn list() -> Result<Vec<&'static SoftDevice>, String> {
                 }
             },
         )
-        .collect())
+        .collect()
 }
 
 /// The device behind `ptr`, if it is one of ours (anything else is refused, not read).

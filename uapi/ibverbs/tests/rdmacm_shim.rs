@@ -50,9 +50,7 @@ const FORWARDED: &[&str] = &[
     "event_str RDMA_CM_EVENT_ESTABLISHED",
     // AF_INET, RC, RDMA_PS_TCP.
     "getaddrinfo family 2 port 7471 qp_type 2 port_space 0x106",
-    // ENOSYS: rdma_create_event_channel is still a stub. Once it is implemented, this line
-    // becomes "create_event_channel fd ok".
-    "create_event_channel NULL errno 38",
+    "create_event_channel fd ok",
 ];
 
 /// What it prints when the shim cannot find the implementations: every call fails, with

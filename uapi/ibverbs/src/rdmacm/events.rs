@@ -7,42 +7,77 @@ use std::ffi::CStr;
 use libc::{c_char, c_int};
 
 use super::abi::{rdma_cm_event, rdma_cm_event_type, rdma_event_channel};
-use super::not_yet;
+use super::source;
+use super::state::{SoftChannel, SoftEvent};
+use super::{fail, fail_null};
 use crate::export::export_rdmacm;
+use crate::ffi::catch;
+use softrnic_uapi::cm::EventChannel;
+use std::ptr::null_mut;
 
 export_rdmacm! {
-    /// `struct rdma_event_channel *rdma_create_event_channel(void)`: not implemented yet.
+    /// `struct rdma_event_channel *rdma_create_event_channel(void)`: a channel whose `fd` is
+    /// readable while events wait; NULL with `errno` (`EMFILE`, `ENOMEM`).
     unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
-        not_yet(std::ptr::null_mut())
+        catch(null_mut(), || {
+            source::install();
+            match EventChannel::new() {
+                Ok(ch) => SoftChannel::publish(ch),
+                Err(e) => fail_null(e.raw_os_error().unwrap_or(libc::ENOMEM)),
+            }
+        })
     }
 }
 
 export_rdmacm! {
-    /// `void rdma_destroy_event_channel(struct rdma_event_channel *channel)`: not implemented
-    /// yet.
+    /// `void rdma_destroy_event_channel(struct rdma_event_channel *channel)`: frees it
+    /// (its ids must be destroyed first, as librdmacm requires); a pointer that is not a
+    /// live channel is ignored.
     unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
-        let _ = channel;
-        not_yet(())
+        catch((), || {
+            // SAFETY: the program gives the channel up.
+            unsafe { SoftChannel::free(channel) }
+        })
     }
 }
 
 export_rdmacm! {
     /// `int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event
-    /// **event)`: not implemented yet.
+    /// **event)`: the next event, waiting for one unless the program made `fd` non-blocking
+    /// (then -1 with `errno = EAGAIN`); -1 with `EINVAL` for a bad channel or NULL `event`.
     unsafe extern "C" fn rdma_get_cm_event(
         channel: *mut rdma_event_channel,
         event: *mut *mut rdma_cm_event,
     ) -> c_int {
-        let _ = (channel, event);
-        not_yet(-1)
+        catch(-1, || {
+            let Some(ch) = SoftChannel::of(channel) else { return fail(libc::EINVAL) };
+            if event.is_null() {
+                return fail(libc::EINVAL);
+            }
+            match ch.ch.get_event() {
+                Ok(e) => {
+                    // SAFETY: non-NULL; the program passes a writable pointer.
+                    unsafe { *event = SoftEvent::publish(SoftEvent::new(e)) };
+                    0
+                }
+                Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
+            }
+        })
     }
 }
 
 export_rdmacm! {
-    /// `int rdma_ack_cm_event(struct rdma_cm_event *event)`: not implemented yet.
+    /// `int rdma_ack_cm_event(struct rdma_cm_event *event)`: frees the event and
+    /// acknowledges it (`rdma_destroy_id` waits for that); -1 with `EINVAL` for a pointer
+    /// that is not an event handed out.
     unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
-        let _ = event;
-        not_yet(-1)
+        catch(-1, || match SoftEvent::take(event) {
+            Some(e) => {
+                drop(e);
+                0
+            }
+            None => fail(libc::EINVAL),
+        })
     }
 }
 

@@ -8,46 +8,119 @@ use libc::{c_int, c_void, sockaddr};
 use super::abi::{
     rdma_cm_id, rdma_event_channel, rdma_port_space, rdma_sockaddr, sockaddr_ib, AF_IB,
 };
-use super::not_yet;
+use std::time::Duration;
+
+use softrnic_uapi::cm::{CmId, CmOption};
+
+use super::abi::{
+    RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+    RDMA_OPTION_ID_AFONLY, RDMA_OPTION_ID_REUSEADDR, RDMA_OPTION_ID_TOS,
+};
+use super::state::{from_sockaddr, port_space, SoftChannel, SoftId};
+use super::{fail, source, status};
 use crate::export::export_rdmacm;
+use crate::ffi::catch;
 
 export_rdmacm! {
     /// `int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
-    /// void *context, enum rdma_port_space ps)`: not implemented yet.
+    /// void *context, enum rdma_port_space ps)`: an id of port space `ps` (RC for TCP and IB,
+    /// UD for UDP and IPoIB) reporting to `channel`, synchronous if it is NULL. -1 with
+    /// `EINVAL` for a bad channel, NULL `id` or an unknown port space.
     unsafe extern "C" fn rdma_create_id(
         channel: *mut rdma_event_channel,
         id: *mut *mut rdma_cm_id,
         context: *mut c_void,
         ps: rdma_port_space,
     ) -> c_int {
-        let _ = (channel, id, context, ps);
-        not_yet(-1)
+        catch(-1, || {
+            source::install();
+            let ch = if channel.is_null() {
+                None
+            } else {
+                match SoftChannel::of(channel) {
+                    Some(c) => Some(c.ch.clone()),
+                    None => return fail(libc::EINVAL),
+                }
+            };
+            let Ok(space) = port_space(ps) else { return fail(libc::EINVAL) };
+            if id.is_null() {
+                return fail(libc::EINVAL);
+            }
+            match CmId::new(ch.as_ref(), space) {
+                Ok(cm) => {
+                    // SAFETY: non-NULL; the program passes a writable pointer.
+                    unsafe { *id = SoftId::publish(cm, channel, context) };
+                    0
+                }
+                Err(e) => fail(e.raw_os_error().unwrap_or(libc::ENOMEM)),
+            }
+        })
     }
 }
 
 export_rdmacm! {
-    /// `int rdma_destroy_id(struct rdma_cm_id *id)`: not implemented yet.
+    /// `int rdma_destroy_id(struct rdma_cm_id *id)`: stops listening, ends the connection as
+    /// the peer expects (REJ, DREQ or DREP), and returns once every event of the id was
+    /// acknowledged; the id's QP is the program's to destroy (`rdma_destroy_qp`). -1 with
+    /// `EINVAL` for a pointer that is not a live id.
     unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-        let _ = id;
-        not_yet(-1)
+        catch(-1, || {
+            let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
+            soft.keep_event(None);
+            let cm = soft.id.clone();
+            cm.set_user_word(0);
+            cm.destroy();
+            // SAFETY: the program gives the id up; its events were acknowledged.
+            unsafe { SoftId::free(id) };
+            0
+        })
     }
 }
 
 export_rdmacm! {
-    /// `int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)`: not
-    /// implemented yet.
+    /// `int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)`: the
+    /// id reports to `channel` from now on (its own, synchronous, when NULL), its waiting
+    /// events moved along.
     unsafe extern "C" fn rdma_migrate_id(
         id: *mut rdma_cm_id,
         channel: *mut rdma_event_channel,
     ) -> c_int {
-        let _ = (id, channel);
-        not_yet(-1)
+        catch(-1, || {
+            let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
+            let target = if channel.is_null() {
+                None
+            } else {
+                match SoftChannel::of(channel) {
+                    Some(c) => Some(c.ch.clone()),
+                    None => return fail(libc::EINVAL),
+                }
+            };
+            if let Err(e) = soft.id.migrate(target.as_ref()) {
+                return fail(e.raw_os_error().unwrap_or(libc::ENOMEM));
+            }
+            let old = (soft.own_channel, soft.c.channel);
+            if channel.is_null() {
+                soft.c.channel = SoftChannel::publish(soft.id.channel());
+                soft.own_channel = true;
+            } else {
+                soft.c.channel = channel;
+                soft.own_channel = false;
+            }
+            if old.0 {
+                // SAFETY: the id's own channel, which nothing else reports to.
+                unsafe { SoftChannel::free(old.1) };
+            }
+            0
+        })
     }
 }
 
 export_rdmacm! {
     /// `int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
-    /// size_t optlen)`: not implemented yet.
+    /// size_t optlen)`: `RDMA_OPTION_ID` `TOS` (u8), `REUSEADDR` and `AFONLY` (int, before
+    /// binding), `ACK_TIMEOUT` (u8). -1 with `EINVAL` for another option, a wrong `optlen`
+    /// or NULL `optval`; `RDMA_OPTION_IB_PATH` (setting the path of an InfiniBand route)
+    /// is `ENOSYS`, RoCE routes having no path records to set.
     unsafe extern "C" fn rdma_set_option(
         id: *mut rdma_cm_id,
         level: c_int,
@@ -55,39 +128,112 @@ export_rdmacm! {
         optval: *mut c_void,
         optlen: usize,
     ) -> c_int {
-        let _ = (id, level, optname, optval, optlen);
-        not_yet(-1)
+        catch(-1, || {
+            let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
+            if optval.is_null() {
+                return fail(libc::EINVAL);
+            }
+            // SAFETY: non-NULL, and `optlen` bytes long (checked before each read).
+            let byte = || unsafe { *optval.cast::<u8>() };
+            // SAFETY: as above, for an int.
+            let int = || unsafe { optval.cast::<c_int>().read_unaligned() };
+            let opt = match (level, optname, optlen) {
+                (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, 1) => CmOption::Tos(byte()),
+                (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, 1) => CmOption::AckTimeout(byte()),
+                (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, 4) => CmOption::ReuseAddr(int() != 0),
+                (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, 4) => CmOption::AfOnly(int() != 0),
+                (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, _) => return fail(libc::ENOSYS),
+                _ => return fail(libc::EINVAL),
+            };
+            status(soft.id.set_option(opt))
+        })
     }
 }
 
 export_rdmacm! {
-    /// `int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)`: not implemented yet.
+    /// `int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)`: binds to a local
+    /// address (a wildcard covers every device) and port (0: an ephemeral one); `id->verbs`
+    /// is then the address's device. -1 with `EINVAL` (bound already, NULL), `EAFNOSUPPORT`,
+    /// or `EADDRNOTAVAIL` for an address that is not local.
     unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
-        let _ = (id, addr);
-        not_yet(-1)
+        catch(-1, || {
+            let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
+            let a = match from_sockaddr(addr) {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            };
+            let r = soft.id.bind_addr(a).map_err(not_local);
+            soft.refresh();
+            status(r)
+        })
     }
 }
 
 export_rdmacm! {
     /// `int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
-    /// struct sockaddr *dst_addr, int timeout_ms)`: not implemented yet.
+    /// struct sockaddr *dst_addr, int timeout_ms)`: binds to `src_addr` if given, else to the
+    /// address a route lookup picks for `dst_addr`; then `RDMA_CM_EVENT_ADDR_RESOLVED` (or
+    /// `ADDR_ERROR`). A synchronous id waits for it and fails with its status.
     unsafe extern "C" fn rdma_resolve_addr(
         id: *mut rdma_cm_id,
         src_addr: *mut sockaddr,
         dst_addr: *mut sockaddr,
         timeout_ms: c_int,
     ) -> c_int {
-        let _ = (id, src_addr, dst_addr, timeout_ms);
-        not_yet(-1)
+        catch(-1, || {
+            let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
+            let src = if src_addr.is_null() {
+                None
+            } else {
+                match from_sockaddr(src_addr) {
+                    Ok(a) => Some(a),
+                    Err(e) => return fail(e),
+                }
+            };
+            let dst = match from_sockaddr(dst_addr) {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            };
+            let wait = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+            let r = soft.id.resolve_addr(src, dst, wait).map_err(not_local);
+            finish(soft, r)
+        })
     }
 }
 
 export_rdmacm! {
-    /// `int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)`: not implemented yet.
+    /// `int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)`: on RoCE the path is
+    /// the device's own: `RDMA_CM_EVENT_ROUTE_RESOLVED` at once, and `id->route` gets one path
+    /// record. -1 with `EINVAL` before the address is resolved.
     unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
-        let _ = (id, timeout_ms);
-        not_yet(-1)
+        catch(-1, || {
+            let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
+            let wait = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+            let r = soft.id.resolve_route(wait);
+            finish(soft, r)
+        })
     }
+}
+
+/// An address that is not this host's: the kernel's `EADDRNOTAVAIL` (softrnic's device
+/// lookup says "not found").
+fn not_local(e: std::io::Error) -> std::io::Error {
+    if e.kind() == std::io::ErrorKind::AddrNotAvailable && e.raw_os_error().is_none() {
+        std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL)
+    } else {
+        e
+    }
+}
+
+/// After a call that may have waited (a synchronous id): keeps its event as `id->event`,
+/// writes the id's C fields, and returns `r` as librdmacm does.
+pub(super) fn finish(soft: &mut SoftId, r: std::io::Result<()>) -> c_int {
+    if soft.id.is_sync() {
+        let e = soft.id.take_event();
+        soft.keep_event(e);
+    }
+    soft.refresh();
+    status(r)
 }
 
 /// The port of an address of an id, in network order, as rdma-core's `ucma_get_port`:

@@ -20,9 +20,10 @@
 //! | `addrinfo`  | `rdma_getaddrinfo`, `rdma_freeaddrinfo` |
 //! | `devices`   | `rdma_get_devices`, `rdma_free_devices` |
 //!
-//! Done: the calls that need no connection state, `rdma_event_str`, `rdma_get_src_port`,
-//! `rdma_get_dst_port`, `rdma_getaddrinfo`, `rdma_freeaddrinfo`, and the ECE calls (not
-//! supported). Every other call is still a stub failing with `errno = ENOSYS` (`not_yet`).
+//! The stateful calls are thin: softrnic's rdma_cm (`softrnic_uapi::cm`) does the work, and
+//! `state` keeps the C structs (`rdma_cm_id`, `rdma_event_channel`, `rdma_cm_event`) in step
+//! with it; `source` gives it the devices (`id->verbs`) this library opens. Multicast joins
+//! are not implemented yet (`ENOSYS`); ECE is not supported (`EOPNOTSUPP`, as rxe).
 
 #[allow(missing_docs)]
 pub mod abi;
@@ -36,11 +37,33 @@ mod ids;
 mod multicast;
 mod qp;
 mod signatures;
+mod source;
+mod state;
 
 #[cfg(test)]
 mod layout;
 
 use crate::ffi::set_errno;
+
+/// -1 with `errno = e`: the failure of an `int` call.
+fn fail(e: libc::c_int) -> libc::c_int {
+    set_errno(e);
+    -1
+}
+
+/// NULL with `errno = e`: the failure of a call returning a pointer.
+fn fail_null<T>(e: libc::c_int) -> *mut T {
+    set_errno(e);
+    std::ptr::null_mut()
+}
+
+/// 0, or -1 with the errno of `r`'s error.
+fn status(r: std::io::Result<()>) -> libc::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
 
 /// What a call not implemented yet does: `errno = ENOSYS`, and `fail`, the error value of its
 /// C return type (-1 for `int`, NULL for a pointer, `()` for `void`).

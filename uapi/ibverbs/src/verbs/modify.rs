@@ -22,6 +22,38 @@ pub(crate) fn gid_to_ip(raw: [u8; 16]) -> IpAddr {
     }
 }
 
+/// Writes softrnic's attributes `q` into the C struct `a` (`rdma_init_qp_attr`): what
+/// `ibv_modify_qp` would take back with the same mask. The address vector is RoCEv2's: a
+/// GRH whose GID is the peer's address, source GID index 1 (the device's own address).
+pub(crate) fn from_qp_attr(q: &QpAttr, a: &mut ibv_qp_attr) {
+    a.qp_state = q.qp_state.ibv();
+    a.cur_qp_state = q.cur_qp_state.ibv();
+    a.path_mtu = q.path_mtu.ibv();
+    a.qkey = q.qkey;
+    a.rq_psn = q.rq_psn;
+    a.sq_psn = q.sq_psn;
+    a.dest_qp_num = q.dest_qp_num;
+    a.qp_access_flags = q.qp_access_flags.0;
+    a.pkey_index = q.pkey_index;
+    a.port_num = q.port_num;
+    a.max_rd_atomic = q.max_rd_atomic;
+    a.max_dest_rd_atomic = q.max_dest_rd_atomic;
+    a.min_rnr_timer = q.min_rnr_timer;
+    a.timeout = q.timeout;
+    a.retry_cnt = q.retry_cnt;
+    a.rnr_retry = q.rnr_retry;
+    a.en_sqd_async_notify = q.en_sqd_async_notify;
+    let raw = match q.dest {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    };
+    a.ah_attr.grh.dgid.raw = raw;
+    a.ah_attr.grh.sgid_index = 1;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+}
+
 /// softrnic's attributes for the fields of `a` that `mask` names.
 ///
 /// # Errors
