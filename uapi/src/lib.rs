@@ -45,7 +45,7 @@ pub use descriptor::{DescriptorError, RemoteMr, Usage, DESCRIPTOR_LEN};
 pub use mr::MemoryRegion;
 pub use mr_file::{atomic_write_wr, flush_wr, Placement};
 pub use mw::{inc_rkey, local_inv_wr, Mw};
-pub use qp::{QpInitAttr, QueuePair};
+pub use qp::{QpInitAttr, QpObserver, QueuePair};
 pub use relaxed::{RELAXED_PAGE, RELAXED_POOL_DEFAULT};
 pub use softrnic_wire::feth::Selectivity;
 pub use spin::{set_spin, DEFAULT_SPIN};

@@ -95,10 +95,16 @@ pub(crate) struct QpHandle {
     ctx: Context,
     qpn: u32,
     qp_type: QpType,
+    /// Told of each change made through the handle.
+    observer: Option<QpObserver>,
 }
 
+/// What hears of the changes the connection manager makes to a QP it does not own (the C
+/// library keeps the attributes `ibv_query_qp` reports).
+pub type QpObserver = Arc<dyn Fn(&QpAttr, AttrMask) + Send + Sync>;
+
 impl QpHandle {
-    /// `ibv_modify_qp`, if the QP still exists.
+    /// `ibv_modify_qp`, if the QP still exists; the observer hears of it.
     pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
         let limits = self.ctx.inner.limits;
         self.ctx
@@ -106,7 +112,16 @@ impl QpHandle {
             .device
             .nic()
             .qp(self.qpn)?
-            .modify(attr, mask, &limits)
+            .modify(attr, mask, &limits)?;
+        if let Some(o) = &self.observer {
+            o(attr, mask);
+        }
+        Ok(())
+    }
+
+    /// The handle, with `observer` told of each change.
+    pub fn observed(self, observer: Option<QpObserver>) -> QpHandle {
+        QpHandle { observer, ..self }
     }
 
     /// The QP number.
@@ -137,6 +152,7 @@ impl QueuePair {
             ctx: self.ctx.clone(),
             qpn: self.qpn,
             qp_type: self.qp_type,
+            observer: None,
         }
     }
 

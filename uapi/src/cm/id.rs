@@ -33,7 +33,7 @@ use super::device::{DeviceCm, MAX_BACKLOG};
 use super::exchange::{self as x, Exchange, ReqInput};
 use super::{route, CmEvent, ConnParam, EventParam, EventType, UdParam};
 use crate::context::{Context, Pd};
-use crate::qp::{QpHandle, QpInitAttr, QueuePair};
+use crate::qp::{QpHandle, QpInitAttr, QpObserver, QueuePair};
 
 /// `rdma_set_option`'s options (level `RDMA_OPTION_ID` and `RDMA_OPTION_IB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -457,7 +457,19 @@ impl CmId {
     /// `EINVAL` if the id has a QP already or the QP's type is not the id's; the
     /// transitions'.
     pub fn attach_qp(&self, qp: &QueuePair) -> io::Result<()> {
-        let h = qp.handle();
+        self.attach_qp_observed(qp, None)
+    }
+
+    /// [`CmId::attach_qp`], with `observer` told of each change the id makes to the QP.
+    ///
+    /// # Errors
+    /// As [`CmId::attach_qp`].
+    pub fn attach_qp_observed(
+        &self,
+        qp: &QueuePair,
+        observer: Option<QpObserver>,
+    ) -> io::Result<()> {
+        let h = qp.handle().observed(observer);
         let mut st = self.inner.st();
         if st.qp.is_some() || h.qp_type() != self.inner.qp_type {
             return Err(einval());

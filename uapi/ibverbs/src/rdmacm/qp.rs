@@ -8,8 +8,10 @@
 //! connection moves it on.
 
 use std::ptr::null_mut;
+use std::sync::Arc;
 
 use libc::c_int;
+use softrnic_uapi::QpObserver;
 
 use super::abi::{ibv_srq_init_attr_ex, rdma_cm_id};
 use super::fail;
@@ -98,8 +100,14 @@ fn adopt(soft: &mut SoftId, q: *mut ibv_qp) -> c_int {
         destroy_cqs(soft);
         return -1;
     }
+    // The C QP keeps the attributes ibv_query_qp reports (udaddy's server reads its Q_Key
+    // back): it hears of each change the connection manager makes.
+    let c_qp = q as usize;
+    let observer: QpObserver = Arc::new(move |a, mask| {
+        crate::verbs::modify::remember_cm(c_qp as *mut ibv_qp, a, mask);
+    });
     let attached = match qp::qp_of(q) {
-        Some(s) => soft.id.attach_qp(&s.qp),
+        Some(s) => soft.id.attach_qp_observed(&s.qp, Some(observer)),
         None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
     };
     if let Err(e) = attached {

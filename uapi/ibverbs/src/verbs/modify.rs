@@ -93,6 +93,25 @@ pub(crate) fn to_qp_attr(a: &ibv_qp_attr, mask: AttrMask) -> Result<QpAttr, c_in
     Ok(q)
 }
 
+/// A change the connection manager made to the live QP `qp` (not through `ibv_modify_qp`):
+/// kept for `ibv_query_qp`, with the QP's `state` field.
+pub(crate) fn remember_cm(qp: *mut ibv_qp, q: &QpAttr, mask: AttrMask) {
+    let Some(soft) = qp_of(qp) else { return };
+    // SAFETY: all-zero is a valid ibv_qp_attr.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    from_qp_attr(q, &mut a);
+    remember(
+        &mut soft.attr.lock().unwrap_or_else(|p| p.into_inner()),
+        &a,
+        mask,
+    );
+    if mask.contains(AttrMask::STATE) {
+        // SAFETY: `qp` is live; `state` is a plain field the application reads between verbs
+        // calls.
+        unsafe { (*qp).state = a.qp_state };
+    }
+}
+
 /// Copies into `kept` (what `ibv_query_qp` reports) the fields of `a` that `mask` names.
 fn remember(kept: &mut ibv_qp_attr, a: &ibv_qp_attr, mask: AttrMask) {
     let set = |bit: AttrMask| mask.contains(bit);
