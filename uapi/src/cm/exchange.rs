@@ -12,9 +12,8 @@
 //!   the other the PSN to start at.)
 
 use std::net::IpAddr;
-#[cfg(test)]
-use std::net::Ipv6Addr;
 
+use softrnic_provider::device::Gid;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
 use softrnic_provider::rc::QpAttr;
@@ -57,24 +56,6 @@ pub struct Exchange {
     pub rnr_retry_count: u8,
     /// The QP's ACK timeout.
     pub ack_timeout: u8,
-}
-
-/// A GID on RoCEv2: the IP address, IPv4 mapped into IPv6.
-pub fn gid_of(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-/// The IP address of a RoCEv2 GID.
-#[cfg(test)]
-pub fn ip_of(gid: [u8; 16]) -> IpAddr {
-    let v6 = Ipv6Addr::from(gid);
-    match v6.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(v6),
-    }
 }
 
 /// A random 24-bit starting PSN.
@@ -161,8 +142,8 @@ fn path(src: IpAddr, dst: IpAddr, tos: u8, ack_timeout: u8) -> PathRepr {
     let mut p = PathRepr::zeroed();
     p.local_port_lid = 0xffff;
     p.remote_port_lid = 0xffff;
-    p.local_port_gid = gid_of(src);
-    p.remote_port_gid = gid_of(dst);
+    p.local_port_gid = Gid::from_ip(src).to_raw();
+    p.remote_port_gid = Gid::from_ip(dst).to_raw();
     p.traffic_class = tos;
     p.hop_limit = 64;
     p.subnet_local = true;
@@ -366,8 +347,14 @@ mod tests {
             (req.max_cm_retries, req.retry_count, req.rnr_retry_count),
             (15, 7, 7)
         );
-        assert_eq!(ip_of(req.primary_path.local_port_gid), sa(3, 0).ip());
-        assert_eq!(ip_of(req.primary_path.remote_port_gid), sa(2, 0).ip());
+        assert_eq!(
+            Gid::from_raw(req.primary_path.local_port_gid).to_ip(),
+            sa(3, 0).ip()
+        );
+        assert_eq!(
+            Gid::from_raw(req.primary_path.remote_port_gid).to_ip(),
+            sa(2, 0).ip()
+        );
         let h = IpHeader::parse(&req.private_data).unwrap();
         assert_eq!(
             (h.src_port, h.src, h.dst),

@@ -17,7 +17,7 @@ use std::ptr::null_mut;
 
 use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, AF_INET, AF_INET6};
 use softrnic_uapi::cm::{CmEvent, CmId, ConnParam, EventChannel, EventParam, PortSpace};
-use softrnic_uapi::QpType;
+use softrnic_uapi::{Gid, QpType};
 
 use super::abi::*;
 use super::source;
@@ -352,13 +352,11 @@ fn ah_attr_to(dest: IpAddr) -> ibv_ah_attr {
     }
 }
 
-/// The GID of an address on RoCEv2.
-pub(crate) fn gid(ip: IpAddr) -> ibv_gid {
-    let raw = match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    };
-    ibv_gid { raw }
+/// The GID of an address on RoCEv2, as the C struct.
+fn gid(ip: IpAddr) -> ibv_gid {
+    ibv_gid {
+        raw: Gid::from_ip(ip).to_raw(),
+    }
 }
 
 /// A `struct sockaddr` of the program as an address.

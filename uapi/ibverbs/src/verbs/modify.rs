@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use libc::c_int;
-use softrnic_uapi::{Access, AttrMask, Mtu, QpAttr, QpState};
+use softrnic_uapi::{Access, AttrMask, Gid, Mtu, QpAttr, QpState};
 
 use crate::abi::objects::ibv_qp;
 use crate::abi::qp_attr::ibv_qp_attr;
@@ -43,11 +43,7 @@ pub(crate) fn from_qp_attr(q: &QpAttr, a: &mut ibv_qp_attr) {
     a.retry_cnt = q.retry_cnt;
     a.rnr_retry = q.rnr_retry;
     a.en_sqd_async_notify = q.en_sqd_async_notify;
-    let raw = match q.dest {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    };
-    a.ah_attr.grh.dgid.raw = raw;
+    a.ah_attr.grh.dgid.raw = Gid::from_ip(q.dest).to_raw();
     a.ah_attr.grh.sgid_index = 1;
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.is_global = 1;
