@@ -45,9 +45,8 @@ impl<'a> QpInitAttr<'a> {
 
 /// A queue pair (`ibv_qp`). It keeps its CQs alive until it is destroyed.
 pub struct QueuePair {
-    ctx: Context,
-    qpn: u32,
-    qp_type: QpType,
+    /// The device and number (a handle no one observes).
+    qp: QpHandle,
     /// The send and receive CQs, held so that they outlive the QP (dropped after it).
     _cqs: [Arc<CqInner>; 2],
 }
@@ -80,16 +79,20 @@ impl Pd {
             Limits::MAX_QP_WR as u32,
         )?;
         Ok(QueuePair {
-            ctx: self.ctx.clone(),
-            qpn,
-            qp_type: init.qp_type,
+            qp: QpHandle {
+                ctx: self.ctx.clone(),
+                qpn,
+                qp_type: init.qp_type,
+                observer: None,
+            },
             _cqs: [init.send_cq.inner.clone(), init.recv_cq.inner.clone()],
         })
     }
 }
 
-/// A QP named by its device and number, for the connection manager, which moves the QP of an
-/// id through its states but does not own it (the application destroys it).
+/// A QP named by its device and number: a [`QueuePair`] without its CQs, and what the
+/// connection manager holds of an id's QP, which it moves through its states but does not own
+/// (the application destroys it).
 #[derive(Clone)]
 pub(crate) struct QpHandle {
     ctx: Context,
@@ -104,7 +107,10 @@ pub(crate) struct QpHandle {
 pub type QpObserver = Arc<dyn Fn(&QpAttr, AttrMask) + Send + Sync>;
 
 impl QpHandle {
-    /// `ibv_modify_qp`, if the QP still exists; the observer hears of it.
+    /// `ibv_modify_qp`, if the QP still exists; the observer, if any, hears of it.
+    ///
+    /// # Errors
+    /// `EINVAL` as `ibv_modify_qp` (see `softrnic_provider::qp_state`), or for a QP gone.
     pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
         let limits = self.ctx.inner.limits;
         self.ctx
@@ -148,32 +154,27 @@ impl QpHandle {
 impl QueuePair {
     /// This QP as a [`QpHandle`].
     pub(crate) fn handle(&self) -> QpHandle {
-        QpHandle {
-            ctx: self.ctx.clone(),
-            qpn: self.qpn,
-            qp_type: self.qp_type,
-            observer: None,
-        }
+        self.qp.clone()
     }
 
     /// The context.
     pub fn context(&self) -> &Context {
-        &self.ctx
+        &self.qp.ctx
     }
 
     /// Whether `pd` is of this QP's device.
     pub(crate) fn same_device(&self, pd: &Pd) -> bool {
-        Arc::ptr_eq(&pd.ctx.inner, &self.ctx.inner)
+        Arc::ptr_eq(&pd.ctx.inner, &self.qp.ctx.inner)
     }
 
     /// The QP number.
     pub fn qp_num(&self) -> u32 {
-        self.qpn
+        self.qp.qp_num()
     }
 
     /// The transport type.
     pub fn qp_type(&self) -> QpType {
-        self.qp_type
+        self.qp.qp_type()
     }
 
     /// `ibv_modify_qp`.
@@ -181,13 +182,7 @@ impl QueuePair {
     /// # Errors
     /// `EINVAL` as `ibv_modify_qp` (see `softrnic_provider::qp_state`).
     pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
-        let limits = self.ctx.inner.limits;
-        self.ctx
-            .inner
-            .device
-            .nic()
-            .qp(self.qpn)?
-            .modify(attr, mask, &limits)
+        self.qp.modify(attr, mask)
     }
 
     /// Connects the QP to its peer: RESET→INIT→RTR→RTS with `attr` (the recipe of
@@ -200,7 +195,7 @@ impl QueuePair {
     /// the QP is left in the state it reached.
     pub fn connect(&self, attr: &ConnectAttr) -> Result<()> {
         let skip = usize::from(self.state() == crate::QpState::Init);
-        attr.steps_for(self.qp_type)
+        attr.steps_for(self.qp.qp_type)
             .iter()
             .skip(skip)
             .try_for_each(|(a, mask)| self.modify(a, *mask))
@@ -208,22 +203,18 @@ impl QueuePair {
 
     /// The QP's state (`ibv_query_qp`'s `qp_state`).
     pub fn state(&self) -> crate::QpState {
-        self.ctx
-            .inner
-            .device
-            .nic()
-            .qp(self.qpn)
-            .map_or(crate::QpState::Err, |q| q.state())
+        self.qp.state()
     }
 
     /// In SQD, whether sent requests are still unacknowledged (`ibv_query_qp`'s
     /// `sq_draining`).
     pub fn sq_draining(&self) -> bool {
-        self.ctx
+        self.qp
+            .ctx
             .inner
             .device
             .nic()
-            .qp(self.qpn)
+            .qp(self.qp.qpn)
             .is_ok_and(|q| q.sq_draining())
     }
 
@@ -233,8 +224,8 @@ impl QueuePair {
     /// # Errors
     /// (index of the bad WR, why).
     pub fn post_send(&self, wrs: &[SendWr]) -> core::result::Result<(), (usize, Error)> {
-        self.ctx.inner.device.post_send(self.qpn, |nic| {
-            let (qp, mrs) = nic.qp_and_mrs(self.qpn).map_err(|e| (0, e))?;
+        self.qp.ctx.inner.device.post_send(self.qp.qpn, |nic| {
+            let (qp, mrs) = nic.qp_and_mrs(self.qp.qpn).map_err(|e| (0, e))?;
             wrs.iter()
                 .enumerate()
                 .try_for_each(|(i, w)| qp.post_send(w, mrs).map_err(|e| (i, e)))
@@ -248,8 +239,8 @@ impl QueuePair {
     ///
     /// (index of the bad WR, why).
     pub fn post_recv(&self, wrs: &[RecvWr]) -> core::result::Result<(), (usize, Error)> {
-        self.ctx.inner.device.post_recv(self.qpn, |nic| {
-            let qp = nic.qp(self.qpn).map_err(|e| (0, e))?;
+        self.qp.ctx.inner.device.post_recv(self.qp.qpn, |nic| {
+            let qp = nic.qp(self.qp.qpn).map_err(|e| (0, e))?;
             wrs.iter()
                 .enumerate()
                 .try_for_each(|(i, w)| qp.post_recv(w).map_err(|e| (i, e)))
@@ -266,7 +257,7 @@ impl QueuePair {
     /// `EINVAL` for a QP that is not UD or a GID that is not multicast (`::ffff:224.0.0.0/100`
     /// or `ff00::/8`); `EOPNOTSUPP` on a transport without multicast.
     pub fn attach_mcast(&self, mgid: &Gid) -> Result<()> {
-        self.ctx.inner.device.attach_mcast(self.qpn, mgid)
+        self.qp.ctx.inner.device.attach_mcast(self.qp.qpn, mgid)
     }
 
     /// `ibv_detach_mcast`: detaches this QP from the multicast group `mgid`.
@@ -274,7 +265,7 @@ impl QueuePair {
     /// # Errors
     /// `EINVAL` as [`QueuePair::attach_mcast`], or if the QP is not attached to `mgid`.
     pub fn detach_mcast(&self, mgid: &Gid) -> Result<()> {
-        self.ctx.inner.device.detach_mcast(self.qpn, mgid)
+        self.qp.ctx.inner.device.detach_mcast(self.qp.qpn, mgid)
     }
 }
 
@@ -283,7 +274,7 @@ impl Drop for QueuePair {
         // The responder may owe ACKs for messages whose completions were already polled (a
         // poll routes completions before the progress thread emits the round's ACKs): send
         // them, or the peer's last requests fail with RETRY_EXC_ERR once this QP is gone.
-        self.ctx.inner.device.flush();
-        let _ = self.ctx.inner.device.destroy_qp(self.qpn);
+        self.qp.ctx.inner.device.flush();
+        let _ = self.qp.ctx.inner.device.destroy_qp(self.qp.qpn);
     }
 }
