@@ -17,8 +17,8 @@ use super::abi::{ibv_srq_init_attr_ex, rdma_cm_id};
 use super::fail;
 use super::state::SoftId;
 use crate::abi::ex::{ibv_qp_init_attr_ex, IBV_QP_INIT_ATTR_PD};
-use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp};
-use crate::abi::qp_attr::{ibv_qp_attr, ibv_qp_init_attr, ibv_srq_init_attr};
+use crate::abi::objects::{ibv_cq, ibv_pd, ibv_qp, ibv_srq};
+use crate::abi::qp_attr::{ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_srq_init_attr};
 use crate::export::export_rdmacm;
 use crate::ffi::catch;
 use crate::verbs::{channel, cq, pd, qp, qp_ex, srq};
@@ -66,6 +66,26 @@ fn make_cqs(
         make(send_wr, &mut soft.c.send_cq_channel, &mut soft.c.send_cq)?;
         soft.own_cqs = true;
         *send = soft.c.send_cq;
+    }
+    Ok(())
+}
+
+/// Completes the program's QP attributes as librdmacm does: CQs (and their channels) for
+/// the queues that have none, and the id's SRQ if the QP names none. On failure, what was
+/// made is destroyed again.
+fn complete_attrs(
+    soft: &mut SoftId,
+    send: &mut *mut ibv_cq,
+    recv: &mut *mut ibv_cq,
+    srq: &mut *mut ibv_srq,
+    cap: &ibv_qp_cap,
+) -> Result<(), c_int> {
+    if let Err(e) = make_cqs(soft, send, recv, cap.max_send_wr, cap.max_recv_wr) {
+        destroy_cqs(soft);
+        return Err(e);
+    }
+    if srq.is_null() {
+        *srq = soft.c.srq;
     }
     Ok(())
 }
@@ -141,13 +161,11 @@ export_rdmacm! {
             };
             // SAFETY: non-NULL; the program passes a readable and writable struct.
             let attr = unsafe { &mut *qp_init_attr };
-            let (sw, rw) = (attr.cap.max_send_wr, attr.cap.max_recv_wr);
-            if let Err(e) = make_cqs(soft, &mut attr.send_cq, &mut attr.recv_cq, sw, rw) {
-                destroy_cqs(soft);
+            let cap = attr.cap;
+            if let Err(e) =
+                complete_attrs(soft, &mut attr.send_cq, &mut attr.recv_cq, &mut attr.srq, &cap)
+            {
                 return fail(e);
-            }
-            if attr.srq.is_null() {
-                attr.srq = soft.c.srq;
             }
             // SAFETY: a live PD and the program's attributes, completed above.
             let q = unsafe { qp::ibv_create_qp(pd_, attr) };
@@ -183,13 +201,11 @@ export_rdmacm! {
                 }
                 Err(e) => return fail(e),
             }
-            let (sw, rw) = (attr.cap.max_send_wr, attr.cap.max_recv_wr);
-            if let Err(e) = make_cqs(soft, &mut attr.send_cq, &mut attr.recv_cq, sw, rw) {
-                destroy_cqs(soft);
+            let cap = attr.cap;
+            if let Err(e) =
+                complete_attrs(soft, &mut attr.send_cq, &mut attr.recv_cq, &mut attr.srq, &cap)
+            {
                 return fail(e);
-            }
-            if attr.srq.is_null() {
-                attr.srq = soft.c.srq;
             }
             // SAFETY: the id's context and the program's attributes, completed above.
             let q = unsafe { qp_ex::op_create_qp_ex(soft.c.verbs, attr) };
