@@ -107,6 +107,13 @@ impl DeviceCm {
         Ok(d)
     }
 
+    /// The most READ and atomic requests a QP of the device serves and issues at once
+    /// (`max_dest_rd_atomic`, `max_rd_atomic`): what an offer of 0xFF becomes.
+    pub fn max_resources(&self) -> (u8, u8) {
+        let l = self.ctx.inner.limits;
+        (l.max_dest_rd_atomic, l.max_rd_atomic)
+    }
+
     /// Calls `f` with the protocol engine (see [`CmDriver::with`]).
     pub fn with<R>(&self, f: impl FnOnce(&mut Cm, Instant) -> R) -> R {
         self.driver.with(f)

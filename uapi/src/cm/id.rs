@@ -171,16 +171,7 @@ impl CmId {
             None => (EventChannel::new()?, true),
         };
         Ok(CmId {
-            inner: Arc::new(IdInner {
-                ps,
-                qp_type,
-                sync: Mutex::new(sync),
-                channel: Mutex::new(channel),
-                st: Mutex::new(IdState::default()),
-                unacked: Mutex::new(0),
-                acked: Condvar::new(),
-                user: AtomicUsize::new(0),
-            }),
+            inner: Arc::new(IdInner::new(ps, qp_type, channel, sync, IdState::default())),
         })
     }
 
@@ -531,9 +522,7 @@ impl CmId {
             drop(st);
             return self.complete();
         }
-        let attr = device.ctx.query_device();
-        let max_resp = u8::try_from(attr.max_qp_rd_atom).unwrap_or(u8::MAX);
-        let max_init = u8::try_from(attr.max_qp_init_rd_atom).unwrap_or(u8::MAX);
+        let (max_resp, max_init) = device.max_resources();
         let offer = ConnParam {
             responder_resources: x::clamp_resources(param.responder_resources, max_resp),
             initiator_depth: x::clamp_resources(param.initiator_depth, max_init),
@@ -592,9 +581,7 @@ impl CmId {
         let Some(req) = st.req else {
             return Err(einval());
         };
-        let attr = device.ctx.query_device();
-        let max_resp = u8::try_from(attr.max_qp_rd_atom).unwrap_or(u8::MAX);
-        let max_init = u8::try_from(attr.max_qp_init_rd_atom).unwrap_or(u8::MAX);
+        let (max_resp, max_init) = device.max_resources();
         let ours = ConnParam {
             responder_resources: x::clamp_resources(
                 param.responder_resources,
@@ -787,6 +774,26 @@ impl CmId {
 }
 
 impl IdInner {
+    /// An id's state and channel, with no event handed out yet.
+    fn new(
+        ps: PortSpace,
+        qp_type: QpType,
+        channel: EventChannel,
+        sync: bool,
+        st: IdState,
+    ) -> IdInner {
+        IdInner {
+            ps,
+            qp_type,
+            sync: Mutex::new(sync),
+            channel: Mutex::new(channel),
+            st: Mutex::new(st),
+            unacked: Mutex::new(0),
+            acked: Condvar::new(),
+            user: AtomicUsize::new(0),
+        }
+    }
+
     fn st(&self) -> MutexGuard<'_, IdState> {
         lock(&self.st)
     }
@@ -860,18 +867,11 @@ impl IdInner {
             let _ = device.with(|cm, _| cm.reject(conn, REASON_INVALID_SERVICE_ID, &[], &[]));
             return;
         }
-        let Ok(child) = IdInner::child(listener, device) else {
+        let Ok(child) = IdInner::child(listener, device, conn, from, &h) else {
             let _ = device.with(|cm, now| cm.destroy(now, conn));
             return;
         };
-        {
-            let mut st = child.st();
-            st.src = Some(SocketAddr::new(h.dst, bound.map_or(0, |b| b.port())));
-            st.dst = Some(SocketAddr::new(from, h.src_port));
-            st.conn = Some(conn);
-            st.req = Some(req);
-        }
-        device.route(conn, &child);
+        child.st().req = Some(req);
         let offer = x::offer_of_req(&req);
         child.post(
             EventType::ConnectRequest,
@@ -889,7 +889,6 @@ impl IdInner {
         from: IpAddr,
         req: SidrReqRepr,
     ) {
-        let bound = listener.st().src;
         let reply = |status| {
             let mut rep = SidrRepRepr::zeroed();
             rep.status = status;
@@ -898,16 +897,9 @@ impl IdInner {
         let Ok(h) = IpHeader::parse(&req.private_data) else {
             return reply(STATUS_REJECTED);
         };
-        let Ok(child) = IdInner::child(listener, device) else {
+        let Ok(child) = IdInner::child(listener, device, conn, from, &h) else {
             return reply(STATUS_REJECTED);
         };
-        {
-            let mut st = child.st();
-            st.src = Some(SocketAddr::new(h.dst, bound.map_or(0, |b| b.port())));
-            st.dst = Some(SocketAddr::new(from, h.src_port));
-            st.conn = Some(conn);
-        }
-        device.route(conn, &child);
         let param = UdParam {
             private_data: req.private_data[wcm::ip_service::HEADER_LEN..].to_vec(),
             dest: from,
@@ -922,36 +914,44 @@ impl IdInner {
         );
     }
 
-    /// The id of a request to `listener`: its channel, or (for a synchronous listener) a
-    /// channel of its own.
-    fn child(listener: &Arc<IdInner>, device: &Arc<DeviceCm>) -> io::Result<Arc<IdInner>> {
+    /// The id of a request to `listener` on `device`, from `from` with the IP header `h`,
+    /// routed the events of `conn`: it reports to the listener's channel, or (for a
+    /// synchronous listener) a channel of its own, and takes the listener's options.
+    fn child(
+        listener: &Arc<IdInner>,
+        device: &Arc<DeviceCm>,
+        conn: ConnId,
+        from: IpAddr,
+        h: &IpHeader,
+    ) -> io::Result<Arc<IdInner>> {
         let sync = *lock(&listener.sync);
         let channel = if sync {
             EventChannel::new()?
         } else {
             lock(&listener.channel).clone()
         };
-        let child = Arc::new(IdInner {
-            ps: listener.ps,
-            qp_type: listener.qp_type,
-            sync: Mutex::new(sync),
-            channel: Mutex::new(channel),
-            st: Mutex::new(IdState {
+        let st = {
+            let l = listener.st();
+            IdState {
+                src: Some(SocketAddr::new(h.dst, l.src.map_or(0, |b| b.port()))),
+                dst: Some(SocketAddr::new(from, h.src_port)),
                 device: Some(device.clone()),
                 addr_resolved: true,
                 route_resolved: true,
+                conn: Some(conn),
+                tos: l.tos,
+                ack_timeout: l.ack_timeout,
                 ..IdState::default()
-            }),
-            unacked: Mutex::new(0),
-            acked: Condvar::new(),
-            user: AtomicUsize::new(0),
-        });
-        {
-            let l = listener.st();
-            let mut st = child.st();
-            st.tos = l.tos;
-            st.ack_timeout = l.ack_timeout;
-        }
+            }
+        };
+        let child = Arc::new(IdInner::new(
+            listener.ps,
+            listener.qp_type,
+            channel,
+            sync,
+            st,
+        ));
+        device.route(conn, &child);
         Ok(child)
     }
 
