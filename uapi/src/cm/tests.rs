@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use super::*;
-use crate::{Access, Pd, QpCaps, QpInitAttr, RecvWr, SendFlags, SendOpcode, SendWr, Sge};
+use crate::{Access, Cq, Pd, QpCaps, QpInitAttr, QueuePair, RecvWr, SendFlags, SendOpcode};
+use crate::{SendWr, Sge};
 use crate::{WcOpcode, WcStatus};
 
 fn addr(last: u8, port: u16) -> SocketAddr {
@@ -38,6 +39,15 @@ fn caps() -> QpCaps {
     }
 }
 
+/// A PD, a CQ and an RC QP of `id`'s device for `id` (in INIT).
+fn rc_qp(id: &CmId) -> (Pd, Cq, QueuePair) {
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(16).unwrap();
+    let qp = id.create_qp(&pd, &QpInitAttr::rc(&cq, caps())).unwrap();
+    (pd, cq, qp)
+}
+
 /// A listener on `server` and a client id from `client` with its route resolved.
 fn pair(server: SocketAddr, client: SocketAddr) -> (EventChannel, CmId, EventChannel, CmId) {
     let sch = EventChannel::new().unwrap();
@@ -59,12 +69,7 @@ fn pair(server: SocketAddr, client: SocketAddr) -> (EventChannel, CmId, EventCha
 #[test]
 fn connect_send_and_disconnect() {
     let (sch, listener, cch, client) = pair(addr(2, 7001), addr(1, 0));
-    let cctx = client.context().unwrap();
-    let cpd = cctx.alloc_pd();
-    let ccq = cctx.create_cq(16).unwrap();
-    let cqp = client
-        .create_qp(&cpd, &QpInitAttr::rc(&ccq, caps()))
-        .unwrap();
+    let (cpd, ccq, cqp) = rc_qp(&client);
     assert_eq!(cqp.state(), crate::QpState::Init);
     let offer = ConnParam {
         private_data: b"hello from the client".to_vec(),
@@ -90,12 +95,7 @@ fn connect_send_and_disconnect() {
     let server = req.id.clone();
     assert_eq!(server.dst_addr().map(|a| a.ip()), Some(addr(1, 0).ip()));
     drop(req);
-    let sctx = server.context().unwrap();
-    let spd = sctx.alloc_pd();
-    let scq = sctx.create_cq(16).unwrap();
-    let sqp = server
-        .create_qp(&spd, &QpInitAttr::rc(&scq, caps()))
-        .unwrap();
+    let (spd, scq, sqp) = rc_qp(&server);
     let smr = spd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
     sqp.post_recv(&[RecvWr {
         wr_id: 9,
@@ -251,10 +251,7 @@ fn synchronous_ids_connect() {
         .resolve_addr(Some(addr(8, 0)), addr(9, 7005), WAIT)
         .unwrap();
     client.resolve_route(WAIT).unwrap();
-    let ctx = client.context().unwrap();
-    let pd: Pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(4).unwrap();
-    let qp = client.create_qp(&pd, &QpInitAttr::rc(&cq, caps())).unwrap();
+    let (_pd, _cq, qp) = rc_qp(&client);
     client.connect(&ConnParam::none()).unwrap();
     assert_eq!(qp.state(), crate::QpState::Rts);
     let (listener, id) = server.join().unwrap();
@@ -325,12 +322,7 @@ fn a_nonblocking_channel_says_eagain() {
 #[test]
 fn the_passive_side_reads_with_the_resources_exchanged() {
     let (sch, listener, cch, client) = pair(addr(13, 7007), addr(12, 0));
-    let cctx = client.context().unwrap();
-    let cpd = cctx.alloc_pd();
-    let ccq = cctx.create_cq(16).unwrap();
-    let _cqp = client
-        .create_qp(&cpd, &QpInitAttr::rc(&ccq, caps()))
-        .unwrap();
+    let (cpd, _ccq, _cqp) = rc_qp(&client);
     let cmr = cpd
         .reg_mr(64, Access::LOCAL_WRITE | Access::REMOTE_READ)
         .unwrap();
@@ -344,12 +336,7 @@ fn the_passive_side_reads_with_the_resources_exchanged() {
     let req = next(&sch);
     let server = req.id.clone();
     drop(req);
-    let sctx = server.context().unwrap();
-    let spd = sctx.alloc_pd();
-    let scq = sctx.create_cq(16).unwrap();
-    let sqp = server
-        .create_qp(&spd, &QpInitAttr::rc(&scq, caps()))
-        .unwrap();
+    let (spd, scq, sqp) = rc_qp(&server);
     server.accept(Some(&one)).unwrap();
     assert_eq!(next(&cch).event, EventType::Established);
     assert_eq!(next(&sch).event, EventType::Established);
