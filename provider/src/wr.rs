@@ -147,7 +147,18 @@ pub struct SendWr {
     pub bind_mw: Option<crate::mr::MwBind>,
     /// Where a UD SEND goes (`ibv_send_wr.wr.ud`); `None` on connected QPs.
     pub ud: Option<UdDest>,
+    /// The bytes of an inline request (or the 8 of an ATOMIC WRITE), copied by the caller out
+    /// of its own memory at post time: inline data needs no lkey (ibv_post_send(3)), so the C
+    /// ABI, which may read the program's memory, hands the bytes over. When set, they are the
+    /// message (the request is inline, `sg_list` is not read); `None`: with
+    /// [`SendFlags::INLINE`] the provider copies `sg_list` itself through the key table, which
+    /// reads only registered memory of the QP's PD.
+    pub inline_data: Option<InlineData>,
 }
+
+/// Inline data as a work request carries it: up to 64 bytes (a short message, such as a
+/// ping-pong's) in place, longer on the heap.
+pub type InlineData = smallvec::SmallVec<[u8; 64]>;
 
 impl SendWr {
     /// A WR of `opcode` over `sg_list`, unsignaled, with no flags, no remote address, no
@@ -164,7 +175,22 @@ impl SendWr {
             swap: 0,
             bind_mw: None,
             ud: None,
+            inline_data: None,
         }
+    }
+
+    /// The message's length: its inline bytes' if it carries them, else its SGEs' total;
+    /// `None` beyond 2^31 bytes (IBTA: a message is at most 2^31 bytes).
+    pub fn message_len(&self) -> Option<u32> {
+        match &self.inline_data {
+            Some(bytes) => u32::try_from(bytes.len()).ok().filter(|&n| n <= 1 << 31),
+            None => total_len(&self.sg_list),
+        }
+    }
+
+    /// Whether the message is copied at post time: [`SendFlags::INLINE`] or bytes given.
+    pub fn is_inline(&self) -> bool {
+        self.flags.contains(SendFlags::INLINE) || self.inline_data.is_some()
     }
 }
 

@@ -170,5 +170,6 @@ pub fn wr(wr_id: u64, op: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> 
         swap: 0,
         bind_mw: None,
         ud: None,
+        inline_data: None,
     }
 }

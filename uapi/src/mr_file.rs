@@ -121,6 +121,7 @@ pub fn flush_wr(
         swap: 0,
         bind_mw: None,
         ud: None,
+        inline_data: None,
     }
 }
 
@@ -138,5 +139,6 @@ pub fn atomic_write_wr(wr_id: u64, remote: RemoteAddr, value: Sge) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        inline_data: None,
     }
 }

@@ -151,6 +151,7 @@ fn plain_wr(wr_id: u64, opcode: SendOpcode) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        inline_data: None,
     }
 }
 

@@ -47,6 +47,7 @@ fn run(
         swap: 0,
         bind_mw: None,
         ud: None,
+        inline_data: None,
     };
     a.qp.post_send(&[wr]).map_err(|(_, e)| e).unwrap();
     let wc = a.cq.wait(1, Duration::from_secs(10)).unwrap();

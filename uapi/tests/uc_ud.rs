@@ -57,6 +57,7 @@ fn send(wr_id: u64, opcode: SendOpcode, s: &Node, len: u32) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        inline_data: None,
     }
 }
 

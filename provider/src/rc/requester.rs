@@ -30,7 +30,7 @@ use crate::mr::PinFor;
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
-use crate::wr::{total_len, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, SgeList, UdDest};
+use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
 
 mod flush_atomic_write;
 
@@ -52,9 +52,7 @@ pub(crate) struct Unasked {
     pub messages: u32,
 }
 
-/// Inline data as a queued WQE keeps it: up to 64 bytes (a short message, such as a
-/// ping-pong's) in place, longer on the heap.
-pub(crate) type InlineData = smallvec::SmallVec<[u8; 64]>;
+pub(crate) use crate::wr::InlineData;
 
 /// A send work request as the requester keeps it.
 #[derive(Debug, Clone)]
@@ -218,9 +216,10 @@ impl Requester {
         if wr.sg_list.len() > MAX_SGE {
             return Err(Error::InvalidArgument("more SGEs than max_send_sge"));
         }
-        let total = total_len(&wr.sg_list)
+        let total = wr
+            .message_len()
             .ok_or(Error::InvalidArgument("message longer than 2^31 bytes"))?;
-        let inline = wr.flags.contains(SendFlags::INLINE);
+        let inline = wr.is_inline();
         if wr.opcode.is_atomic() && total != 8 {
             return Err(Error::InvalidArgument("an atomic needs one 8-byte buffer"));
         }
@@ -235,7 +234,7 @@ impl Requester {
                     "inline data longer than max_inline_data",
                 ));
             }
-            Some(gather_inline(ctx, &wr.sg_list, total, mrs)?)
+            Some(gather_inline(ctx, wr, total, mrs)?)
         } else {
             None
         };
@@ -539,10 +538,14 @@ impl Requester {
     }
 }
 
-/// Copies inline data out of the SGEs at post time (the buffers may be reused at once).
-fn gather_inline(ctx: &QpContext, sges: &[Sge], total: u32, mrs: &MrTable) -> Result<InlineData> {
+/// The inline data of `wr`, `total` bytes, copied at post time (the buffers may be reused at
+/// once): the caller's copy if it made one, else copied out of the SGEs.
+fn gather_inline(ctx: &QpContext, wr: &SendWr, total: u32, mrs: &MrTable) -> Result<InlineData> {
+    if let Some(bytes) = &wr.inline_data {
+        return Ok(bytes.clone());
+    }
     let mut out = InlineData::with_capacity(total as usize);
-    for s in sges {
+    for s in &wr.sg_list {
         // Inline data needs no lkey (ibv_post_send(3)); softrnic reads it through the table
         // all the same, so that only registered memory is ever read.
         mrs.with_local_read(s.lkey, ctx.pd, s.addr, s.length as usize, |b| {

@@ -7,7 +7,7 @@ use softrnic_wire::roce::RoceRepr;
 
 use crate::error::{Error, Result};
 use crate::rc::context::QpContext;
-use crate::wr::{total_len, SendOpcode, SendWr, UdDest};
+use crate::wr::{SendOpcode, SendWr, UdDest};
 
 /// The high bit of a WR's Q_Key: use the QP's Q_Key instead (IBTA chapter 10, Q_Keys: a
 /// Q_Key with the high-order bit set is a controlled Q_Key that the consumer may not send
@@ -31,7 +31,7 @@ pub fn check(ctx: &QpContext, wr: &SendWr) -> Result<()> {
     if ud.remote_qpn > 0x00ff_ffff {
         return Err(Error::InvalidArgument("remote_qpn is 24 bits"));
     }
-    if total_len(&wr.sg_list).is_none_or(|n| n > ctx.pmtu) {
+    if wr.message_len().is_none_or(|n| n > ctx.pmtu) {
         return Err(Error::InvalidArgument("a UD message is at most one MTU"));
     }
     Ok(())

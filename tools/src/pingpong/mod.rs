@@ -166,6 +166,7 @@ impl Side {
             swap: 0,
             bind_mw: None,
             ud: None,
+            inline_data: None,
         };
         self.qp
             .post_send(&[wr])

@@ -77,12 +77,13 @@ pub(super) fn check_post(
             Ok((0, None))
         }
         _ => {
-            let total = crate::wr::total_len(&wr.sg_list)
+            let total = wr
+                .message_len()
                 .ok_or(Error::InvalidArgument("message longer than 2^31 bytes"))?;
             if total != 8 {
                 return Err(Error::InvalidArgument("an ATOMIC WRITE carries 8 bytes"));
             }
-            Ok((8, Some(gather_inline(ctx, &wr.sg_list, total, mrs)?)))
+            Ok((8, Some(gather_inline(ctx, wr, total, mrs)?)))
         }
     }
 }

@@ -7,7 +7,9 @@ use std::cell::RefCell;
 use std::thread::LocalKey;
 
 use libc::c_int;
-use softrnic_uapi::{QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_uapi::{
+    InlineData, QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, MAX_INLINE,
+};
 
 use crate::abi::objects::ibv_qp;
 use crate::abi::wr::{ibv_recv_wr, ibv_send_wr, ibv_sge};
@@ -49,6 +51,42 @@ pub(crate) unsafe fn sges_into(
     Ok(())
 }
 
+/// The bytes an INLINE WR sends, read now out of the program's memory that its SGEs name:
+/// inline data needs no lkey (ibv_post_send(3)), and the buffers may be reused as soon as the
+/// post returns. `spare` is the slot's previous copy, reused. `None` for a WR that sends no
+/// inline data, or more than softrnic takes (which the provider then refuses, `EINVAL`).
+///
+/// # Safety
+/// Each SGE of `sg_list` must name `length` readable bytes at `addr`, as verbs requires.
+unsafe fn inline_bytes(
+    opcode: SendOpcode,
+    flags: SendFlags,
+    sg_list: &[Sge],
+    spare: Option<InlineData>,
+) -> Result<Option<InlineData>, c_int> {
+    use SendOpcode::*;
+    let sends = matches!(
+        opcode,
+        Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | AtomicWrite
+    );
+    let total = sg_list.iter().map(|s| s.length as usize).sum::<usize>();
+    if !flags.contains(SendFlags::INLINE) || !sends || total > MAX_INLINE {
+        return Ok(None);
+    }
+    let mut bytes = spare.unwrap_or_default();
+    bytes.clear();
+    for s in sg_list.iter().filter(|s| s.length > 0) {
+        if s.addr == 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded from the caller; at most MAX_INLINE bytes in all.
+        bytes.extend_from_slice(unsafe {
+            std::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize)
+        });
+    }
+    Ok(Some(bytes))
+}
+
 /// A receive WR into `slot`, its SGE list reused.
 ///
 /// # Safety
@@ -61,12 +99,13 @@ unsafe fn to_recv_wr(w: &ibv_recv_wr, slot: &mut RecvWr) -> Result<(), c_int> {
 
 /// softrnic's form of one send WR: `imm_data` as on the wire (verbs gives it in network
 /// order), `invalidate_rkey` as is; `wr.rdma` for WRITE/READ, `wr.atomic` for atomics,
-/// `bind_mw` for BIND_MW (type 2 windows, `verbs::mw`).
+/// `bind_mw` for BIND_MW (type 2 windows, `verbs::mw`), and the bytes of inline data.
 ///
-/// Written into `slot`, whose SGE list is reused.
+/// Written into `slot`, whose SGE list and inline copy are reused.
 ///
 /// # Safety
-/// `w`'s `sg_list` must point to `num_sge` readable SGEs.
+/// `w`'s `sg_list` must point to `num_sge` readable SGEs, and for an INLINE WR each must
+/// name readable memory.
 pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<(), c_int> {
     use SendOpcode::*;
     let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
@@ -78,6 +117,8 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<()
     let mut sg_list = std::mem::take(&mut slot.sg_list);
     // SAFETY: forwarded from the caller.
     unsafe { sges_into(w.sg_list, w.num_sge, &mut sg_list)? };
+    // SAFETY: the SGEs name the program's readable memory (forwarded from the caller).
+    let inline_data = unsafe { inline_bytes(opcode, flags, &sg_list, slot.inline_data.take())? };
     let imm = match opcode {
         SendWithImm | RdmaWriteWithImm => u32::from_be(w.imm_data),
         // `invalidate_rkey`, the other member of the union.
@@ -122,6 +163,7 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<()
         // Only BIND_MW carries one (`verbs::mw::bind_wr`).
         bind_mw: None,
         ud: None,
+        inline_data,
     };
     Ok(())
 }
