@@ -11,7 +11,7 @@
 //! its errno and post nothing, `ibv_wr_abort` drops a batch; inline data from a list of
 //! buffers, and an unsignaled WR that completes without a completion; inline data and the
 //! ATOMIC WRITE operand are copied when set (stack buffers, changed before `wr_complete`),
-//! and inline data beyond the staging region is `ENOMEM`.
+//! and inline data beyond what softrnic takes (256 bytes) is `ENOMEM`.
 
 mod common;
 

@@ -9,24 +9,20 @@
 //! QP is NULL (as in rdma-core). The builder collects softrnic [`SendWr`]s in a batch that
 //! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
 //! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
-//! for, an SGE setter before any opcode, inline data beyond the staging region, BIND_MW, TSO,
-//! UD or XRC addressing) makes the batch fail: `wr_complete` then posts nothing and returns
-//! the errno.
+//! for, an SGE setter before any opcode, inline data beyond [`MAX_INLINE`] (`ENOMEM`),
+//! BIND_MW, TSO, UD or XRC addressing) makes the batch fail: `wr_complete` then posts nothing
+//! and returns the errno.
 //!
 //! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
-//! when the builder call is made, as verbs requires (the application may reuse the buffer at
-//! once), into the QP's staging region: a memory region of the QP's PD that `create_qp_ex`
-//! registers, `max_send_wr` slots of `max(max_inline_data, 8)` bytes rounded up to 8, which
-//! the provider copies from when the batch is posted. (The provider takes inline data
-//! through the key table, so it must lie in a registered region.) A batch whose inline data
-//! outgrows the region fails with `ENOMEM`.
+//! into the WR's `inline_data` when the builder call is made, as verbs requires (the
+//! application may reuse the buffer at once).
 
 use std::cell::UnsafeCell;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use libc::{c_int, c_void, size_t};
-use softrnic_uapi::{Access, MemoryRegion, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_uapi::{InlineData, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, MAX_INLINE};
 
 use crate::abi::context::ibv_context;
 use crate::abi::ex::*;
@@ -36,7 +32,7 @@ use crate::abi::wr::{ibv_mw_bind_info, ibv_sge};
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::verbs::pd::pd_of;
-use crate::verbs::qp::{ibv_create_qp, ibv_destroy_qp, qp_of, SoftQp};
+use crate::verbs::qp::{ibv_create_qp, qp_of, SoftQp};
 
 /// `IBV_QP_EX_WITH_LOCAL_INV`.
 const WITH_LOCAL_INV: u64 = 1 << 7;
@@ -69,10 +65,6 @@ struct Batch {
     /// The first error of a builder call, reported by `wr_complete`.
     err: c_int,
     wrs: Vec<SendWr>,
-    /// The staging region of inline data and atomic-write operands (see the module doc).
-    staging: Option<MemoryRegion>,
-    /// The bytes of `staging` the open batch uses.
-    staged: usize,
 }
 
 /// The extended part of a QP, right after its `ibv_qp`.
@@ -150,36 +142,10 @@ impl Batch {
         }
     }
 
-    /// Copies `parts` into the staging region: the SGE of the copy, or `None` after failing
-    /// the batch (`ENOMEM` when the region is full).
-    fn stage(&mut self, parts: &[&[u8]]) -> Option<Sge> {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        let start = self.staged;
-        let fits = self
-            .staging
-            .as_ref()
-            .is_some_and(|m| start + total <= m.len());
-        let (Some(mr), true, Ok(len)) = (self.staging.as_ref(), fits, u32::try_from(total)) else {
-            self.fail(libc::ENOMEM);
-            return None;
-        };
-        let mut at = start;
-        for p in parts {
-            if mr.write(at, p).is_err() {
-                self.fail(libc::EINVAL);
-                return None;
-            }
-            at += p.len();
-        }
-        self.staged = (start + total).next_multiple_of(8);
-        Some(mr.sge(start, len))
-    }
-
     /// Empties the batch, open or not.
     fn reset(&mut self, open: bool) {
         self.wrs.clear();
         self.err = 0;
-        self.staged = 0;
         self.open = open;
     }
 
@@ -220,6 +186,7 @@ fn start_wr(
             swap,
             bind_mw: None,
             ud: None,
+            inline_data: None,
         });
     });
 }
@@ -339,10 +306,8 @@ unsafe extern "C" fn wr_atomic_write(
         }
         // SAFETY: the caller passes 8 readable bytes at non-NULL `value`.
         let v = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), 8) };
-        if let Some(sge) = b.stage(&[v]) {
-            if let Some(w) = b.last() {
-                w.sg_list = vec![sge];
-            }
+        if let Some(w) = b.last() {
+            w.inline_data = Some(InlineData::from_slice(v));
         }
     });
 }
@@ -403,22 +368,20 @@ fn set_inline(qp: *mut ibv_qp_ex, bufs: &[ibv_data_buf]) {
         if bufs.iter().any(|d| d.addr.is_null() && d.length > 0) {
             return b.fail(libc::EINVAL);
         }
-        let parts: Vec<&[u8]> = bufs
-            .iter()
-            .filter(|d| d.length > 0)
+        // mlx5's builder says ENOMEM for inline data beyond what a WQE holds.
+        if bufs.iter().map(|d| d.length).sum::<size_t>() > MAX_INLINE {
+            return b.fail(libc::ENOMEM);
+        }
+        let mut bytes = InlineData::new();
+        for d in bufs.iter().filter(|d| d.length > 0) {
             // SAFETY: the caller passes `length` readable bytes at each non-NULL `addr`.
-            .map(|d| unsafe { std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length) })
-            .collect();
-        let sg_list = if parts.is_empty() {
-            Vec::new()
-        } else {
-            match b.stage(&parts) {
-                Some(sge) => vec![sge],
-                None => return,
-            }
-        };
+            bytes.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length)
+            });
+        }
         if let Some(w) = b.last() {
-            w.sg_list = sg_list;
+            w.sg_list.clear();
+            w.inline_data = Some(bytes);
             w.flags = SendFlags(w.flags.0 | SendFlags::INLINE.0);
         }
     });
@@ -480,7 +443,7 @@ fn fail<T>(e: c_int) -> *mut T {
 }
 
 /// `verbs_context.create_qp_ex`: `ibv_create_qp` on `attr->pd` (required), with the builder
-/// and its staging region when `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` is set. NULL with `errno`: `EINVAL` for a NULL
+/// when `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` is set. NULL with `errno`: `EINVAL` for a NULL
 /// attr, a missing or bad PD or a PD of another context (and `ibv_create_qp`'s errors);
 /// `EOPNOTSUPP` for other `comp_mask` bits, send ops beyond [`SUPPORTED_SEND_OPS`] or a
 /// builder on a QP type other than RC.
@@ -521,30 +484,10 @@ pub(crate) unsafe extern "C" fn op_create_qp_ex(
         }
         let soft = qp.cast::<SoftQp>();
         // SAFETY: `qp` was just created and not yet returned, so this is the only use of
-        // its SoftQp.
-        let cap = unsafe { (*soft).init.cap };
-        let slot = (cap.max_inline_data as usize).max(8).next_multiple_of(8);
-        let staging = match pd
-            .pd
-            .reg_mr(slot * cap.max_send_wr.max(1) as usize, Access::LOCAL_WRITE)
-        {
-            Ok(mr) => mr,
-            Err(e) => {
-                // SAFETY: the QP just created, not yet seen by the application.
-                unsafe { ibv_destroy_qp(qp) };
-                return fail(e.errno());
-            }
-        };
-        // SAFETY: as above: the builder is installed before the application can see the QP.
+        // its SoftQp: the builder is installed before the application can see the QP.
         unsafe {
             *(*soft).ex.c.get() = builder_ops();
             (*soft).ex.send_ops = send_ops;
-            (*soft)
-                .ex
-                .batch
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .staging = Some(staging);
         }
         qp
     })
