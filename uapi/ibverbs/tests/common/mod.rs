@@ -127,6 +127,19 @@ pub fn compile_c_with(
     header: (&str, &str),
     libraries: &[PathBuf],
 ) -> Option<PathBuf> {
+    compile_c_linked(name, source, test, header, libraries, &[])
+}
+
+/// [`compile_c_with`], with `link_args` after the libraries on cc's command line (e.g.
+/// `-lrpma`, an installed library of the header's package).
+pub fn compile_c_linked(
+    name: &str,
+    source: &str,
+    test: &str,
+    header: (&str, &str),
+    libraries: &[PathBuf],
+    link_args: &[&str],
+) -> Option<PathBuf> {
     let (header, package) = header;
     if !Path::new("/usr/include").join(header).exists() {
         eprintln!("SKIP {test}: no <{header}> (apt-get install {package})");
@@ -143,6 +156,7 @@ pub fn compile_c_with(
         .arg(&exe)
         .arg(&src)
         .args(libraries)
+        .args(link_args)
         .output()
     {
         Ok(out) => out,
