@@ -31,7 +31,7 @@ use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::block::BLOCK_BITS;
 use crate::bpf::*;
-use crate::transport::udp::bound_socket;
+use crate::transport::udp::{bound_socket, never_fragment};
 
 /// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h).
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
@@ -54,13 +54,23 @@ pub fn program(slots: u16) -> [libc::sock_filter; 8] {
     ]
 }
 
-/// A new socket of the group of `(addr, 4791)`: `SO_REUSEPORT`, bound, nonblocking.
+/// A new socket of the group of `(addr, 4791)`: `SO_REUSEPORT`, bound, nonblocking, never
+/// fragmenting.
+///
+/// Never fragmenting (`IP_PMTUDISC_DO`) matters to the agent, which sends its MADs (a REJ to a
+/// REQ for nobody, a DREP) from socket 0 unconnected, with the ICRC `gsi::encode` computes for
+/// an IPv4 header of DF and IP ID 0. Linux sends exactly that only from a socket that forbids
+/// fragmenting; with the default (`IP_PMTUDISC_WANT`) the datagram has DF and a random ID,
+/// and kernel rxe dropped the agent's REJs for their ICRC, its rdma_cm waiting seconds for a
+/// REQ retry. (A process's slot is set so again by its transport.)
 ///
 /// # Errors
 /// `AddrInUse` if a socket outside the group (another user's, kernel rxe's) holds the port.
 pub fn open_slot(addr: IpAddr) -> io::Result<UdpSocket> {
     let reuse_port = (libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
-    bound_socket(SocketAddr::new(addr, ROCE_V2_UDP_PORT), &[reuse_port])
+    let s = bound_socket(SocketAddr::new(addr, ROCE_V2_UDP_PORT), &[reuse_port])?;
+    never_fragment(&s, addr)?;
+    Ok(s)
 }
 
 /// Attaches [`program`] for `slots` sockets to the group `member` is in.
@@ -133,6 +143,63 @@ mod tests {
         assert!(!port_is_free(addr));
         drop(slots);
         assert!(port_is_free(addr));
+    }
+
+    /// What a slot sends unconnected, as the agent sends its MADs, has the ICRC of the IPv4
+    /// header it leaves with: DF and IP ID 0, seen on a raw socket (kernel rxe checks the
+    /// ICRC over the real header). A raw socket needs `CAP_NET_RAW`: without it the test
+    /// says so and passes.
+    #[test]
+    fn a_slot_sends_mads_with_the_icrc_of_their_ip_header() {
+        use crate::transport::{IcrcStatus, RecvMeta, RecvPacket};
+        use softrnic_wire::mad::MAD_LEN;
+        use softrnic_wire::Psn;
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let addr = Ipv4Addr::new(127, 0, 41, 12);
+        let peer = Ipv4Addr::new(127, 0, 41, 13);
+        // SAFETY: plain socket(2); the result is checked.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            eprintln!("SKIPPED: a raw socket needs CAP_NET_RAW ({e})");
+            return;
+        }
+        // SAFETY: `fd` is a new socket nothing else owns.
+        let raw = UdpSocket::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let slot = open_slot(addr.into()).unwrap();
+        let mad = [0x5a; MAD_LEN];
+        let p = crate::gsi::encode(
+            (addr.into(), ROCE_V2_UDP_PORT),
+            peer.into(),
+            Psn::new(0),
+            &mad,
+        )
+        .unwrap();
+        slot.send_to(&p, (peer, ROCE_V2_UDP_PORT)).unwrap();
+        // The raw socket gets every UDP datagram of the host: take the slot's.
+        let mut buf = [0u8; 1024];
+        let (header, payload) = loop {
+            let n = raw.recv(&mut buf).expect("the slot's datagram");
+            let ihl = usize::from(buf[0] & 0x0f) * 4;
+            let (ip, udp) = buf[..n].split_at(ihl);
+            if ip[12..16] == addr.octets() && ip[16..20] == peer.octets() && udp[8..] == p[..] {
+                break (ip.to_vec(), udp[8..].to_vec());
+            }
+        };
+        let (flags, id) = (header[6] & 0xe0, u16::from_be_bytes([header[4], header[5]]));
+        assert_eq!((flags, id), (0x40, 0), "DF, IP ID 0");
+        let mut meta = RecvMeta::from_socket(
+            SocketAddr::new(addr.into(), ROCE_V2_UDP_PORT),
+            peer.into(),
+            payload.len(),
+        );
+        meta.set_ip_header(&header);
+        let rx = RecvPacket {
+            meta: &meta,
+            payload: &payload,
+        };
+        assert_eq!(rx.icrc_status(), IcrcStatus::Ok);
     }
 
     #[test]

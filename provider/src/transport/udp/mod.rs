@@ -96,8 +96,8 @@ mod sock;
 use long_runs::UDP_GRO;
 use ring::RxRing;
 use send::TxSocket;
-pub(crate) use sock::bound_socket;
-use sock::{never_fragment, open_socket, read_sockaddr, setsockopt};
+pub(crate) use sock::{bound_socket, never_fragment};
+use sock::{open_socket, read_sockaddr, setsockopt};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` call.
 pub const MAX_MSGS: usize = 64;

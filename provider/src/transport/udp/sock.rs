@@ -92,8 +92,9 @@ pub(crate) fn bound_socket(
     Ok(s)
 }
 
-/// Sets `PMTUDISC_DO` on `s` (of an `ip` address): the kernel never fragments its datagrams.
-pub(super) fn never_fragment(s: &UdpSocket, ip: IpAddr) -> io::Result<()> {
+/// Sets `PMTUDISC_DO` on `s` (of an `ip` address): the kernel never fragments its datagrams,
+/// and (IPv4) an unconnected socket's go out with DF and IP ID 0.
+pub(crate) fn never_fragment(s: &UdpSocket, ip: IpAddr) -> io::Result<()> {
     match ip {
         IpAddr::V4(_) => setsockopt(
             s,
