@@ -237,9 +237,7 @@ fn run(shared: &Shared, woken: &UnixDatagram, mut on_event: OnEvent) {
         {
             let mut cm = lock(&shared.cm);
             let now = Instant::now();
-            while let Some((from, mad)) = shared.link.recv() {
-                cm.handle(now, from, &mad);
-            }
+            shared.link.recv_each(|from, mad| cm.handle(now, from, mad));
             cm.handle_timeout(now);
             shared.flush(&mut cm);
             events.extend(std::iter::from_fn(|| cm.poll_event()));

@@ -5,7 +5,10 @@
 //!
 //! Datagrams, not the stream each process keeps to the agent: a MAD is a message, and the
 //! agent must never block on a process that does not read; if a process's queue is full the
-//! MAD is dropped, as the network may drop it, and its sender retries.
+//! MAD is dropped, as the network may drop it, and its sender retries. A process's queue
+//! holds few datagrams (`net.unix.max_dgram_qlen`, 10 by default), while a burst of REQs (a
+//! server accepting many connections at once) is many MADs: so the agent hands over every
+//! MAD it has for a process in one datagram, of up to [`MADS_PER_DATAGRAM`] records.
 //!
 //! A process addresses the agent by its name on every request, never by a connection: when
 //! the agent changes hands, the next request reaches the new agent, on the same name. The new
@@ -47,6 +50,9 @@ use super::block::QpnBlock;
 
 /// Bytes of a record.
 pub const RECORD_LEN: usize = 32 + MAD_LEN;
+
+/// The most MAD records one datagram of the link carries, back to back (18 KiB).
+pub const MADS_PER_DATAGRAM: usize = 64;
 
 /// The agent's name for `addr`'s link.
 pub fn agent_name(addr: IpAddr) -> io::Result<SocketAddr> {
@@ -246,16 +252,25 @@ impl MemberLink {
         let _ = agent_name(self.addr).and_then(|to| send(&s, &r, &to));
     }
 
-    /// The next MAD the agent handed over, and where it came from, if there is one. Any
-    /// other record is dropped.
-    pub fn recv(&self) -> Option<(IpAddr, [u8; MAD_LEN])> {
-        let mut buf = [0u8; RECORD_LEN];
-        loop {
-            let n = self.mads.recv(&mut buf).ok()?;
-            if let Some(Record::Mad { from, mad }) = Record::decode(&buf[..n]) {
-                return Some((from, mad));
+    /// Calls `f` with every MAD the agent handed over since the last call, and where it
+    /// came from. Any other record is dropped.
+    pub fn recv_each(&self, mut f: impl FnMut(IpAddr, &[u8; MAD_LEN])) {
+        let mut buf = [0u8; RECORD_LEN * MADS_PER_DATAGRAM];
+        while let Ok(n) = self.mads.recv(&mut buf) {
+            for record in buf[..n].chunks_exact(RECORD_LEN) {
+                if let Some(Record::Mad { from, mad }) = Record::decode(record) {
+                    f(from, &mad);
+                }
             }
         }
+    }
+
+    /// What [`MemberLink::recv_each`] gives, collected.
+    #[cfg(test)]
+    pub(crate) fn received(&self) -> Vec<(IpAddr, [u8; MAD_LEN])> {
+        let mut v = Vec::new();
+        self.recv_each(|from, mad| v.push((from, *mad)));
+        v
     }
 
     /// The descriptor to poll for MADs.
@@ -299,6 +314,78 @@ impl MemberLink {
                 _ => {} // a late answer to a request given up on, or junk
             }
         }
+    }
+}
+
+/// MAD records for the processes, gathered while the agent reads a burst from the network and
+/// then sent with one datagram per process (module doc). A process whose queue is full gets
+/// its MADs at a later flush, in order; at most [`MadOutbox::CAPACITY`] wait (beyond, a MAD
+/// is dropped as the network drops it). Its buffers are kept from one burst to the next.
+#[derive(Debug, Default)]
+pub struct MadOutbox {
+    /// (the process's block, its record), in arrival order.
+    records: Vec<(QpnBlock, [u8; RECORD_LEN])>,
+    /// Those a flush could not deliver yet.
+    kept: Vec<(QpnBlock, [u8; RECORD_LEN])>,
+    /// One datagram being assembled.
+    datagram: Vec<u8>,
+}
+
+impl MadOutbox {
+    /// The most MADs that wait (72 KiB).
+    pub const CAPACITY: usize = 256;
+
+    /// Adds the MAD `mad` from `from` for the process holding `block`; `false` if the
+    /// outbox is full and the MAD dropped.
+    pub fn push(&mut self, block: QpnBlock, from: IpAddr, mad: &[u8; MAD_LEN]) -> bool {
+        if self.records.len() >= Self::CAPACITY {
+            return false;
+        }
+        let r = Record::Mad { from, mad: *mad };
+        self.records.push((block, r.encode()));
+        true
+    }
+
+    /// How many MADs wait.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no MAD waits.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Sends the waiting MADs on `sock` (the agent's, which never blocks) to their processes,
+    /// as few datagrams as [`MADS_PER_DATAGRAM`] allows, each process's in arrival order. A
+    /// process whose queue is full keeps the rest of its MADs waiting; returns how many MADs
+    /// were dropped for processes that are gone.
+    pub fn flush(&mut self, sock: &UnixDatagram, addr: IpAddr) -> u64 {
+        // A stable sort: a process's MADs keep their order.
+        self.records.sort_by_key(|(block, _)| block.0);
+        let mut dropped = 0;
+        for run in self.records.chunk_by(|a, b| a.0 == b.0) {
+            let block = run[0].0;
+            for (i, part) in run.chunks(MADS_PER_DATAGRAM).enumerate() {
+                self.datagram.clear();
+                for (_, r) in part {
+                    self.datagram.extend_from_slice(r);
+                }
+                let sent =
+                    member_name(addr, block).and_then(|to| sock.send_to_addr(&self.datagram, &to));
+                match sent {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.kept.extend_from_slice(&run[i * MADS_PER_DATAGRAM..]);
+                        break;
+                    }
+                    Err(_) => dropped += part.len() as u64,
+                }
+            }
+        }
+        self.records.clear();
+        std::mem::swap(&mut self.records, &mut self.kept);
+        dropped
     }
 }
 
@@ -390,7 +477,74 @@ mod tests {
         });
         link.listen(0x0106_0009).unwrap();
         let handed = fake_agent.join().unwrap();
-        assert_eq!(link.recv(), Some(handed));
-        assert_eq!(link.recv(), None);
+        assert_eq!(link.received(), [handed]);
+        assert_eq!(link.received(), []);
+    }
+
+    /// A burst of REQs far beyond what a process's queue of datagrams holds
+    /// (`net.unix.max_dgram_qlen`, 10 by default) reaches the process whole and in order,
+    /// and the MADs of two processes each reach their own.
+    #[test]
+    fn a_burst_of_mads_reaches_its_process_whole() {
+        let addr: IpAddr = "127.0.50.11".parse().unwrap();
+        let agent = UnixDatagram::bind_addr(&agent_name(addr).unwrap()).unwrap();
+        agent.set_nonblocking(true).unwrap();
+        let (a, b) = (QpnBlock(3), QpnBlock(4));
+        let (link_a, link_b) = (
+            MemberLink::open(addr, a).unwrap(),
+            MemberLink::open(addr, b).unwrap(),
+        );
+        let from: IpAddr = "127.0.50.12".parse().unwrap();
+        let mad = |i: usize| -> [u8; MAD_LEN] { core::array::from_fn(|k| (i + k) as u8) };
+        let mut outbox = MadOutbox::default();
+        let burst = 3 * MADS_PER_DATAGRAM + 5;
+        for i in 0..burst {
+            if outbox.len() == MadOutbox::CAPACITY {
+                assert_eq!(outbox.flush(&agent, addr), 0);
+            }
+            assert!(outbox.push(if i % 7 == 0 { b } else { a }, from, &mad(i)));
+        }
+        assert_eq!(outbox.flush(&agent, addr), 0);
+        assert!(outbox.is_empty());
+        let to = |blk: QpnBlock| -> Vec<(IpAddr, [u8; MAD_LEN])> {
+            (0..burst)
+                .filter(|i| (i % 7 == 0) == (blk == b))
+                .map(|i| (from, mad(i)))
+                .collect()
+        };
+        assert_eq!(link_a.received(), to(a));
+        assert_eq!(link_b.received(), to(b));
+        // A process gone: its MADs are counted as dropped.
+        outbox.push(QpnBlock(9), from, &mad(0));
+        assert_eq!(outbox.flush(&agent, addr), 1);
+    }
+
+    /// A process that does not read while MADs keep coming one at a time (the agent wakes
+    /// for each) fills its queue; the MADs beyond wait in the outbox and reach it, in order,
+    /// once it reads again. A full outbox drops.
+    #[test]
+    fn a_process_that_reads_late_gets_every_mad_in_order() {
+        let addr: IpAddr = "127.0.50.13".parse().unwrap();
+        let agent = UnixDatagram::bind_addr(&agent_name(addr).unwrap()).unwrap();
+        agent.set_nonblocking(true).unwrap();
+        let link = MemberLink::open(addr, QpnBlock(6)).unwrap();
+        let from: IpAddr = "127.0.50.14".parse().unwrap();
+        let mad = |i: usize| -> [u8; MAD_LEN] { core::array::from_fn(|k| (i * 3 + k) as u8) };
+        let mut outbox = MadOutbox::default();
+        for i in 0..40 {
+            assert!(outbox.push(QpnBlock(6), from, &mad(i)));
+            assert_eq!(outbox.flush(&agent, addr), 0);
+        }
+        assert!(!outbox.is_empty(), "the queue held fewer than 40 datagrams");
+        let mut got = link.received();
+        while !outbox.is_empty() {
+            assert_eq!(outbox.flush(&agent, addr), 0);
+            got.extend(link.received());
+        }
+        assert_eq!(got, (0..40).map(|i| (from, mad(i))).collect::<Vec<_>>());
+        for i in 0..MadOutbox::CAPACITY {
+            assert!(outbox.push(QpnBlock(6), from, &mad(i)));
+        }
+        assert!(!outbox.push(QpnBlock(6), from, &mad(0)));
     }
 }
