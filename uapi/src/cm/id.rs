@@ -671,7 +671,10 @@ impl CmId {
     }
 
     /// `rdma_disconnect`: the QP to ERROR (its work requests flush), then the DREQ, or the
-    /// DREP if the peer's DREQ came first.
+    /// DREP if the peer's DREQ came first. A synchronous id then waits for its next event,
+    /// as librdmacm's does: `DISCONNECTED` at the DREP (or when the DREQ was never
+    /// answered), or at once when the peer's DREQ came first and the program left its
+    /// `DISCONNECTED` queued.
     ///
     /// # Errors
     /// `EINVAL` if the id is not connected (or disconnected already).
@@ -690,7 +693,8 @@ impl CmId {
         drop(st);
         device
             .with(|cm, now| cm.disconnect(now, conn, &[]))
-            .map_err(|e| errno(e.errno()))
+            .map_err(|e| errno(e.errno()))?;
+        self.complete()
     }
 
     /// `rdma_notify`: nothing to do (the QP reports its own first packet).

@@ -16,8 +16,9 @@ fn addr(last: u8, port: u16) -> SocketAddr {
 
 const WAIT: Duration = Duration::from_secs(2);
 
-/// The next event of `ch`; the bound only keeps a broken CM from hanging the test.
-fn next(ch: &EventChannel) -> CmEvent {
+/// Waits until an event waits on `ch`, leaving it queued; the bound only keeps a broken CM
+/// from hanging the test.
+fn wait_readable(ch: &EventChannel) {
     let mut p = libc::pollfd {
         fd: ch.fd(),
         events: libc::POLLIN,
@@ -26,6 +27,11 @@ fn next(ch: &EventChannel) -> CmEvent {
     // SAFETY: one valid pollfd.
     let n = unsafe { libc::poll(&mut p, 1, 20_000) };
     assert_eq!(n, 1, "no event within 20 s");
+}
+
+/// The next event of `ch` (see [`wait_readable`]).
+fn next(ch: &EventChannel) -> CmEvent {
+    wait_readable(ch);
     ch.get_event().unwrap()
 }
 
@@ -256,6 +262,54 @@ fn synchronous_ids_connect() {
     assert_eq!(qp.state(), crate::QpState::Rts);
     let (listener, id) = server.join().unwrap();
     id.destroy();
+    client.destroy();
+    listener.destroy();
+}
+
+/// Synchronous ids disconnect as librdmacm's: `disconnect` returns with `DISCONNECTED` as
+/// the id's event. The client's comes with the DREP, which the server sends when it
+/// disconnects in turn; the server's came with the client's DREQ, and the server's
+/// `disconnect` takes it from the id's channel, where it was left.
+#[test]
+fn synchronous_ids_disconnect_with_their_event() {
+    let listener = CmId::new(None, PortSpace::Tcp).unwrap();
+    listener.bind_addr(addr(15, 7008)).unwrap();
+    listener.listen(1).unwrap();
+    let server = std::thread::spawn(move || {
+        let req = listener.get_request().unwrap();
+        let id = req.id.clone();
+        drop(req);
+        let (_pd, _cq, qp) = rc_qp(&id);
+        id.accept(None).unwrap();
+        assert_eq!(
+            id.take_event().map(|e| e.event),
+            Some(EventType::Established)
+        );
+        // The client's DREQ makes the id's channel readable.
+        wait_readable(&id.channel());
+        id.disconnect().unwrap();
+        assert_eq!(
+            id.take_event().map(|e| e.event),
+            Some(EventType::Disconnected)
+        );
+        assert_eq!(qp.state(), crate::QpState::Err);
+        id.destroy();
+        listener
+    });
+    let client = CmId::new(None, PortSpace::Tcp).unwrap();
+    client
+        .resolve_addr(Some(addr(14, 0)), addr(15, 7008), WAIT)
+        .unwrap();
+    client.resolve_route(WAIT).unwrap();
+    let (_pd, _cq, qp) = rc_qp(&client);
+    client.connect(&ConnParam::none()).unwrap();
+    client.disconnect().unwrap();
+    assert_eq!(
+        client.take_event().map(|e| e.event),
+        Some(EventType::Disconnected)
+    );
+    assert_eq!(qp.state(), crate::QpState::Err);
+    let listener = server.join().unwrap();
     client.destroy();
     listener.destroy();
 }

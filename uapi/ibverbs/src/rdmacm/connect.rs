@@ -196,11 +196,13 @@ export_rdmacm! {
 export_rdmacm! {
     /// `int rdma_disconnect(struct rdma_cm_id *id)`: the QP to ERROR (its work requests
     /// flush), then the DREQ, or the DREP if the peer's DREQ came first; `DISCONNECTED`
-    /// follows. -1 with `EINVAL` if the id is not connected.
+    /// follows. A synchronous id waits for it, then holds it in `id->event`, as librdmacm's.
+    /// -1 with `EINVAL` if the id is not connected.
     unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
         catch(-1, || {
             let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
-            status(soft.id.disconnect())
+            let r = soft.id.disconnect();
+            finish(soft, r)
         })
     }
 }
