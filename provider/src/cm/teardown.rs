@@ -202,6 +202,20 @@ impl Cm {
         Ok(())
     }
 
+    /// The application is done with every connection and SIDR request at once, as when its
+    /// process exits: each ends as [`Cm::destroy`] ends it (an established connection with a
+    /// DREQ, a REQ not answered yet with a REJ, a SIDR_REQ with a SIDR_REP). Linux does this
+    /// for a process whose rdma_cm file closes (`ucma_close` destroys each of its ids), so a
+    /// peer never waits for a connection whose process is gone.
+    pub fn destroy_all(&mut self, now: Instant) {
+        let mut ids: Vec<u32> = self.conns.keys().copied().collect();
+        ids.extend(self.sidr_in.keys().chain(self.sidr_out.keys()));
+        ids.sort_unstable();
+        for id in ids {
+            let _ = self.destroy(now, ConnId(id));
+        }
+    }
+
     /// Connection `id`'s timer fired: retry, give up, or leave TimeWait.
     pub(super) fn on_conn_timeout(&mut self, now: Instant, id: u32) {
         let Some(c) = self.conns.get_mut(&id) else {

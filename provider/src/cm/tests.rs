@@ -149,6 +149,32 @@ fn connect_and_disconnect_through_timewait() {
     assert_eq!(a.stats().unknown + b.stats().unknown, 0);
 }
 
+/// perftest's `-R` never destroys the id of its first connection and exits: Linux then
+/// destroys it (DREQ). A CM whose process goes ends every connection so, and rejects the REQ
+/// it has not answered; the peer hears of both at once.
+#[test]
+fn destroying_everything_ends_each_connection_as_the_peer_expects() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (cm(1), cm(2));
+    let (ca, cb) = connected(t0, &mut a, &mut b);
+    let ca2 = a.connect(t0, B, req(0x33)).unwrap();
+    deliver(t0, &mut a, A, &mut b);
+    let Some(Event::Request { conn: cb2, .. }) = b.poll_event() else {
+        panic!("no second request")
+    };
+    b.destroy_all(t0);
+    let out = deliver(t0, &mut b, B, &mut a);
+    assert!(matches!(out[..], [CmMessage::Dreq(_), CmMessage::Rej(_)]));
+    let got = events(&mut a);
+    let Event::Rejected { conn, rej } = &got[1] else {
+        panic!("not a REJ: {got:?}")
+    };
+    assert_eq!((*conn, rej.reason), (ca2, REASON_CONSUMER_DEFINED));
+    assert!(matches!(got[0], Event::DisconnectRequested { conn, .. } if conn == ca));
+    assert_eq!((b.state(cb), b.state(cb2)), (Some(State::DreqSent), None));
+    assert_eq!(events(&mut b), [], "no events once destroyed");
+}
+
 #[test]
 fn a_req_for_no_listener_gets_rej_8_and_the_active_side_reports_it() {
     let t0 = Instant::now();
