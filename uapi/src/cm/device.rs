@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Instant;
 
@@ -44,6 +45,30 @@ struct Routes {
 /// The CMs running in this process, by address.
 static RUNNING: Mutex<Vec<(IpAddr, Weak<DeviceCm>)>> = Mutex::new(Vec::new());
 
+/// The process that registered [`destroy_all_at_exit`] (0: none yet).
+static EXITING_PID: AtomicU32 = AtomicU32::new(0);
+
+/// At the process's exit (atexit(3)), every connection of every CM ends as if its id were
+/// destroyed: DREQ, REJ or SIDR_REP, sent once (nothing is left to retry them). Linux does so
+/// for a process whose rdma_cm file closes, and programs rely on it: perftest's `-R` never
+/// destroys its first connection's id. Without it kernel rxe's DREQ for that connection went
+/// unanswered, and rxe kept retrying it for about a minute. A child of `fork` that exits ends
+/// nothing: the connections are its parent's.
+extern "C" fn destroy_all_at_exit() {
+    if EXITING_PID.load(Ordering::Acquire) != std::process::id() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        let running: Vec<Arc<DeviceCm>> = lock(&RUNNING)
+            .iter()
+            .filter_map(|(_, d)| d.upgrade())
+            .collect();
+        for d in running {
+            d.with(|cm, now| cm.destroy_all(now));
+        }
+    });
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -66,6 +91,11 @@ impl DeviceCm {
         }
         let d = DeviceCm::start(addr)?;
         running.push((addr, Arc::downgrade(&d)));
+        let pid = std::process::id();
+        if EXITING_PID.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) == Ok(0) {
+            // SAFETY: registers a plain function that stays valid as long as the process.
+            unsafe { libc::atexit(destroy_all_at_exit) };
+        }
         Ok(d)
     }
 
