@@ -146,7 +146,10 @@ fn path(src: IpAddr, dst: IpAddr, tos: u8, ack_timeout: u8) -> PathRepr {
     p.remote_port_gid = Gid::from_ip(dst).to_raw();
     p.traffic_class = tos;
     p.hop_limit = 64;
-    p.subnet_local = true;
+    // Not subnet local (IBTA 12.6.5): the LIDs are permissive and every packet carries a GRH,
+    // RoCEv2's IP header. Linux sets the bit only for a hop limit of 1, and its passive side
+    // replaces permissive LIDs with the received packet's only when the bit is clear.
+    p.subnet_local = false;
     p.local_ack_timeout = ack_timeout.min(31);
     p
 }
@@ -309,15 +312,55 @@ mod tests {
         SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 0, last)), port)
     }
 
-    /// The REQ's fields as kernel rxe's rping capture has them (the frame the wire crate's
-    /// REQ test holds): TCP port 7174, GIDs ::ffff:10.99.0.3 -> ::ffff:10.99.0.2, P_Key
-    /// 0xFFFF, MTU 1024, timeouts 20, 15 CM retries, retry and RNR retry 7.
+    /// The REQ kernel rxe's rping sent: frame 1 of the wire crate's capture
+    /// `rping_rdmacm.pcap` (10.99.0.3 port 46567 to 10.99.0.2 port 7174, QP 0x1c).
+    fn kernel_req() -> ReqRepr {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../wire/tests/data/rping_rdmacm.pcap"
+        );
+        let records = softrnic_wire::pcap::read_file(path).unwrap();
+        let frame = softrnic_wire::frame::Frame::parse(&records[0].data).unwrap();
+        let mad = softrnic_wire::mad::Packet::new_checked(frame.datagram.payload).unwrap();
+        ReqRepr::parse(&wcm::req::Packet::new_checked(mad.data()).unwrap()).unwrap()
+    }
+
+    /// Given what rping gave the kernel (its QP, PSN, resources 1 and 1, no private data),
+    /// the REQ is the kernel's, but for what is the sender's own: its Communication ID, CA
+    /// GUID and flow label. So: TCP port 7174, GIDs ::ffff:10.99.0.3 -> ::ffff:10.99.0.2,
+    /// LIDs 0xFFFF with Subnet Local 0, hop limit 64, P_Key 0xFFFF, MTU 1024, timeouts 20,
+    /// 15 CM retries, retry and RNR retry 7, the IP header in the private data.
     #[test]
     fn a_req_is_filled_as_linux_fills_it() {
+        let kernel = kernel_req();
         let param = ConnParam {
-            private_data: vec![0xab; 56],
             responder_resources: 1,
             initiator_depth: 1,
+            ..ConnParam::none()
+        };
+        let mut req = build_req(&ReqInput {
+            src: sa(3, 46567),
+            dst: sa(2, 7174),
+            ps: PortSpace::Tcp,
+            qpn: 0x1c,
+            psn: kernel.starting_psn.value(),
+            mtu: Mtu::Mtu1024,
+            param: &param,
+            uc: false,
+            tos: 0,
+            ack_timeout: kernel.primary_path.local_ack_timeout,
+        })
+        .unwrap();
+        req.local_comm_id = kernel.local_comm_id;
+        req.local_ca_guid = kernel.local_ca_guid;
+        req.primary_path.flow_label = kernel.primary_path.flow_label;
+        assert_eq!(req, kernel);
+    }
+
+    #[test]
+    fn the_private_data_follows_the_ip_header() {
+        let param = ConnParam {
+            private_data: vec![0xab; 56],
             ..ConnParam::none()
         };
         let req = build_req(&ReqInput {
@@ -333,28 +376,6 @@ mod tests {
             ack_timeout: DEFAULT_ACK_TIMEOUT,
         })
         .unwrap();
-        assert_eq!(req.service_id, 0x0000_0000_0106_1c06);
-        assert_eq!(req.partition_key, 0xffff);
-        assert_eq!(req.path_mtu, 3);
-        assert_eq!(
-            (
-                req.remote_cm_response_timeout,
-                req.local_cm_response_timeout
-            ),
-            (20, 20)
-        );
-        assert_eq!(
-            (req.max_cm_retries, req.retry_count, req.rnr_retry_count),
-            (15, 7, 7)
-        );
-        assert_eq!(
-            Gid::from_raw(req.primary_path.local_port_gid).to_ip(),
-            sa(3, 0).ip()
-        );
-        assert_eq!(
-            Gid::from_raw(req.primary_path.remote_port_gid).to_ip(),
-            sa(2, 0).ip()
-        );
         let h = IpHeader::parse(&req.private_data).unwrap();
         assert_eq!(
             (h.src_port, h.src, h.dst),
