@@ -219,14 +219,17 @@ pub fn offer_of_rep(rep: &RepRepr) -> ConnParam {
     }
 }
 
-/// The REP answering `req` with this side's `param` (resources concrete already).
+/// The REP answering `req` with this side's `param` (resources concrete already), from a
+/// device whose CA ACK delay is `ack_delay` (`local_ca_ack_delay`, an exponent): the REP's
+/// Target ACK Delay (IBTA 12.6.8), as Linux fills it from the device.
 ///
 /// # Errors
 /// `EINVAL`: more than 196 bytes of private data.
-pub fn build_rep(qpn: u32, psn: u32, param: &ConnParam) -> Result<RepRepr, i32> {
+pub fn build_rep(qpn: u32, psn: u32, param: &ConnParam, ack_delay: u8) -> Result<RepRepr, i32> {
     let mut rep = RepRepr::zeroed();
     rep.local_qpn = qpn;
     rep.starting_psn = softrnic_wire::Psn::new(psn);
+    rep.target_ack_delay = ack_delay.min(31);
     rep.responder_resources = param.responder_resources;
     rep.initiator_depth = param.initiator_depth;
     rep.end_to_end_flow_control = param.flow_control != 0;
@@ -312,17 +315,25 @@ mod tests {
         SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 0, last)), port)
     }
 
-    /// The REQ kernel rxe's rping sent: frame 1 of the wire crate's capture
-    /// `rping_rdmacm.pcap` (10.99.0.3 port 46567 to 10.99.0.2 port 7174, QP 0x1c).
-    fn kernel_req() -> ReqRepr {
+    /// The CM message of frame `n` (from 1) of the wire crate's capture of kernel rxe's
+    /// rping, `rping_rdmacm.pcap`: 1 the REQ (10.99.0.3 port 46567 to 10.99.0.2 port 7174,
+    /// QP 0x1c), 2 the REP (QP 0x1e).
+    fn kernel_message(n: usize) -> wcm::CmMessage {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../wire/tests/data/rping_rdmacm.pcap"
         );
         let records = softrnic_wire::pcap::read_file(path).unwrap();
-        let frame = softrnic_wire::frame::Frame::parse(&records[0].data).unwrap();
+        let frame = softrnic_wire::frame::Frame::parse(&records[n - 1].data).unwrap();
         let mad = softrnic_wire::mad::Packet::new_checked(frame.datagram.payload).unwrap();
-        ReqRepr::parse(&wcm::req::Packet::new_checked(mad.data()).unwrap()).unwrap()
+        wcm::CmMessage::parse(mad.attribute_id(), mad.data()).unwrap()
+    }
+
+    fn kernel_req() -> ReqRepr {
+        let wcm::CmMessage::Req(req) = kernel_message(1) else {
+            panic!("frame 1 is the REQ")
+        };
+        req
     }
 
     /// Given what rping gave the kernel (its QP, PSN, resources 1 and 1, no private data),
@@ -355,6 +366,26 @@ mod tests {
         req.local_ca_guid = kernel.local_ca_guid;
         req.primary_path.flow_label = kernel.primary_path.flow_label;
         assert_eq!(req, kernel);
+    }
+
+    /// Accepting as rping does (resources 1 and 1, RNR retry 7, no private data) on a device
+    /// with rxe's CA ACK delay, 15, the REP is the kernel's but for the sender's own
+    /// Communication ID and CA GUID: Target ACK Delay 15 included.
+    #[test]
+    fn a_rep_is_filled_as_linux_fills_it() {
+        let wcm::CmMessage::Rep(kernel) = kernel_message(2) else {
+            panic!("frame 2 is the REP")
+        };
+        let param = ConnParam {
+            responder_resources: 1,
+            initiator_depth: 1,
+            ..ConnParam::none()
+        };
+        let mut rep = build_rep(0x1e, kernel.starting_psn.value(), &param, 15).unwrap();
+        rep.local_comm_id = kernel.local_comm_id;
+        rep.remote_comm_id = kernel.remote_comm_id;
+        rep.local_ca_guid = kernel.local_ca_guid;
+        assert_eq!(rep, kernel);
     }
 
     #[test]

@@ -614,7 +614,8 @@ impl CmId {
                 }),
         };
         let qpn = st.qp.as_ref().map_or(param.qp_num, QpHandle::qp_num);
-        let rep = x::build_rep(qpn, psn, &ours).map_err(errno)?;
+        let ack_delay = device.ctx.query_device().local_ca_ack_delay;
+        let rep = x::build_rep(qpn, psn, &ours, ack_delay).map_err(errno)?;
         st.own_psn = psn;
         st.exchange = Some(exchange);
         if let Some(qp) = st.qp.clone() {
