@@ -209,10 +209,16 @@ pub fn finish(mut child: Child, deadline: Instant) -> Output {
     child.wait_with_output().expect("collecting output")
 }
 
+/// What the rdma-core pingpongs and perftest say when their client ran before the server
+/// listened: on the TCP exchange, and through rdma_cm (`-R`: the setup connection's REQ
+/// rejected, reason 8).
+const NOT_LISTENING: &[&str] = &["Couldn't connect", "Unable to perform rdma_client function"];
+
 /// Runs `prog args -p PORT` as server on the device of `server`, then `prog args -p PORT
 /// server` as client on that of `client` (retried while the server is not listening yet),
 /// with a free TCP port and `env`; both within 90 s (perftest's longest runs take half of
-/// it on a loaded 2-core machine). Their outputs, server's first.
+/// it on a loaded 2-core machine); the server is stopped if the client failed. Their
+/// outputs, server's first.
 pub fn run_pair(
     prog: &Path,
     server: &str,
@@ -230,12 +236,19 @@ pub fn run_pair(
     let client_out = loop {
         std::thread::sleep(Duration::from_millis(100));
         let out = finish(spawn_env(prog, &client_args, client, env), deadline);
-        let (_, stderr) = texts(&out);
-        if out.status.success() || !stderr.contains("Couldn't connect") || Instant::now() > deadline
-        {
+        let (stdout, stderr) = texts(&out);
+        let too_early = NOT_LISTENING
+            .iter()
+            .any(|s| stdout.contains(s) || stderr.contains(s));
+        if out.status.success() || !too_early || Instant::now() > deadline {
             break out;
         }
     };
+    let mut server_child = server_child;
+    if !client_out.status.success() {
+        // Its peer gone, the server would wait for the deadline.
+        let _ = server_child.kill();
+    }
     (finish(server_child, deadline), client_out)
 }
 
