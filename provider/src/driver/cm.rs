@@ -77,6 +77,10 @@ impl CmDriver {
         let src = (addr, out.local_addr()?.port());
         let (wake, woken) = UnixDatagram::pair()?;
         woken.set_nonblocking(true)?;
+        // Never blocks: a full queue (net.unix.max_dgram_qlen wakes) already wakes the
+        // thread, and the thread itself wakes itself when an event callback calls `with`,
+        // which must not wait for the thread to read.
+        wake.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
             cm: Mutex::new(Cm::new(cfg)),
             link,

@@ -332,8 +332,9 @@ pub struct MadOutbox {
 }
 
 impl MadOutbox {
-    /// The most MADs that wait (72 KiB).
-    pub const CAPACITY: usize = 256;
+    /// The most MADs that wait (1.2 MB): a burst of connection requests as large as a
+    /// listener's largest backlog.
+    pub const CAPACITY: usize = 4096;
 
     /// Adds the MAD `mad` from `from` for the process holding `block`; `false` if the
     /// outbox is full and the MAD dropped.
