@@ -96,6 +96,8 @@ mod sock;
 use long_runs::UDP_GRO;
 use ring::RxRing;
 use send::TxSocket;
+#[cfg(test)]
+use sock::UDP_NO_CHECK6_TX;
 pub(crate) use sock::{bound_socket, never_fragment};
 use sock::{open_socket, read_sockaddr, setsockopt};
 

@@ -80,6 +80,11 @@ pub(crate) fn bound_socket(
     }
     if at.is_ipv6() {
         setsockopt(&s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+        // Kernel rxe sends RoCEv2 over IPv6 with UDP checksum 0, as over IPv4 (its ICRC
+        // covers the packet). RFC 6936 lets a tunnel's receiver take such datagrams; Linux
+        // drops them (Udp6InCsumErrors) unless the socket asks for them: without this,
+        // nothing rxe sent over IPv6 arrived, the REP to our REQ first.
+        setsockopt(&s, libc::SOL_UDP, UDP_NO_CHECK6_RX, 1)?;
     }
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -91,6 +96,13 @@ pub(crate) fn bound_socket(
     }
     Ok(s)
 }
+
+/// `UDP_NO_CHECK6_TX` (linux/udp.h): IPv6 datagrams leave with UDP checksum 0.
+#[cfg(test)]
+pub(super) const UDP_NO_CHECK6_TX: libc::c_int = 101;
+
+/// `UDP_NO_CHECK6_RX` (linux/udp.h): IPv6 datagrams with UDP checksum 0 are received.
+const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
 /// Sets `PMTUDISC_DO` on `s` (of an `ip` address): the kernel never fragments its datagrams,
 /// and (IPv4) an unconnected socket's go out with DF and IP ID 0.

@@ -637,3 +637,33 @@ fn a_packet_of_max_iovs_pieces_and_an_empty_one_after_it_go_out() {
 
 #[path = "ring_tests.rs"]
 mod ring;
+
+/// Kernel rxe sends RoCEv2 over IPv6 with UDP checksum 0, as over IPv4: RFC 6936 lets a
+/// tunnel's receiver take such datagrams, and Linux drops them (Udp6InCsumErrors) unless the
+/// socket opts in with `UDP_NO_CHECK6_RX`. Every socket softrnic binds does: here one on
+/// [::1] gets a datagram sent with no checksum (`UDP_NO_CHECK6_TX`).
+#[test]
+fn ipv6_datagrams_without_a_udp_checksum_are_received() {
+    let rx = match bound_socket(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 0), &[]) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            eprintln!("SKIPPED: no IPv6 loopback ({e})");
+            return;
+        }
+        Err(e) => panic!("binding [::1]: {e}"),
+    };
+    let tx = bound_socket(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 0), &[]).unwrap();
+    setsockopt(&tx, libc::SOL_UDP, UDP_NO_CHECK6_TX, 1).unwrap();
+    tx.send_to(b"no checksum", rx.local_addr().unwrap())
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let got = loop {
+        match rx.recv(&mut buf) {
+            Ok(n) => break Some(n),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    assert_eq!(got.map(|n| &buf[..n]), Some(&b"no checksum"[..]));
+}
