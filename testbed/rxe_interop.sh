@@ -4,9 +4,9 @@
 # 10.99.0.1) and kernel rxe in a QEMU guest (10.99.0.2), every RoCE packet on the bridge
 # captured and its ICRC checked by an independent implementation. softrnic is the client
 # first, then the server (rxe connecting to it). Then rdma_cm, with softrnic's drop-in
-# librdmacm.so.1 against the kernel's rdma_cm: rping, udaddy (UD, SIDR) and ib_write_bw -R,
-# each both ways, every side's exit status checked; at the end, the CM MADs on the wire and
-# whether each DREQ got its DREP.
+# librdmacm.so.1 against the kernel's rdma_cm: rping (IPv4 and IPv6), udaddy (UD, SIDR) and
+# ib_write_bw -R, each both ways, every side's exit status checked; at the end, the CM MADs
+# on the wire and whether each DREQ got its DREP.
 #
 # It uses the steering side's rxe lab (../shared/rxe-lab beside the repository: a Debian guest
 # with rdma_rxe under QEMU/TCG; its README is run.sh's header). Needs root, network access to
@@ -111,15 +111,17 @@ done
 # rdma_cm: the CMs connect the QPs (REQ/REP/RTU, or SIDR_REQ/SIDR_REP for UD, then DREQ/DREP,
 # as MADs on QP1), with softrnic's librdmacm.so.1 on the host and the kernel's rdma_cm in the
 # guest. Both sides' exit statuses count.
-# $1: name; $2: the rxe server (guest); $3: the softrnic client (host), completed with
-# 10.99.0.2; $4: what the client prints when it worked.
+# $1: name; $2: the rxe server (guest); $3: the softrnic client (host), completed with the
+# guest's address; $4: what the client prints when it worked. CM_HOST and CM_GUEST: the
+# addresses (default 10.99.0.1 and 10.99.0.2).
 cm_pair() {
   local out ok srv attempt
   for attempt in 1 2 3; do
     guest 20 "(($2 > /tmp/srv.log 2>&1 & echo \$! > /tmp/srv.pid; wait \$!; echo server rc=\$? >> /tmp/srv.log) &)" >/dev/null
     sleep 3
     ok=1
-    out=$(ip netns exec rxehost timeout 300 "$S" run --addr 10.99.0.1 -- $3 10.99.0.2 2>&1) || ok=0
+    out=$(ip netns exec rxehost timeout 300 "$S" run --addr "${CM_HOST:-10.99.0.1}" -- \
+      $3 "${CM_GUEST:-10.99.0.2}" 2>&1) || ok=0
     echo "$out" > "$RXE_LAB/logs/cm_client.log"
     echo "$out" | grep -q -E "$4" || ok=0
     # The server ends after its client; one whose client failed may wait forever: stop it.
@@ -151,12 +153,13 @@ cm_pair() {
   wire
 }
 
-# The other way round: softrnic serves ($2), the rxe client ($3) connects to 10.99.0.1.
+# The other way round: softrnic serves ($2), the rxe client ($3) connects to the host.
 cm_rpair() {
-  ip netns exec rxehost timeout 300 "$S" run --addr 10.99.0.1 -- $2 >/tmp/softrnic_srv.log 2>&1 &
+  ip netns exec rxehost timeout 300 "$S" run --addr "${CM_HOST:-10.99.0.1}" -- $2 \
+    >/tmp/softrnic_srv.log 2>&1 &
   local srv=$! out ok=1
   sleep 2
-  out=$(guest 300 "$3 10.99.0.1; echo client rc=\$?")
+  out=$(guest 300 "$3 ${CM_HOST:-10.99.0.1}; echo client rc=\$?")
   wait "$srv" || ok=0
   echo "$out" | grep -q 'client rc=0' || ok=0
   echo "$out" | grep -q -E "$4" || ok=0
@@ -172,6 +175,11 @@ cm_rpair() {
 rping_ok='rdma-ping-9:'
 cm_pair  "rping -C 10"  "rping -s -v -C 10 -a 10.99.0.2"  "rping -c -v -C 10 -a"  "$rping_ok"
 cm_rpair "rping -C 10"  "rping -s -v -C 10 -a 10.99.0.1"  "rping -c -v -C 10 -a"  "$rping_ok"
+# Over IPv6 rxe sends UDP checksum 0, which a socket must ask for (UDP_NO_CHECK6_RX).
+CM_HOST=fd99::1 CM_GUEST=fd99::2 \
+  cm_pair  "rping -C 10 (IPv6)" "rping -s -v -C 10 -a fd99::2" "rping -c -v -C 10 -a" "$rping_ok"
+CM_HOST=fd99::1 \
+  cm_rpair "rping -C 10 (IPv6)" "rping -s -v -C 10 -a fd99::1" "rping -c -v -C 10 -a" "$rping_ok"
 cm_pair  "udaddy"       "udaddy"                          "udaddy -s"             'return status 0'
 cm_rpair "udaddy"       "udaddy"                          "udaddy -s"             'return status 0'
 bw="ib_write_bw -x 1 -F -R -s 65536 -n 200"
@@ -191,9 +199,12 @@ with open(sys.argv[1], 'rb') as f:
     e = '<' if struct.unpack('<I', f.read(24)[:4])[0] == 0xa1b2c3d4 else '>'
     while len(h := f.read(16)) == 16:
         frame = f.read(struct.unpack(e + 'I', h[8:12])[0])
-        if frame[12:14] != b'\x08\x00':
+        if frame[12:14] == b'\x08\x00':
+            udp = 14 + (frame[14] & 0x0f) * 4
+        elif frame[12:14] == b'\x86\xdd':
+            udp = 14 + 40
+        else:
             continue
-        udp = 14 + (frame[14] & 0x0f) * 4
         if frame[udp + 8 + 4:udp + 8 + 8][1:] != b'\x00\x00\x01':  # BTH DestQP: QP1
             continue
         mad = frame[udp + 8 + 12 + 8:]
