@@ -53,14 +53,14 @@ fn perftest_on(
     // last exchange on the setup connection is done, while the server may not listen for it
     // yet: the REQ is rejected (reason 8, as kernel rdma_cm rejects it), and this version's
     // retry then reuses the ids it destroyed (fixed upstream, which reallocates them). The
-    // whole pair runs again then, up to 3 times.
+    // whole pair runs again then, up to 10 times (a lost try fails fast).
     let mut attempts = 0;
     let (server, client) = loop {
         attempts += 1;
         let (server, client) = common::run_pair(&prog, server_addr, client_addr, &args, &[]);
         let (stdout, stderr) = common::texts(&client);
         let lost_race = format!("{stdout}{stderr}").contains("Failed to create RDMA CM connection");
-        if !lost_race || attempts == 3 {
+        if !lost_race || attempts == 10 {
             break (server, client);
         }
         eprintln!("{tool} {extra:?}: the data REQ came before the server listened; again");
