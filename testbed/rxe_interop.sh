@@ -4,9 +4,10 @@
 # 10.99.0.1) and kernel rxe in a QEMU guest (10.99.0.2), every RoCE packet on the bridge
 # captured and its ICRC checked by an independent implementation. softrnic is the client
 # first, then the server (rxe connecting to it). Then rdma_cm, with softrnic's drop-in
-# librdmacm.so.1 against the kernel's rdma_cm: rping (IPv4 and IPv6), udaddy (UD, SIDR) and
-# ib_write_bw -R, each both ways, every side's exit status checked; at the end, the CM MADs
-# on the wire and whether each DREQ got its DREP.
+# librdmacm.so.1 against the kernel's rdma_cm: rping (IPv4 and IPv6), udaddy (UD, SIDR),
+# ib_write_bw -R and librpma (when this host can build its test program), each both ways,
+# every side's exit status checked; at the end, the CM MADs on the wire and whether each DREQ
+# got its DREP.
 #
 # It uses the steering side's rxe lab (../shared/rxe-lab beside the repository: a Debian guest
 # with rdma_rxe under QEMU/TCG; its README is run.sh's header). Needs root, network access to
@@ -20,12 +21,26 @@ REPO=$PWD
 LAB=${1:-$REPO/../shared/rxe-lab}
 [ -x "$LAB/run.sh" ] || { echo "rxe_interop: no rxe lab at $LAB" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "rxe_interop: needs root (network namespaces, QEMU taps)" >&2; exit 2; }
-export RXE_LAB=${RXE_LAB:-/tmp/rxe-lab}
 
 cargo build --release -q -p softrnic-tools -p softrnic-ibverbs -p softrnic-rdmacm -p softrnic-mlx5-standin -p softrnic-efa-standin
 S=$REPO/target/release/softrnic
 
+# librpma's own rdma_cm use (uapi/ibverbs/tests/c/rpma_test.c), if this host can build it: the
+# guest has librpma0 but no compiler, so the program built here (Debian bookworm, as the
+# guest) goes into the guest's root filesystem, which prep packs into its initramfs.
+export RXE_LAB=${RXE_LAB:-/tmp/rxe-lab}
+rpma=""
+if [ -f /usr/include/librpma.h ] && command -v gcc >/dev/null; then
+  mkdir -p "$RXE_LAB"
+  rpma=$RXE_LAB/rpma_test
+  gcc -O1 -Wall -o "$rpma" uapi/ibverbs/tests/c/rpma_test.c -lrpma -libverbs || rpma=""
+fi
+
 "$LAB/run.sh" prep
+if [ -n "$rpma" ] && ! cmp -s "$rpma" "$RXE_LAB/rootfs/usr/local/bin/rpma_test"; then
+  install -D "$rpma" "$RXE_LAB/rootfs/usr/local/bin/rpma_test"
+  "$LAB/run.sh" prep   # the initramfs again, with it
+fi
 "$LAB/stop-guests.sh" >/dev/null 2>&1 || true
 "$LAB/start-guest.sh" 1 tcg
 for _ in $(seq 1 300); do grep -q -a RXE_READY "$RXE_LAB/g1.log" 2>/dev/null && break; sleep 1; done
@@ -108,6 +123,14 @@ for t in "ib_write_bw -s 65536" "ib_read_bw -s 65536" "ib_atomic_bw"; do
   rpair "$t" "$t -x 1 -F -n 200" "$t -d rxe0 -x 1 -F -n 200"
 done
 
+# "$1" with "{}" replaced by "$2", or "$1 $2" if it has none.
+with_addr() {
+  case $1 in
+    *{}*) echo "${1//\{\}/$2}" ;;
+    *) echo "$1 $2" ;;
+  esac
+}
+
 # rdma_cm: the CMs connect the QPs (REQ/REP/RTU, or SIDR_REQ/SIDR_REP for UD, then DREQ/DREP,
 # as MADs on QP1), with softrnic's librdmacm.so.1 on the host and the kernel's rdma_cm in the
 # guest. Both sides' exit statuses count.
@@ -116,12 +139,12 @@ done
 # addresses (default 10.99.0.1 and 10.99.0.2).
 cm_pair() {
   local out ok srv attempt
-  for attempt in 1 2 3; do
+  for attempt in 1 2 3 4 5; do
     guest 20 "(($2 > /tmp/srv.log 2>&1 & echo \$! > /tmp/srv.pid; wait \$!; echo server rc=\$? >> /tmp/srv.log) &)" >/dev/null
     sleep 3
     ok=1
     out=$(ip netns exec rxehost timeout 300 "$S" run --addr "${CM_HOST:-10.99.0.1}" -- \
-      $3 "${CM_GUEST:-10.99.0.2}" 2>&1) || ok=0
+      $(with_addr "$3" "${CM_GUEST:-10.99.0.2}") 2>&1) || ok=0
     echo "$out" > "$RXE_LAB/logs/cm_client.log"
     echo "$out" | grep -q -E "$4" || ok=0
     # The server ends after its client; one whose client failed may wait forever: stop it.
@@ -136,7 +159,9 @@ cm_pair() {
     # ends, racing the server's rdma_listen; the server under TCG loses now and then, and its
     # kernel rejects the REQ (reason 8: nobody listens), as it would any peer's. perftest 4.5
     # then retries with the ids it has just destroyed, and gives up. So: again.
-    if [ $ok = 0 ] && echo "$out" | grep -q 'RDMA_CM_EVENT_REJECTED; error: 8'; then
+    # (rpma_test says NOT LISTENING then.)
+    if [ $ok = 0 ] && echo "$out" | grep -q -E 'RDMA_CM_EVENT_REJECTED; error: 8|NOT LISTENING'
+    then
       echo "     attempt $attempt: the REQ came before the rxe server listened (REJ 8)"
       sleep 2
       continue
@@ -159,7 +184,7 @@ cm_rpair() {
     >/tmp/softrnic_srv.log 2>&1 &
   local srv=$! out ok=1
   sleep 2
-  out=$(guest 300 "$3 ${CM_HOST:-10.99.0.1}; echo client rc=\$?")
+  out=$(guest 300 "$(with_addr "$3" "${CM_HOST:-10.99.0.1}"); echo client rc=\$?")
   wait "$srv" || ok=0
   echo "$out" | grep -q 'client rc=0' || ok=0
   echo "$out" | grep -q -E "$4" || ok=0
@@ -185,6 +210,14 @@ cm_rpair "udaddy"       "udaddy"                          "udaddy -s"           
 bw="ib_write_bw -x 1 -F -R -s 65536 -n 200"
 cm_pair  "$bw" "${bw/ib_write_bw/ib_write_bw -d rxe0}" "$bw"                      '^ 65536 '
 cm_rpair "$bw" "$bw"                      "${bw/ib_write_bw/ib_write_bw -d rxe0}" '^ 65536 '
+if [ -n "$rpma" ]; then
+  cm_pair  "librpma (rpma_test)" "rpma_test server 10.99.0.2 7204" "$rpma client {} 7204" \
+    ': PASS$'
+  cm_rpair "librpma (rpma_test)" "$rpma server 10.99.0.1 7205" "rpma_test client {} 7205" \
+    ': PASS$'
+else
+  echo "skip librpma: no gcc, librpma-dev or guest root filesystem here"
+fi
 
 sleep 1
 kill "$tcpdump_pid" || true; wait "$tcpdump_pid" 2>/dev/null || true
