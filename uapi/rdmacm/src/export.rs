@@ -10,17 +10,6 @@
 //!
 //! Every body must catch panics itself ([`crate::ffi::catch`]): none may cross into C.
 
-macro_rules! export {
-    ($ver:literal; $(#[$m:meta])* unsafe extern "C" fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
-        $(#[$m])*
-        #[export_name = concat!("__softrnic_", stringify!($name))]
-        pub(crate) unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? $body
-
-        #[cfg(not(test))]
-        core::arch::global_asm!(concat!(
-            ".symver __softrnic_", stringify!($name), ", ", stringify!($name), "@@", $ver
-        ));
-    };
-}
+include!("../../ibverbs/src/export_versioned.rs");
 
 pub(crate) use export;
