@@ -51,9 +51,33 @@ pub(crate) unsafe fn sges_into(
     Ok(())
 }
 
-/// The bytes an INLINE WR sends, read now out of the program's memory that its SGEs name:
-/// inline data needs no lkey (ibv_post_send(3)), and the buffers may be reused as soon as the
-/// post returns. `spare` is the slot's previous copy, reused. `None` for a WR that sends no
+/// The program's buffers `parts` (address, length) copied into one message, as inline data
+/// is read at post time (it needs no lkey, ibv_post_send(3), and the buffers may be reused as
+/// soon as the call returns); `spare`, a previous copy, is reused. `EINVAL` for a NULL address
+/// with a length; `Ok(None)`, nothing read, if they hold more than [`MAX_INLINE`] bytes.
+///
+/// # Safety
+/// Each non-NULL address must name `length` readable bytes.
+pub(crate) unsafe fn copy_inline(
+    parts: impl Iterator<Item = (*const u8, usize)> + Clone,
+    spare: Option<InlineData>,
+) -> Result<Option<InlineData>, c_int> {
+    if parts.clone().any(|(addr, len)| addr.is_null() && len > 0) {
+        return Err(libc::EINVAL);
+    }
+    if parts.clone().map(|(_, len)| len).sum::<usize>() > MAX_INLINE {
+        return Ok(None);
+    }
+    let mut bytes = spare.unwrap_or_default();
+    bytes.clear();
+    for (addr, len) in parts.filter(|&(_, len)| len > 0) {
+        // SAFETY: forwarded from the caller; non-NULL, at most MAX_INLINE bytes in all.
+        bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(addr, len) });
+    }
+    Ok(Some(bytes))
+}
+
+/// The bytes an INLINE WR sends ([`copy_inline`] of its SGEs). `None` for a WR that sends no
 /// inline data, or more than softrnic takes (which the provider then refuses, `EINVAL`).
 ///
 /// # Safety
@@ -69,22 +93,14 @@ unsafe fn inline_bytes(
         opcode,
         Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | AtomicWrite
     );
-    let total = sg_list.iter().map(|s| s.length as usize).sum::<usize>();
-    if !flags.contains(SendFlags::INLINE) || !sends || total > MAX_INLINE {
+    if !flags.contains(SendFlags::INLINE) || !sends {
         return Ok(None);
     }
-    let mut bytes = spare.unwrap_or_default();
-    bytes.clear();
-    for s in sg_list.iter().filter(|s| s.length > 0) {
-        if s.addr == 0 {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: forwarded from the caller; at most MAX_INLINE bytes in all.
-        bytes.extend_from_slice(unsafe {
-            std::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize)
-        });
-    }
-    Ok(Some(bytes))
+    let parts = sg_list
+        .iter()
+        .map(|s| (s.addr as usize as *const u8, s.length as usize));
+    // SAFETY: forwarded from the caller.
+    unsafe { copy_inline(parts, spare) }
 }
 
 /// A receive WR into `slot`, its SGE list reused.

@@ -9,9 +9,9 @@
 //! QP is NULL (as in rdma-core). The builder collects softrnic [`SendWr`]s in a batch that
 //! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
 //! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
-//! for, an SGE setter before any opcode, inline data beyond [`MAX_INLINE`] (`ENOMEM`),
-//! BIND_MW, TSO, UD or XRC addressing) makes the batch fail: `wr_complete` then posts nothing
-//! and returns the errno.
+//! for, an SGE setter before any opcode, inline data beyond
+//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), BIND_MW, TSO, UD or XRC addressing) makes the
+//! batch fail: `wr_complete` then posts nothing and returns the errno.
 //!
 //! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
 //! into the WR's `inline_data` when the builder call is made, as verbs requires (the
@@ -22,7 +22,7 @@ use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use libc::{c_int, c_void, size_t};
-use softrnic_uapi::{InlineData, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, MAX_INLINE};
+use softrnic_uapi::{InlineData, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
 use crate::abi::context::ibv_context;
 use crate::abi::ex::*;
@@ -32,6 +32,7 @@ use crate::abi::wr::{ibv_mw_bind_info, ibv_sge};
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::verbs::pd::pd_of;
+use crate::verbs::post::copy_inline;
 use crate::verbs::qp::{ibv_create_qp, qp_of, SoftQp};
 
 /// `IBV_QP_EX_WITH_LOCAL_INV`.
@@ -365,20 +366,16 @@ fn set_inline(qp: *mut ibv_qp_ex, bufs: &[ibv_data_buf]) {
         if b.last().is_none() {
             return;
         }
-        if bufs.iter().any(|d| d.addr.is_null() && d.length > 0) {
-            return b.fail(libc::EINVAL);
-        }
-        // mlx5's builder says ENOMEM for inline data beyond what a WQE holds.
-        if bufs.iter().map(|d| d.length).sum::<size_t>() > MAX_INLINE {
-            return b.fail(libc::ENOMEM);
-        }
-        let mut bytes = InlineData::new();
-        for d in bufs.iter().filter(|d| d.length > 0) {
-            // SAFETY: the caller passes `length` readable bytes at each non-NULL `addr`.
-            bytes.extend_from_slice(unsafe {
-                std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length)
-            });
-        }
+        let parts = bufs
+            .iter()
+            .map(|d| (d.addr.cast_const().cast::<u8>(), d.length));
+        // SAFETY: the caller passes `length` readable bytes at each non-NULL `addr`.
+        let bytes = match unsafe { copy_inline(parts, None) } {
+            Ok(Some(bytes)) => bytes,
+            Err(e) => return b.fail(e),
+            // mlx5's builder says ENOMEM for inline data beyond what a WQE holds.
+            Ok(None) => return b.fail(libc::ENOMEM),
+        };
         if let Some(w) = b.last() {
             w.sg_list.clear();
             w.inline_data = Some(bytes);
