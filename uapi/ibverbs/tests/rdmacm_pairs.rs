@@ -17,7 +17,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -31,20 +30,6 @@ const DEADLINE: Duration = Duration::from_secs(120);
 /// Server and client addresses: two hosts, and one host.
 const TWO_HOSTS: (&str, &str) = ("127.0.55.1", "127.0.55.2");
 const ONE_HOST: (&str, &str) = ("127.0.55.3", "127.0.55.3");
-
-/// `/usr/bin/<name>`, or `None` after saying that `test` skips.
-fn tool(name: &str, test: &str) -> Option<PathBuf> {
-    let p = PathBuf::from("/usr/bin").join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIP {test}: {} not installed (apt-get install rdmacm-utils)",
-            p.display()
-        );
-        None
-    }
-}
 
 /// What a client says when it ran before its server listened.
 fn too_early(out: &Output) -> bool {
@@ -67,7 +52,8 @@ fn pair(
     server_exits: bool,
 ) -> Option<(Output, Output)> {
     let test = format!("{server}/{client} {addrs:?}");
-    let (server_prog, client_prog) = (tool(server, &test)?, tool(client, &test)?);
+    let tool = |name| common::program_of(name, &test, "rdmacm-utils");
+    let (server_prog, client_prog) = (tool(server)?, tool(client)?);
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let port = common::free_port(addrs.0).to_string();
     let fill = |args: &[&str]| -> Vec<String> {

@@ -10,7 +10,6 @@
 mod common;
 
 use std::os::unix::process::CommandExt as _;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,14 +25,9 @@ const LOADER_ERRORS: &[&str] = &[
 /// that it starts and prints its usage (a text containing `usage`, ignoring case), and that
 /// `ldd -r` binds every symbol to softrnic's libraries.
 fn prints_its_usage(tool: &str, package: &str, usage: &str) {
-    let prog = Path::new("/usr/bin").join(tool);
-    if !prog.exists() {
-        eprintln!(
-            "SKIP {tool}: {} not installed (apt-get install {package})",
-            prog.display()
-        );
+    let Some(prog) = common::program_of(tool, tool, package) else {
         return;
-    }
+    };
     let dir = common::lib_dir();
     // argv[0] the bare name, as from a shell: the tools print it in their usage.
     let child = Command::new(&prog)

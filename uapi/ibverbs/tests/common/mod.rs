@@ -69,12 +69,17 @@ pub fn lib_dir() -> &'static Path {
 
 /// `/usr/bin/<name>` if installed, or `None` after saying on stderr that `test` skips.
 pub fn program(name: &str, test: &str) -> Option<PathBuf> {
+    program_of(name, test, "ibverbs-utils perftest")
+}
+
+/// [`program`] of the Debian packages `packages`, which the skip message names.
+pub fn program_of(name: &str, test: &str, packages: &str) -> Option<PathBuf> {
     let p = Path::new("/usr/bin").join(name);
     if p.exists() {
         Some(p)
     } else {
         eprintln!(
-            "SKIP {test}: {} not installed (apt-get install ibverbs-utils perftest)",
+            "SKIP {test}: {} not installed (apt-get install {packages})",
             p.display()
         );
         None
