@@ -6,7 +6,8 @@
 //! survivors must replace. Unmodified programs on 127.0.43.x (one address per test and
 //! side): the victim is an `ib_write_bw` server, whose client always has WRITEs in flight
 //! (a ping-pong's peer may wait for a receive forever, as RC lets it); the bystanders are
-//! `ibv_rc_pingpong`s. Skips without `/usr/bin/ib_write_bw` or `/usr/bin/ibv_rc_pingpong`.
+//! `ib_write_lat`s that run for a fixed time (a count of iterations may end before the
+//! kill on a fast machine). Skips without `/usr/bin/ib_write_bw` or `/usr/bin/ib_write_lat`.
 
 mod common;
 
@@ -24,7 +25,7 @@ fn bound(name: &str) -> bool {
         .any(|l| l.split_whitespace().last() == Some(&want))
 }
 
-/// Whether a TCP socket listens on `port` (`/proc/net/tcp`, state 0A): the pingpong server
+/// Whether a TCP socket listens on `port` (`/proc/net/tcp`, state 0A): a perftest server
 /// is ready for its client once it does.
 fn listening(port: u16) -> bool {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
@@ -94,25 +95,37 @@ fn assert_finished(name: &str, pair: (Child, Child)) {
 /// The programs: the victim's, the bystanders'.
 struct Programs {
     write_bw: PathBuf,
-    pingpong: PathBuf,
+    write_lat: PathBuf,
 }
 
 impl Programs {
     fn find(test: &str) -> Option<Programs> {
         Some(Programs {
             write_bw: common::program("ib_write_bw", test)?,
-            pingpong: common::program("ibv_rc_pingpong", test)?,
+            write_lat: common::program("ib_write_lat", test)?,
         })
     }
 }
+
+/// How long the bystander pair runs; the victim's start, kill and restart take a few
+/// seconds.
+const BYSTANDER_SECONDS: u32 = 15;
 
 /// The scenario, on servers' address `s` and clients' address `c`: a bystander pair and a
 /// victim pair run at once, the victim server is killed mid-transfer, then started again.
 fn kill_mid_transfer(p: &Programs, s: &str, c: &str, victim_runs_the_agent: bool) {
     let agent = format!("softrnic/{s}/agent");
-    // Long enough to still run when the victim dies, and to overlap the recovery.
-    let bystander =
-        |p: &Programs| start_pair(&p.pingpong, s, c, &["-g", "1", "-n", "5000", "-s", "4096"]);
+    // Long enough to still run when the victim dies, and to overlap the recovery: a time,
+    // not a count of iterations, which a fast machine may finish before the kill.
+    let bystander = |p: &Programs| {
+        let seconds = BYSTANDER_SECONDS.to_string();
+        start_pair(
+            &p.write_lat,
+            s,
+            c,
+            &["-x", "1", "-s", "4096", "-D", &seconds],
+        )
+    };
     // The victim's client says when its run starts (perftest prints the result table's
     // header, then runs).
     let log = common::lib_dir().join(format!("crash-{s}.log"));
@@ -144,7 +157,10 @@ fn kill_mid_transfer(p: &Programs, s: &str, c: &str, victim_runs_the_agent: bool
         ("bystander server", &mut bystander_server),
         ("bystander client", &mut bystander_client),
     ] {
-        assert!(child.try_wait().unwrap().is_none(), "{who} ended early");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{who} ended early (the bystanders run {BYSTANDER_SECONDS} s)"
+        );
     }
 
     victim_server.kill().expect("SIGKILL"); // the program's own process
