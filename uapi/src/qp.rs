@@ -125,6 +125,22 @@ impl QpHandle {
         Ok(())
     }
 
+    /// `ibv_attach_mcast` of the QP (see [`QueuePair::attach_mcast`]).
+    ///
+    /// # Errors
+    /// As [`QueuePair::attach_mcast`].
+    pub fn attach_mcast(&self, mgid: &Gid) -> Result<()> {
+        self.ctx.inner.device.attach_mcast(self.qpn, mgid)
+    }
+
+    /// `ibv_detach_mcast` of the QP (see [`QueuePair::detach_mcast`]).
+    ///
+    /// # Errors
+    /// As [`QueuePair::detach_mcast`].
+    pub fn detach_mcast(&self, mgid: &Gid) -> Result<()> {
+        self.ctx.inner.device.detach_mcast(self.qpn, mgid)
+    }
+
     /// The handle, with `observer` told of each change.
     pub fn observed(self, observer: Option<QpObserver>) -> QpHandle {
         QpHandle { observer, ..self }
@@ -257,7 +273,7 @@ impl QueuePair {
     /// `EINVAL` for a QP that is not UD or a GID that is not multicast (`::ffff:224.0.0.0/100`
     /// or `ff00::/8`); `EOPNOTSUPP` on a transport without multicast.
     pub fn attach_mcast(&self, mgid: &Gid) -> Result<()> {
-        self.qp.ctx.inner.device.attach_mcast(self.qp.qpn, mgid)
+        self.qp.attach_mcast(mgid)
     }
 
     /// `ibv_detach_mcast`: detaches this QP from the multicast group `mgid`.
@@ -265,7 +281,7 @@ impl QueuePair {
     /// # Errors
     /// `EINVAL` as [`QueuePair::attach_mcast`], or if the QP is not attached to `mgid`.
     pub fn detach_mcast(&self, mgid: &Gid) -> Result<()> {
-        self.qp.ctx.inner.device.detach_mcast(self.qp.qpn, mgid)
+        self.qp.detach_mcast(mgid)
     }
 }
 

@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// Whether the abstract Unix socket `name` is bound now (`/proc/net/unix` lists it as
@@ -61,21 +61,6 @@ fn start_server(prog: &Path, server: &str, args: &[&str]) -> (Child, Vec<String>
     wait_for("the server to listen", || listening(port));
     args.push(server.into());
     (s, args)
-}
-
-/// `prog` on the device of `addr`, its standard output line by line into `log` (`stdbuf`
-/// execs the program: the child's pid is the program's).
-fn spawn_logged(prog: &Path, args: &[String], addr: &str, log: &Path) -> Child {
-    Command::new("stdbuf")
-        .arg("-oL")
-        .arg(prog)
-        .args(args)
-        .env("LD_LIBRARY_PATH", common::lib_dir())
-        .env("SOFTRNIC_ADDR", addr)
-        .stdout(std::fs::File::create(log).expect("creating the log"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", prog.display()))
 }
 
 /// Both ends of a pair exit 0.
@@ -131,7 +116,7 @@ fn kill_mid_transfer(p: &Programs, s: &str, c: &str, victim_runs_the_agent: bool
     let log = common::lib_dir().join(format!("crash-{s}.log"));
     let victim = |p: &Programs| {
         let (server, args) = start_server(&p.write_bw, s, &["-x", "1", "-D", "100"]);
-        (server, spawn_logged(&p.write_bw, &args, c, &log))
+        (server, common::spawn_logged(&p.write_bw, &args, c, &log))
     };
     // The first server on `s` runs the agent, once its device starts (a program may listen
     // for its client before it opens the device).

@@ -35,6 +35,10 @@ use super::{route, CmEvent, ConnParam, EventParam, EventType, UdParam};
 use crate::context::{Context, Pd};
 use crate::qp::{QpHandle, QpInitAttr, QpObserver, QueuePair};
 
+mod multicast;
+
+pub use multicast::{JoinKind, MULTICAST_QPN};
+
 /// `rdma_set_option`'s options (level `RDMA_OPTION_ID` and `RDMA_OPTION_IB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmOption {
@@ -107,6 +111,8 @@ struct IdState {
     destroyed: bool,
     /// A synchronous id's last event (librdmacm's `id->event`), until the next call.
     event: Option<CmEvent>,
+    /// The multicast groups joined.
+    groups: Vec<multicast::Membership>,
 }
 
 /// An event not acknowledged yet: dropping it acknowledges it.

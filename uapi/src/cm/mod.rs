@@ -15,7 +15,8 @@
 //!   moved through INIT, RTR and RTS by the library, from what the REQ and REP exchanged
 //!   (the module `exchange`), exactly when librdmacm moves it: INIT at creation, RTR and RTS
 //!   before the REP is sent or the RTU is, ERROR at disconnect.
-//! * UD ids (port space UDP or IPoIB) resolve the peer's QP with SIDR (12.11).
+//! * UD ids (port space UDP or IPoIB) resolve the peer's QP with SIDR (12.11), or join
+//!   multicast groups ([`CmId::join_multicast`]).
 //!
 //! Each device's CM runs one thread for the process (`device::DeviceCm`); the host's agent
 //! routes the QP1 MADs of its address to the process they are for.
@@ -29,7 +30,7 @@ mod route;
 use std::net::IpAddr;
 
 pub use channel::EventChannel;
-pub use id::{CmId, CmOption};
+pub use id::{CmId, CmOption, JoinKind, MULTICAST_QPN};
 pub use softrnic_wire::cm::PortSpace;
 
 use crate::context::Context;
@@ -138,6 +139,14 @@ pub enum EventParam {
     Conn(ConnParam),
     /// A UD id's.
     Ud(UdParam),
+    /// A multicast join's: the group's address vector, QPN and Q_Key, and the context the
+    /// join was given.
+    Multicast {
+        /// The group as a UD peer.
+        ud: UdParam,
+        /// The join's context.
+        context: usize,
+    },
 }
 
 /// `struct rdma_cm_event`. Dropping it acknowledges it (`rdma_ack_cm_event`): destroying an

@@ -22,8 +22,8 @@
 //!
 //! The stateful calls are thin: softrnic's rdma_cm (`softrnic_uapi::cm`) does the work, and
 //! `state` keeps the C structs (`rdma_cm_id`, `rdma_event_channel`, `rdma_cm_event`) in step
-//! with it; `source` gives it the devices (`id->verbs`) this library opens. Multicast joins
-//! are not implemented yet (`ENOSYS`); ECE is not supported (`EOPNOTSUPP`, as rxe).
+//! with it; `source` gives it the devices (`id->verbs`) this library opens. ECE is not
+//! supported (`EOPNOTSUPP`, as rxe).
 
 #[allow(missing_docs)]
 pub mod abi;
@@ -63,11 +63,4 @@ fn status(r: std::io::Result<()>) -> libc::c_int {
         Ok(()) => 0,
         Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
     }
-}
-
-/// What a call not implemented yet does: `errno = ENOSYS`, and `fail`, the error value of its
-/// C return type (-1 for `int`, NULL for a pointer, `()` for `void`).
-fn not_yet<T>(fail: T) -> T {
-    set_errno(libc::ENOSYS);
-    fail
 }

@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::ptr::null_mut;
 
 use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, AF_INET, AF_INET6};
-use softrnic_uapi::cm::{CmEvent, CmId, ConnParam, EventChannel, EventParam, PortSpace};
+use softrnic_uapi::cm::{CmEvent, CmId, ConnParam, EventChannel, EventParam, PortSpace, UdParam};
 use softrnic_uapi::{Gid, QpType};
 
 use super::abi::*;
@@ -263,7 +263,7 @@ impl SoftEvent {
         let private_data = match &ev.param {
             EventParam::Conn(p) => p.private_data.clone(),
             EventParam::Ud(p) => p.private_data.clone(),
-            EventParam::None => Vec::new(),
+            EventParam::Multicast { .. } | EventParam::None => Vec::new(),
         };
         // SAFETY: all-zero is a valid rdma_cm_event.
         let mut c: rdma_cm_event = unsafe { std::mem::zeroed() };
@@ -282,16 +282,19 @@ impl SoftEvent {
             e.private_data.as_ptr().cast::<c_void>()
         };
         let len = e.private_data.len().min(255) as u8;
-        e.c.param = match &e.ev.param {
-            EventParam::Ud(p) => rdma_cm_event_param {
-                ud: rdma_ud_param {
-                    private_data: data,
-                    private_data_len: len,
-                    ah_attr: ah_attr_to(p.dest),
-                    qp_num: p.qp_num,
-                    qkey: p.qkey,
-                },
+        let ud = |p: &UdParam, data, len| rdma_cm_event_param {
+            ud: rdma_ud_param {
+                private_data: data,
+                private_data_len: len,
+                ah_attr: ah_attr_to(p.dest),
+                qp_num: p.qp_num,
+                qkey: p.qkey,
             },
+        };
+        e.c.param = match &e.ev.param {
+            EventParam::Ud(p) => ud(p, data, len),
+            // librdmacm hands the join's context back as the private data.
+            EventParam::Multicast { ud: p, context } => ud(p, *context as *const c_void, 0),
             EventParam::Conn(p) => rdma_cm_event_param {
                 conn: conn_param(p, data, len),
             },

@@ -202,6 +202,21 @@ pub fn spawn_env(prog: &Path, args: &[String], addr: &str, env: &[(&str, &str)])
         .unwrap_or_else(|e| panic!("starting {}: {e}", prog.display()))
 }
 
+/// `prog` on the device of `addr`, its standard output line by line into `log` (`stdbuf`
+/// execs the program: the child's pid is the program's).
+pub fn spawn_logged(prog: &Path, args: &[String], addr: &str, log: &Path) -> Child {
+    Command::new("stdbuf")
+        .arg("-oL")
+        .arg(prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("SOFTRNIC_ADDR", addr)
+        .stdout(std::fs::File::create(log).expect("creating the log"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", prog.display()))
+}
+
 /// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
 pub fn finish(mut child: Child, deadline: Instant) -> Output {
     while child.try_wait().expect("waiting").is_none() {

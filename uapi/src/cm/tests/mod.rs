@@ -419,3 +419,5 @@ fn the_passive_side_reads_with_the_resources_exchanged() {
     client.destroy();
     listener.destroy();
 }
+
+mod multicast;
