@@ -31,7 +31,7 @@ use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::block::BLOCK_BITS;
 use crate::bpf::*;
-use crate::transport::udp::{bound_socket, never_fragment};
+use crate::transport::udp::{bound_socket, never_fragment, setsockopt, RX_BUFFER};
 
 /// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h).
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
@@ -55,7 +55,13 @@ pub fn program(slots: u16) -> [libc::sock_filter; 8] {
 }
 
 /// A new socket of the group of `(addr, 4791)`: `SO_REUSEPORT`, bound, nonblocking, never
-/// fragmenting.
+/// fragmenting, with a receive buffer for bursts.
+///
+/// The buffer matters to socket 0, where every QP1 MAD of the address arrives: with the
+/// kernel's default (208 KiB, some 250 MADs of the skbs loopback makes) a burst of a thousand
+/// REQs, as `cmtime -c 1000` sends, overflowed it, and each lost MAD cost its connection a
+/// CM response timeout (4 s) before the retry. A process's slot is set so again by its
+/// transport.
 ///
 /// Never fragmenting (`IP_PMTUDISC_DO`) matters to the agent, which sends its MADs (a REJ to a
 /// REQ for nobody, a DREP) from socket 0 unconnected, with the ICRC `gsi::encode` computes for
@@ -70,6 +76,8 @@ pub fn open_slot(addr: IpAddr) -> io::Result<UdpSocket> {
     let reuse_port = (libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
     let s = bound_socket(SocketAddr::new(addr, ROCE_V2_UDP_PORT), &[reuse_port])?;
     never_fragment(&s, addr)?;
+    // Best effort, as for every receive socket: the kernel caps it at net.core.rmem_max.
+    let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, RX_BUFFER);
     Ok(s)
 }
 
@@ -143,6 +151,47 @@ mod tests {
         assert!(!port_is_free(addr));
         drop(slots);
         assert!(port_is_free(addr));
+    }
+
+    /// A burst of a thousand MADs, as many REQs as `cmtime -c 1000` sends at once, waits
+    /// whole in a slot nobody reads yet. Skips if `net.core.rmem_max` caps the buffer below
+    /// what the burst takes.
+    #[test]
+    fn a_slot_holds_a_burst_of_a_thousand_mads() {
+        use softrnic_wire::mad::MAD_LEN;
+        use softrnic_wire::Psn;
+        const BURST: usize = 1000;
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        if rmem_max < RX_BUFFER as usize {
+            eprintln!(
+                "SKIPPED a_slot_holds_a_burst_of_a_thousand_mads: net.core.rmem_max is \
+                 {rmem_max}, below the {RX_BUFFER} bytes a slot asks for"
+            );
+            return;
+        }
+        let addr = Ipv4Addr::new(127, 0, 41, 14);
+        let peer = Ipv4Addr::new(127, 0, 41, 15);
+        let slot = open_slot(addr.into()).unwrap();
+        let tx = UdpSocket::bind((peer, 0)).unwrap();
+        let p = crate::gsi::encode(
+            (peer.into(), ROCE_V2_UDP_PORT),
+            addr.into(),
+            Psn::new(0),
+            &[0x5a; MAD_LEN],
+        )
+        .unwrap();
+        for _ in 0..BURST {
+            tx.send_to(&p, (addr, ROCE_V2_UDP_PORT)).unwrap();
+        }
+        let mut buf = [0u8; 512];
+        let mut n = 0;
+        while slot.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, BURST, "MADs lost in the slot's receive buffer");
     }
 
     /// What a slot sends unconnected, as the agent sends its MADs, has the ICRC of the IPv4

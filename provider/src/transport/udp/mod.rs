@@ -98,8 +98,8 @@ use ring::RxRing;
 use send::TxSocket;
 #[cfg(test)]
 use sock::UDP_NO_CHECK6_TX;
-pub(crate) use sock::{bound_socket, never_fragment};
-use sock::{open_socket, read_sockaddr, setsockopt};
+pub(crate) use sock::{bound_socket, never_fragment, setsockopt};
+use sock::{open_socket, read_sockaddr};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` call.
 pub const MAX_MSGS: usize = 64;
@@ -117,7 +117,7 @@ const SCRATCH_IOVS: usize = 2 * MAX_IOVS;
 pub const MAX_POLLED_GROUPS: usize = 8;
 
 /// Receive buffer asked for the 4791 socket (the kernel caps it at `net.core.rmem_max`).
-const RX_BUFFER: libc::c_int = 4 << 20;
+pub(crate) const RX_BUFFER: libc::c_int = 4 << 20;
 
 /// A device's transport over kernel UDP sockets.
 #[derive(Debug)]
