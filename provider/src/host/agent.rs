@@ -15,8 +15,9 @@
 //! [`super::cm_link`], where processes also register the Service IDs they listen on. A MAD
 //! for no process gets the answer of a connection manager that has no listener and no
 //! connection ([`crate::cm`]): a REQ is rejected with reason 8 (Invalid Service ID), a
-//! SIDR_REQ gets status 1, a DREQ its DREP, so that a peer's rdma_cm hears "refused" at once
-//! rather than timing out. Everything else is counted and dropped; so is what arrives on the
+//! SIDR_REQ gets status 1, a DREQ its DREP, so that a peer's rdma_cm hears "refused" soon
+//! rather than timing out. A REQ or SIDR_REQ first waits [`super::unclaimed::LISTEN_GRACE`]
+//! for a listener that may be registering just then. Everything else is counted and dropped; so is what arrives on the
 //! socket of a freed block.
 //!
 //! A new agent (its predecessor's process exited) waits until the old group is gone — every
@@ -34,11 +35,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use softrnic_wire::{mad, ROCE_V2_UDP_PORT};
+use softrnic_wire::mad::{self, MAD_LEN};
+use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::block::QpnBlock;
 use super::cm_link::{self, MadOutbox, Record};
 use super::mad_route::{Listeners, Route};
+use super::unclaimed::Unclaimed;
 use super::{fdpass, steer};
 use crate::cm::{Cm, Config};
 use crate::gsi;
@@ -131,6 +134,8 @@ struct Group {
     listeners: Listeners,
     /// The MADs of a burst for the processes, sent when it has been read.
     outbox: MadOutbox,
+    /// REQs for no listener, waiting a moment for one.
+    unclaimed: Unclaimed,
 }
 
 impl Group {
@@ -151,6 +156,7 @@ impl Group {
             link,
             listeners: Listeners::default(),
             outbox: MadOutbox::default(),
+            unclaimed: Unclaimed::default(),
         })
     }
 
@@ -226,6 +232,11 @@ impl Group {
                     };
                     let answer = Record::Answer { transaction, errno };
                     let _ = cm_link::send(&self.link, &answer, &asker);
+                    if errno == 0 {
+                        for (from, mad) in self.unclaimed.claim(service) {
+                            self.hand_over(block, from, mad);
+                        }
+                    }
                 }
                 Some(Record::Unlisten { block, service }) => {
                     self.listeners.unlisten(service, block)
@@ -257,14 +268,31 @@ impl Group {
             };
             let p = mad::Packet::new_unchecked(&mad[..]);
             match self.listeners.route(p.attribute_id(), p.data()) {
-                Ok(Route::Block(b)) if self.held(b) => {
-                    if !self.outbox.push(b, from.ip(), mad) {
-                        self.dropped += self.outbox.flush(&self.link, self.addr);
-                        self.dropped += u64::from(!self.outbox.push(b, from.ip(), mad));
+                Ok(Route::Block(b)) if self.held(b) => self.hand_over(b, from.ip(), *mad),
+                Ok(Route::NoListener(service)) => {
+                    if !self.unclaimed.hold(now, service, from.ip(), mad) {
+                        self.cm.handle(now, from.ip(), mad);
                     }
                 }
                 _ => self.cm.handle(now, from.ip(), mad),
             }
+        }
+        self.answer_for_nobody(now);
+    }
+
+    /// Queues `mad` from `from` for the process of `block`.
+    fn hand_over(&mut self, block: QpnBlock, from: IpAddr, mad: [u8; MAD_LEN]) {
+        if !self.outbox.push(block, from, &mad) {
+            self.dropped += self.outbox.flush(&self.link, self.addr);
+            self.dropped += u64::from(!self.outbox.push(block, from, &mad));
+        }
+    }
+
+    /// Sends what is queued: the processes' MADs, and the agent's own answers, with those
+    /// to the REQs whose wait for a listener is over.
+    fn answer_for_nobody(&mut self, now: Instant) {
+        for (from, mad) in self.unclaimed.expired(now) {
+            self.cm.handle(now, from, &mad);
         }
         self.dropped += self.outbox.flush(&self.link, self.addr);
         let src = (self.addr, ROCE_V2_UDP_PORT);
@@ -301,15 +329,20 @@ fn run(addr: IpAddr, listener: &UnixListener, link: UnixDatagram, stop: &AtomicB
         fds.push(pollin(group.link.as_raw_fd()));
         fds.push(pollin(group.slots[0].as_raw_fd()));
         fds.extend(group.unheld().map(|s| pollin(s.as_raw_fd())));
-        let wait = if group.outbox.is_empty() {
+        let mut wait = if group.outbox.is_empty() {
             TICK
         } else {
             OUTBOX_RETRY
         };
+        if let Some(expiry) = group.unclaimed.next_expiry(Instant::now()) {
+            wait = wait.min(expiry);
+        }
+        // Rounded up: a wait that ends a millisecond early would wake for nothing.
+        let ms = wait.as_micros().div_ceil(1000) as libc::c_int;
         // SAFETY: `fds` is a valid array of pollfds of its length.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, wait.as_millis() as _) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, ms) };
         if n <= 0 {
-            group.dropped += group.outbox.flush(&group.link, group.addr);
+            group.answer_for_nobody(Instant::now());
             continue;
         }
         // A member's connection readable: it ended (a member sends nothing after joining).
@@ -438,5 +471,39 @@ mod routing_tests {
         assert_eq!(link.received(), [(peer, mad)]);
         assert_eq!(link2.received(), [(peer, mad2)]);
         assert_eq!(link.received(), []);
+    }
+
+    /// A REQ that comes while its listener is registering (the listen a moment after it)
+    /// reaches the listener, and its sender hears no REJ (`unclaimed.rs`).
+    #[test]
+    fn a_req_just_before_its_listen_reaches_the_listener() {
+        let addr = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 16));
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 41, 17));
+        let (member, _sock) = Member::join(addr).unwrap();
+        let link = MemberLink::open(addr, member.block()).unwrap();
+        let sock = UdpSocket::bind((peer, ROCE_V2_UDP_PORT)).unwrap();
+        let mut cm = Cm::new(Config::new(1, QpnBlock(3), 0));
+        let mut r = ReqRepr::parse(&req::Packet::new_unchecked(&[0u8; MSG_LEN][..])).unwrap();
+        r.service_id = 0x0106_0004;
+        cm.connect(Instant::now(), addr, r).unwrap();
+        let t = cm.poll_transmit().unwrap();
+        let p = gsi::encode((peer, ROCE_V2_UDP_PORT), addr, Psn::new(0), &t.mad).unwrap();
+        sock.send_to(&p, (addr, ROCE_V2_UDP_PORT)).unwrap();
+        // The agent reads the REQ before the listen, well within the grace.
+        std::thread::sleep(Duration::from_millis(10));
+        link.listen(0x0106_0004).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let got = loop {
+            let got = link.received();
+            if !got.is_empty() || Instant::now() > deadline {
+                break got;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(got, [(peer, t.mad)]);
+        sock.set_read_timeout(Some(super::super::unclaimed::LISTEN_GRACE * 4))
+            .unwrap();
+        let mut buf = [0u8; 512];
+        assert!(sock.recv_from(&mut buf).is_err(), "an answer to the REQ");
     }
 }

@@ -31,7 +31,9 @@
 //! The connection manager's MADs (QP1, the next layer up) are routed by the agent
 //! ([`mad_route`]): a REQ by its service ID to the process listening on it, every later MAD
 //! of a connection by the communication ID it answers, whose high bits are the owning
-//! process's QPN block, so the routing needs no table for connections.
+//! process's QPN block, so the routing needs no table for connections. A REQ for a Service
+//! ID nobody listens on waits a moment for its listener ([`unclaimed`]) before the agent
+//! rejects it.
 
 pub mod agent;
 pub mod block;
@@ -41,5 +43,6 @@ pub mod mad_route;
 pub mod member;
 pub mod status;
 pub mod steer;
+pub mod unclaimed;
 
 pub use member::Member;

@@ -183,11 +183,23 @@ impl DeviceCm {
     /// # Errors
     /// `EADDRINUSE` if it is listened on already, here or by another process.
     pub fn listen(&self, service: u64, backlog: usize, id: &Arc<IdInner>) -> io::Result<()> {
-        self.driver.listen(service, backlog)?;
-        lock(&self.routes)
-            .listeners
-            .insert(service, Arc::downgrade(id));
-        Ok(())
+        // The route first: a REQ may come as soon as the driver listens.
+        {
+            let mut routes = lock(&self.routes);
+            let taken = routes
+                .listeners
+                .get(&service)
+                .is_some_and(|l| l.strong_count() > 0);
+            if taken {
+                return Err(io::Error::from_raw_os_error(libc::EADDRINUSE));
+            }
+            routes.listeners.insert(service, Arc::downgrade(id));
+        }
+        let listened = self.driver.listen(service, backlog);
+        if listened.is_err() {
+            lock(&self.routes).listeners.remove(&service);
+        }
+        listened
     }
 
     /// Stops listening on `service`.
