@@ -8,7 +8,8 @@
 //! messages on each (`-c 4`); `udaddy` the same over UD with SIDR; `rdma_server` and
 //! `rdma_client` (inline SEND from unregistered memory); `rdma_xserver` and `rdma_xclient`
 //! over RC; `cmtime` connects and disconnects 20 QPs at once and reports its table (its
-//! server never exits by itself: it is stopped once the client is done).
+//! server never exits by itself: it is stopped once the client is done); rping's server on
+//! the IPv6 wildcard `::`, reached over IPv4 (127.0.55.4 and .5) and over IPv6 (`::1`).
 //!
 //! The runs take turns (on a 2-core machine a run beside another is slow enough to hit
 //! rdma_cm's timeouts). The client is started again, while the server runs, if it ran
@@ -160,6 +161,43 @@ fn rping_64k_validated_two_hosts() {
 #[test]
 fn rping_64k_validated_one_host() {
     rping_64k_validated(ONE_HOST);
+}
+
+/// rping's server listening on the IPv6 wildcard `::` (which covers IPv4 too, as
+/// `RDMA_OPTION_ID_AFONLY` is off by default), its client connecting to the server's device
+/// address `addrs.0`.
+fn rping_on_the_ipv6_wildcard(addrs: (&str, &str)) {
+    let tail = ["-p", "{port}", "-C", "3", "-v"];
+    let server_args: Vec<&str> = ["-s", "-a", "::"].iter().chain(&tail).copied().collect();
+    let client_args: Vec<&str> = ["-c", "-a", "{server}"]
+        .iter()
+        .chain(&tail)
+        .copied()
+        .collect();
+    let Some((server, client)) = pair(
+        ("rping", &server_args),
+        ("rping", &client_args),
+        addrs,
+        true,
+    ) else {
+        return;
+    };
+    succeeded(
+        "rping server on ::",
+        &server,
+        "server ping data: rdma-ping-2: ",
+    );
+    succeeded("rping client", &client, "ping data: rdma-ping-2: ");
+}
+
+#[test]
+fn rping_on_the_ipv6_wildcard_from_ipv4() {
+    rping_on_the_ipv6_wildcard(("127.0.55.4", "127.0.55.5"));
+}
+
+#[test]
+fn rping_on_the_ipv6_wildcard_over_ipv6() {
+    rping_on_the_ipv6_wildcard(("::1", "::1"));
 }
 
 /// ucmatose or udaddy (`tool`) with `extra` arguments on both sides.
