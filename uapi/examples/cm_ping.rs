@@ -1,5 +1,6 @@
 //! rping's idea in Rust: a client connects to a server with the connection manager, sends
-//! `count` messages, each echoed back, and disconnects.
+//! `count` messages, each echoed back in capitals (so the client sees that the answer is
+//! the server's), and disconnects.
 //!
 //! ```text
 //! cargo run -p softrnic-uapi --example cm_ping -- server 127.0.0.1:7471
@@ -105,6 +106,10 @@ fn server(listen: SocketAddr) -> Result<(), Box<dyn Error>> {
         if got[0].status != WcStatus::Success {
             break; // flushed: the client disconnected
         }
+        let mut text = [0u8; LEN as usize];
+        mr.read(0, &mut text)?;
+        text.make_ascii_uppercase();
+        mr.write(0, &text)?;
         post_recv(&qp, &mr)?;
         send(&qp, &mr, &cq)?;
         echoed += 1;
@@ -142,6 +147,9 @@ fn client(src: std::net::IpAddr, dst: SocketAddr, count: u32) -> Result<(), Box<
         }
         let mut back = vec![0u8; text.len()];
         mr.read(0, &mut back)?;
+        if back != text.to_uppercase().as_bytes() {
+            return Err(format!("echo of {text:?}: {:?}", String::from_utf8_lossy(&back)).into());
+        }
         println!("{}", String::from_utf8_lossy(&back));
         post_recv(&qp, &mr)?;
     }
