@@ -5,7 +5,7 @@
 # captured and its ICRC checked by an independent implementation. softrnic is the client
 # first, then the server (rxe connecting to it). Then rdma_cm, with softrnic's drop-in
 # librdmacm.so.1 against the kernel's rdma_cm: rping (IPv4 and IPv6), udaddy (UD, SIDR),
-# ib_write_bw -R and librpma (when this host can build its test program), each both ways,
+# mckey (multicast), ib_write_bw -R and librpma (when this host can build its test program), each both ways,
 # every side's exit status checked; at the end, the CM MADs on the wire and whether each DREQ
 # got its DREP.
 #
@@ -209,6 +209,12 @@ CM_HOST=fd99::1 \
   cm_rpair "rping -C 10 (IPv6)" "rping -s -v -C 10 -a fd99::1" "rping -c -v -C 10 -a" "$rping_ok"
 cm_pair  "udaddy"       "udaddy"                          "udaddy -s"             'return status 0'
 cm_rpair "udaddy"       "udaddy"                          "udaddy -s"             'return status 0'
+# Multicast: the receiver joins first (the sender starts 2-3 s later and sends 3 s after its
+# own join); a sender's extra address argument is one mckey ignores.
+cm_pair  "mckey"        "mckey -m 239.1.99.1 -b 10.99.0.2"  "mckey -s -m 239.1.99.1 -b 10.99.0.1" \
+  'return status 0'
+cm_rpair "mckey"        "mckey -m 239.1.99.2 -b 10.99.0.1"  "mckey -s -m 239.1.99.2 -b 10.99.0.2" \
+  'return status 0'
 bw="ib_write_bw -x 1 -F -R -s 65536 -n 200"
 cm_pair  "$bw" "${bw/ib_write_bw/ib_write_bw -d rxe0}" "$bw"                      '^ 65536 '
 cm_rpair "$bw" "$bw"                      "${bw/ib_write_bw/ib_write_bw -d rxe0}" '^ 65536 '
