@@ -30,6 +30,24 @@ pub const PACKET_LIFE_TIME: u8 = 16;
 /// The ACK timeout a QP gets unless the id sets one: the path's packet lifetime + 1, as the
 /// kernel's CM derives it.
 pub const DEFAULT_ACK_TIMEOUT: u8 = PACKET_LIFE_TIME + 1;
+
+/// The Local ACK Timeout (an exponent of 4.096 us) for a path of packet lifetime
+/// `packet_life_time` to a CA that takes up to `ca_ack_delay` to ACK (IBTA 12.7.34: twice the
+/// packet lifetime plus the peer's ACK delay; each term a power of two, their sum rounded up
+/// to the next one), as Linux's CM computes it (`cm_ack_timeout`) for the active side from
+/// the REP's Target ACK Delay. At most 31.
+pub fn ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
+    // 2 x 2^plt = 2^(plt + 1); adding 2^d then lifts the larger exponent by one when the
+    // smaller is within one of it (their sum then needs the next power of two).
+    let round_trip = u32::from(packet_life_time) + 1;
+    let delay = u32::from(ca_ack_delay);
+    let t = if round_trip >= delay {
+        round_trip + u32::from(delay + 1 >= round_trip)
+    } else {
+        delay + u32::from(round_trip + 1 >= delay)
+    };
+    t.min(31) as u8
+}
 /// The Q_Key of UD ids in the UDP and IPoIB port spaces (`RDMA_UDP_QKEY`).
 pub const UDP_QKEY: u32 = 0x0123_4567;
 
@@ -309,6 +327,27 @@ pub fn qp_attr(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Linux's values: rxe's ACK delay (15) and softrnic's leave the path's 17; a slower
+    /// peer's delay takes over, one more when the two terms are close; never above 31.
+    #[test]
+    fn the_ack_timeout_adds_the_round_trip_and_the_peers_ack_delay() {
+        let plt = PACKET_LIFE_TIME;
+        let cases = [
+            (0, 17),
+            (15, 17),
+            (16, 18),
+            (17, 18),
+            (18, 19),
+            (20, 20),
+            (31, 31),
+        ];
+        for (delay, want) in cases {
+            assert_eq!(ack_timeout(delay, plt), want, "delay {delay}");
+        }
+        assert_eq!(ack_timeout(31, 31), 31);
+        assert_eq!(ack_timeout(0, 0), 2);
+    }
     use std::net::{Ipv4Addr, SocketAddr};
 
     fn sa(last: u8, port: u16) -> SocketAddr {

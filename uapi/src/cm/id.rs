@@ -984,7 +984,10 @@ impl IdInner {
             initiator_depth: rep.responder_resources.min(offer.initiator_depth),
             retry_count: offer.retry_count.min(7),
             rnr_retry_count: rep.rnr_retry_count,
-            ack_timeout: st.ack_timeout.unwrap_or(x::DEFAULT_ACK_TIMEOUT),
+            // The peer's Target ACK Delay, as the kernel's active side takes it (12.7.34).
+            ack_timeout: st
+                .ack_timeout
+                .unwrap_or_else(|| x::ack_timeout(rep.target_ack_delay, x::PACKET_LIFE_TIME)),
         });
         let param = EventParam::Conn(x::offer_of_rep(&rep));
         let Some(qp) = st.qp.clone() else {
