@@ -280,7 +280,9 @@ export! { "IBVERBS_1.11";
     /// `ssize_t _ibv_query_gid_table(struct ibv_context *, struct ibv_gid_entry *entries,
     /// size_t max_entries, uint32_t flags, size_t entry_size)`: the number of entries
     /// written (`entry_size` apart), or `-EINVAL` for non-zero flags, NULL or too small
-    /// entries, `-ENOMEM` if the table does not fit in `max_entries`.
+    /// entries, or a table that does not fit in `max_entries` (the kernel's
+    /// `rdma_query_gid_table` and rdma-core's sysfs fallback both say `EINVAL` there, and
+    /// rdma-core's `test_query_gid_table_bad_flow` expects it).
     unsafe extern "C" fn _ibv_query_gid_table(
         context: *mut ibv_context,
         entries: *mut ibv_gid_entry,
@@ -294,7 +296,7 @@ export! { "IBVERBS_1.11";
                 return einval;
             }
             if c.dev.gids.len() > max_entries {
-                return -(libc::ENOMEM as ssize_t);
+                return einval;
             }
             for (i, e) in c.dev.gids.iter().enumerate() {
                 // SAFETY: i < len <= max_entries, and the caller passes max_entries slots of
