@@ -12,6 +12,7 @@ pub(crate) mod fork;
 pub(crate) mod import;
 pub(crate) mod in_order;
 pub(crate) mod init_ah;
+pub(crate) mod marshall;
 pub(crate) mod mcast;
 pub(crate) mod misc;
 pub(crate) mod modify;

@@ -1,11 +1,10 @@
 //! The verbs that rdma-core's real `librdmacm.so.1` imports and nothing else here needs:
 //! perftest links librdmacm (for `-R`), and with BIND_NOW every import must resolve for it to
 //! load at all. (The vendor libraries perftest links, `libmlx5.so.1` and `libefa.so.1`, get
-//! stand-ins instead: see `standins/README.md`.)
+//! stand-ins instead: see `standins/README.md`.) The `ibv_copy_*_kern` conversions it imports
+//! are in `marshall.rs`.
 //!
-//! librdmacm calls the `*_from_kern` copies only on answers of the kernel's `rdma_ucm`
-//! (`/dev/infiniband/rdma_cm`) about kernel RDMA devices, which a softrnic process never gets:
-//! they leave `dst` untouched. ECE (enhanced connection establishment) is not supported.
+//! ECE (enhanced connection establishment) is not supported.
 
 use libc::{c_char, c_int, c_void};
 
@@ -17,30 +16,6 @@ export! { "IBVERBS_1.0";
     /// `const char *ibv_get_sysfs_path(void)`: `"/sys"`, where rdma-core looks too.
     unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
         c"/sys".as_ptr()
-    }
-}
-
-export! { "IBVERBS_1.0";
-    /// `void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *, struct ib_uverbs_qp_attr *)`:
-    /// nothing to copy on softrnic (see the module doc).
-    unsafe extern "C" fn ibv_copy_qp_attr_from_kern(dst: *mut c_void, src: *const c_void) {
-        let _ = (dst, src);
-    }
-}
-
-export! { "IBVERBS_1.1";
-    /// `void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *, struct ib_uverbs_ah_attr *)`:
-    /// nothing to copy on softrnic (see the module doc).
-    unsafe extern "C" fn ibv_copy_ah_attr_from_kern(dst: *mut c_void, src: *const c_void) {
-        let _ = (dst, src);
-    }
-}
-
-export! { "IBVERBS_1.0";
-    /// `void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *, struct ib_user_path_rec *)`:
-    /// nothing to copy on softrnic (see the module doc).
-    unsafe extern "C" fn ibv_copy_path_rec_from_kern(dst: *mut c_void, src: *const c_void) {
-        let _ = (dst, src);
     }
 }
 
