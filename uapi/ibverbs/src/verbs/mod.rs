@@ -25,6 +25,7 @@ pub(crate) mod query;
 pub(crate) mod rate;
 pub(crate) mod rdmacm;
 pub(crate) mod relaxed;
+pub(crate) mod resolve_l2;
 pub(crate) mod srq;
 pub(crate) mod strings;
 pub(crate) mod teardown;
