@@ -3,7 +3,9 @@
 //! a binary of ibverbs-utils or perftest imports exported with that version (Debian links them
 //! with BIND_NOW: one missing symbol and the program does not start); every `softrnic_rdma_*`
 //! that softrnic's `librdmacm.so.1` looks up (`uapi/rdmacm/src/symbols.rs`), with version
-//! `SOFTRNIC_RDMACM_PRIVATE`; and that perftest's binaries, which also load `libmlx5.so.1`,
+//! `SOFTRNIC_RDMACM_PRIVATE`; every public symbol of the installed rdma-core
+//! `libibverbs.so.1` with its default version (pyverbs, rdma-core's Python bindings, binds
+//! them all when it loads); and that perftest's binaries, which also load `libmlx5.so.1`,
 //! `libefa.so.1` and `librdmacm.so.1`, resolve every import with softrnic's directory first
 //! (the vendor stand-ins, `standins/README.md`, and softrnic's `librdmacm.so.1`).
 
@@ -87,6 +89,54 @@ fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
         eprintln!("SKIP every_import_...: no ibverbs-utils/perftest binaries in /usr/bin");
         return;
     }
+    assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
+}
+
+/// rdma-core 44's own `libibverbs.so.1`, as Debian installs it.
+const RDMA_CORE_LIBIBVERBS: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+
+/// The public symbols an `objdump -T` lists with a default version (`IBVERBS_1.x`, printed
+/// without parentheses): what programs linked against the library bind to. Compatibility
+/// versions (`(IBVERBS_1.0)`), the private node shared with rdma-core's providers and the
+/// version names themselves (`*ABS*` entries) are left out.
+fn default_public_symbols(objdump: &str) -> BTreeSet<(String, String)> {
+    objdump
+        .lines()
+        .filter(|l| !l.contains("*UND*") && !l.contains("*ABS*"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            let name = f.next()?;
+            let ver = f.next()?;
+            ver.starts_with("IBVERBS_1.")
+                .then(|| (ver.to_string(), name.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_default_version_public_symbol_of_rdma_core_is_exported_with_its_version() {
+    let theirs = std::path::Path::new(RDMA_CORE_LIBIBVERBS);
+    if !theirs.exists() {
+        eprintln!("SKIP every_default_version_...: no {RDMA_CORE_LIBIBVERBS} (apt-get install libibverbs1)");
+        return;
+    }
+    let (Some(ours), Some(theirs)) = (
+        dynamic_symbols(&common::built_library()),
+        dynamic_symbols(theirs),
+    ) else {
+        eprintln!("SKIP every_default_version_...: no objdump (apt-get install binutils)");
+        return;
+    };
+    let wanted = default_public_symbols(&theirs);
+    assert!(
+        wanted.contains(&("IBVERBS_1.1".into(), "ibv_open_device".into())),
+        "no default-version symbols read from {RDMA_CORE_LIBIBVERBS}:\n{theirs}"
+    );
+    let exported = default_public_symbols(&ours);
+    let missing: Vec<String> = wanted
+        .difference(&exported)
+        .map(|(v, n)| format!("{n}@@{v}"))
+        .collect();
     assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
 }
 
