@@ -113,13 +113,20 @@ impl ChannelInner {
         unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 
-    /// Withdraws the queued events about `id` (it is being destroyed), with their counts.
+    /// Withdraws the queued events about `id` (it is being destroyed, or moves to another
+    /// channel), with their counts: its own, and, for a listener, the connection requests
+    /// it has not taken (their events are about the new ids, and counted as the
+    /// listener's).
     pub(crate) fn withdraw(&self, id: &Arc<IdInner>) -> Vec<CmEvent> {
         let mut q = self.lock();
         let mut gone = Vec::new();
         let mut kept = VecDeque::with_capacity(q.len());
         for e in q.drain(..) {
-            if Arc::ptr_eq(&e.id.inner, id) {
+            let listener = e
+                .listen_id
+                .as_ref()
+                .is_some_and(|l| Arc::ptr_eq(&l.inner, id));
+            if Arc::ptr_eq(&e.id.inner, id) || listener {
                 gone.push(e);
             } else {
                 kept.push_back(e);

@@ -214,6 +214,33 @@ fn a_request_for_no_listener_is_rejected_with_reason_8() {
     listener.destroy();
 }
 
+/// A listener destroyed with a connection request still queued: the request's new id goes
+/// with it (its peer hears a REJ), and the destroy returns, as the kernel's
+/// `ucma_cleanup_ctx_events` does it.
+#[test]
+fn destroying_a_listener_with_a_request_queued_rejects_it() {
+    let (sch, listener, cch, id) = pair(addr(21, 7010), addr(20, 0));
+    id.connect(&ConnParam {
+        qp_num: 0x79,
+        ..ConnParam::none()
+    })
+    .unwrap();
+    wait_readable(&sch); // the request, not taken
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        listener.destroy();
+        let _ = done_tx.send(());
+    });
+    done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the listener's destroy returned");
+    let rej = next(&cch);
+    assert_eq!(rej.event, EventType::Rejected);
+    drop(rej);
+    id.destroy();
+    drop(sch);
+}
+
 #[test]
 fn listening_twice_on_a_port_is_eaddrinuse() {
     let a = CmId::new(None, PortSpace::Tcp).unwrap();
