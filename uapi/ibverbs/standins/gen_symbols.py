@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Writes each stand-in's `symbols.txt`: every public symbol of the installed rdma-core vendor
+library, with its version and the kind of its C return type.
+
+The symbols and versions come from `objdump -T` of the library (defined functions; the
+`*ABS*` entries naming the version nodes themselves are nodes, not symbols), the return types
+from the library's public header. The stand-ins' build.rs reads only the lists, so building
+needs neither the headers nor binutils; run this again (from any directory) after moving to
+another rdma-core release and review the diff.
+
+Kinds: `ptr` (any pointer), `int`, `bool`, `void`, or the C name of another integer type
+(`uint32_t`, ...). A symbol whose prototype is missing, or that returns a struct, union or
+enum by value, stops the script: decide its kind by hand and add it to OVERRIDES with the
+reason, which goes into the list.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+INCDIR = "/usr/include/infiniband"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (crate directory, library, header)
+STANDINS = [
+    ("mlx5", "libmlx5.so.1", "mlx5dv.h"),
+    ("efa", "libefa.so.1", "efadv.h"),
+]
+
+# name -> (kind, reason): symbols the header cannot settle. None in rdma-core 44.
+OVERRIDES = {}
+
+# The integer types other than int that the stand-ins can return (build.rs maps them to Rust).
+INTEGERS = {
+    "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+    "int8_t", "int16_t", "int32_t", "int64_t",
+    "size_t", "ssize_t", "unsigned int", "long", "unsigned long",
+}
+
+
+def exports(lib):
+    """The (name, version, default) of the library's defined functions, sorted.
+
+    objdump prints a default version (`name@@V`) bare and a compatibility one (`name@V`, only
+    for programs linked against an older release) in parentheses.
+    """
+    out = subprocess.run(["objdump", "-T", lib], check=True, capture_output=True, text=True)
+    found = set()
+    nodes = set()
+    for line in out.stdout.splitlines():
+        fields = line.split()
+        if len(fields) < 7 or "*UND*" in fields:
+            continue
+        name, version = fields[-1], fields[-2]
+        if "*ABS*" in fields and name == version:
+            nodes.add(version)
+            continue
+        if " DF " not in line:
+            sys.exit(f"{lib}: {name} is not a function: {line}")
+        default = not version.startswith("(")
+        found.add((name, version.strip("()"), default))
+    return sorted(nodes, key=node_key), sorted(found, key=lambda s: (s[0], node_key(s[1])))
+
+
+def node_key(node):
+    """Sorts `MLX5_1.10` after `MLX5_1.9`."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"[._]", node)]
+
+
+def prototypes(header):
+    """Return type text by function name, for every non-inline function declared in `header`."""
+    text = open(header).read()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r"^\s*#.*?(?<!\\)$", " ", text, flags=re.M | re.S)
+    found = {}
+    # Statements end at ';', '{' or '}': a declaration is one whole statement.
+    for stmt in re.split(r"[;{}]", text):
+        stmt = " ".join(stmt.split())
+        m = re.fullmatch(r"(?P<ret>[\w\s\*]+?)\s*\b(?P<name>\w+)\s*\((?P<args>.*)\)", stmt)
+        if not m or re.search(r"\b(static|inline|return|typedef)\b", m["ret"]):
+            continue
+        found[m["name"]] = m["ret"]
+    return found
+
+
+def kind(ret):
+    """The kind of the C return type `ret`, or None if the stand-in cannot return it as is."""
+    ret = re.sub(r"\b(extern|const|volatile)\b", " ", ret)
+    ret = " ".join(ret.replace("*", " * ").split())
+    if "*" in ret:
+        return "ptr"
+    if ret in ("int", "bool", "void"):
+        return ret
+    if ret in INTEGERS:
+        return ret.replace(" ", "_")
+    return None
+
+
+def write_list(crate, lib, header):
+    lib_path = os.path.join(LIBDIR, lib)
+    header_path = os.path.join(INCDIR, header)
+    nodes, symbols = exports(lib_path)
+    protos = prototypes(header_path)
+    rows = []
+    for name, version, default in symbols:
+        note = ""
+        if name in OVERRIDES:
+            k, note = OVERRIDES[name]
+        elif name not in protos:
+            sys.exit(f"{name}: no prototype in {header_path}; add it to OVERRIDES")
+        else:
+            k = kind(protos[name])
+            if k is None:
+                sys.exit(f"{name} returns `{protos[name]}`; add it to OVERRIDES")
+        rows.append((name, version if default else f"({version})", k, note))
+    used = {v.strip("()") for _, v, _, _ in rows}
+    missing = used.difference(nodes)
+    if missing:
+        sys.exit(f"{lib}: versions without a node: {sorted(missing)}")
+    width = max(len(r[0]) for r in rows) + 2
+    vwidth = max(len(r[1]) for r in rows) + 2
+    lines = [
+        f"# Every public symbol of rdma-core's {lib} (`objdump -T` of the installed library),",
+        f"# with the kind of its return type from <infiniband/{header}>. Generated by",
+        "# ../gen_symbols.py: edit that, not this. Read by build.rs.",
+        "#",
+        "# `node V`: a version node of the library. `name V kind`: a function with default",
+        "# version V (`name@@V`); `name (V) kind`: a compatibility version (`name@V`, bound",
+        "# only by programs linked against an older release). Kinds: ptr, int, bool, void, or",
+        "# another C integer type. A `# reason` ending a line says why its kind was chosen by",
+        "# hand.",
+        "",
+    ]
+    lines += [f"node {n}" for n in nodes]
+    lines.append("")
+    for name, version, k, note in rows:
+        line = f"{name:<{width}}{version:<{vwidth}}{k}"
+        lines.append(f"{line}  # {note}" if note else line)
+    with open(os.path.join(HERE, crate, "symbols.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"{crate}/symbols.txt: {len(nodes)} nodes, {len(rows)} symbols")
+
+
+def main():
+    for standin in STANDINS:
+        write_list(*standin)
+
+
+if __name__ == "__main__":
+    main()
