@@ -17,8 +17,8 @@
 //! connection ([`crate::cm`]): a REQ is rejected with reason 8 (Invalid Service ID), a
 //! SIDR_REQ gets status 1, a DREQ its DREP, so that a peer's rdma_cm hears "refused" soon
 //! rather than timing out. A REQ or SIDR_REQ first waits [`super::unclaimed::LISTEN_GRACE`]
-//! for a listener that may be registering just then. Everything else is counted and dropped; so is what arrives on the
-//! socket of a freed block.
+//! for a listener that may be registering just then. Everything else is counted and
+//! dropped; so is what arrives on the socket of a freed block.
 //!
 //! A new agent (its predecessor's process exited) waits until the old group is gone — every
 //! process, seeing its connection end, gives its socket back — and builds a new one. It

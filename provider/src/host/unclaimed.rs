@@ -8,9 +8,10 @@
 //! setup connection, while the client connects as soon as it has read it, and perftest
 //! 4.5-0.17 cannot recover from the REJ (its retry reuses ids it destroyed). So a REQ for no
 //! listener waits here up to [`LISTEN_GRACE`]; a listen for its Service ID within that time
-//! takes it, as if the listener had come first. Otherwise it gets its REJ, a few tens of
-//! milliseconds later than at once (on a loaded two-core machine, debug builds of perftest's server took a few milliseconds from their handshake to their listen): the peer still hears "refused" long before its CM
-//! response timeout (seconds).
+//! takes it, as if the listener had come first (debug builds of perftest's server, on a
+//! two-core machine, took a few milliseconds from their handshake to their listen).
+//! Otherwise it gets its REJ [`LISTEN_GRACE`] later than at once: the peer still hears
+//! "refused" long before its CM response timeout (seconds).
 //!
 //! At most [`CAPACITY`] wait; beyond that (a flood of REQs for nobody) a REQ is rejected at
 //! once, so memory stays bounded.
