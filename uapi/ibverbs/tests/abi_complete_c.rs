@@ -77,19 +77,7 @@ int main(void)
     /* A UD QP sending to itself; the address back from the receive's GRH. */
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(cq, 30);
-    struct ibv_qp_init_attr init = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-    };
-    struct ibv_qp *qp = ibv_create_qp(pd, &init);
-    CHECK(qp, 31);
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_QKEY) == 0, 32);
-    attr.qp_state = IBV_QPS_RTR;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0, 33);
-    attr.qp_state = IBV_QPS_RTS;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, 34);
+    struct ibv_qp *qp = ud_qp_in_rts(pd, cq, QKEY);
     CHECK(ibv_query_qp_data_in_order(qp, IBV_WR_SEND, 0) == 0, 35);
     CHECK(ibv_query_qp_data_in_order(qp, IBV_WR_RDMA_WRITE, 0) == 0, 36);
 

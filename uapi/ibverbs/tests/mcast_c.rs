@@ -24,25 +24,6 @@ const PROGRAM: &str = r#"
 #include "softrnic_test.h"
 #define QKEY 0x11111111
 
-static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, uint32_t qkey)
-{
-    struct ibv_qp_init_attr init = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-    };
-    struct ibv_qp *qp = ibv_create_qp(pd, &init);
-    REQUIRE(qp, 20);
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-                                .qkey = qkey };
-    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                          IBV_QP_QKEY) == 0, 21);
-    attr.qp_state = IBV_QPS_RTR;
-    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0, 22);
-    attr.qp_state = IBV_QPS_RTS;
-    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, 23);
-    return qp;
-}
-
 static void post_recv(struct ibv_qp *qp, struct ibv_mr *mr, char *at, uint64_t id)
 {
     struct ibv_sge sge = { .addr = (uintptr_t)at, .length = 1024, .lkey = mr->lkey };
@@ -86,9 +67,9 @@ int main(void)
     struct ibv_cq *send_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     struct ibv_cq *recv_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(send_cq && recv_cq, 14);
-    struct ibv_qp *sender = ud_qp(pd, send_cq, QKEY);
-    struct ibv_qp *r1 = ud_qp(pd, recv_cq, QKEY), *r2 = ud_qp(pd, recv_cq, QKEY);
-    struct ibv_qp *other = ud_qp(pd, recv_cq, 0x22222222);
+    struct ibv_qp *sender = ud_qp_in_rts(pd, send_cq, QKEY);
+    struct ibv_qp *r1 = ud_qp_in_rts(pd, recv_cq, QKEY), *r2 = ud_qp_in_rts(pd, recv_cq, QKEY);
+    struct ibv_qp *other = ud_qp_in_rts(pd, recv_cq, 0x22222222);
 
     union ibv_gid mgid = { .raw = { [10] = 0xff, [11] = 0xff, 239, 1, 32, 5 } };
     union ibv_gid unicast;

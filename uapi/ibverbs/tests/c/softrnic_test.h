@@ -1,7 +1,8 @@
 /* What the C test programs of uapi/ibverbs/tests share: the CHECK macro (print the failed
  * condition and errno, return the given exit code), opening the only device, a PD with a
  * registered buffer, closing them again, polling one completion with a bound, and an RC QP
- * brought to RTS connected to itself through its device's GID 1 (at once or step by step). */
+ * brought to RTS connected to itself through its device's GID 1 (at once or step by step), and
+ * a UD QP in RTS. */
 #ifndef SOFTRNIC_TEST_H
 #define SOFTRNIC_TEST_H
 
@@ -80,6 +81,27 @@ static inline int modify_to_init(struct ibv_qp *qp, struct ibv_qp_attr *attr, in
                                   .qp_access_flags = access };
     return ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                          IBV_QP_ACCESS_FLAGS);
+}
+
+/* A UD QP on `pd` whose queues complete on `cq` (4 WRs of one SGE each way), brought to
+ * RTS with Q_Key `qkey` (a UD QP needs no peer); exits 20-23 when a step fails. */
+static inline struct ibv_qp *ud_qp_in_rts(struct ibv_pd *pd, struct ibv_cq *cq, uint32_t qkey)
+{
+    struct ibv_qp_init_attr init = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+    };
+    struct ibv_qp *qp = ibv_create_qp(pd, &init);
+    REQUIRE(qp, 20);
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+                                .qkey = qkey };
+    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                          IBV_QP_QKEY) == 0, 21);
+    attr.qp_state = IBV_QPS_RTR;
+    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0, 22);
+    attr.qp_state = IBV_QPS_RTS;
+    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, 23);
+    return qp;
 }
 
 /* INIT -> RTR towards QP `dest_qpn` at `gid` (GID index 1, MTU 1024, PSN 1), through `attr`
