@@ -50,7 +50,7 @@ use softrnic_wire::cm::rej::{
     REASON_INVALID_SERVICE_ID, REASON_NO_RESOURCES, REASON_TIMEOUT,
 };
 use softrnic_wire::cm::{self as wcm, CmMessage, IpHeader, ReqRepr};
-use softrnic_wire::mad::{self, MadRepr, CM_CLASS_VERSION, MAD_LEN, METHOD_SEND, MGMT_CLASS_CM};
+use softrnic_wire::mad::{self, MadRepr, MAD_LEN};
 use softrnic_wire::{Psn, ROCE_V2_UDP_PORT};
 
 /// The bound on every wait for something that must come: it only keeps a broken CM from
@@ -105,7 +105,7 @@ impl Attacker {
     }
 
     fn send(&self, to: IpAddr, tid: u64, msg: &CmMessage) {
-        self.send_raw(to, &self.packet(to, &mad_of(tid, msg)));
+        self.send_raw(to, &self.packet(to, &msg.to_mad(tid)));
     }
 
     /// The next GSI packet received, within `wait`: its source, the MAD's bytes, header and
@@ -152,26 +152,6 @@ struct Received {
     mad: [u8; MAD_LEN],
     header: MadRepr,
     msg: CmMessage,
-}
-
-/// The MAD carrying `msg` with Transaction ID `tid`: class CM, version 2, method Send.
-fn mad_of(tid: u64, msg: &CmMessage) -> [u8; MAD_LEN] {
-    let mut bytes = [0u8; MAD_LEN];
-    let mut p = mad::Packet::new_unchecked(&mut bytes[..]);
-    MadRepr {
-        mgmt_class: MGMT_CLASS_CM,
-        class_version: CM_CLASS_VERSION,
-        response: false,
-        method: METHOD_SEND,
-        status: 0,
-        class_specific: 0,
-        transaction_id: tid,
-        attribute_id: msg.attribute_id(),
-        attribute_modifier: 0,
-    }
-    .emit(&mut p);
-    msg.emit(p.data_mut()).unwrap();
-    bytes
 }
 
 fn parse(bytes: &[u8]) -> Option<(MadRepr, CmMessage)> {
@@ -429,7 +409,7 @@ fn junk_to_qp1_is_dropped_and_connections_still_work() {
         16,
         2,
     ));
-    let good_mad = mad_of(1, &req);
+    let good_mad = req.to_mad(1);
     let good = a.packet(to, &good_mad);
     let spoilt = |at: usize, v: u8| {
         let mut p = good;
@@ -634,7 +614,7 @@ fn a_flood_of_reqs_is_bounded_by_the_backlog() {
     let sender = {
         let sock = a.sock.try_clone().unwrap();
         let packets: Vec<_> = (0..FLOOD)
-            .map(|i| a.packet(to, &mad_of(u64::from(i), &CmMessage::Req(flood_req(i)))))
+            .map(|i| a.packet(to, &CmMessage::Req(flood_req(i)).to_mad(u64::from(i))))
             .collect();
         std::thread::spawn(move || {
             for p in packets {

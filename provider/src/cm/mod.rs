@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use softrnic_wire::cm::{self, CmMessage, DreqRepr, RejRepr, RepRepr, ReqRepr};
 use softrnic_wire::cm::{SidrRepRepr, SidrReqRepr};
-use softrnic_wire::mad::{self, MadRepr, CM_CLASS_VERSION, MAD_LEN, METHOD_SEND, MGMT_CLASS_CM};
+use softrnic_wire::mad::{self, MadRepr, MAD_LEN};
 
 use conn::Conn;
 pub use conn::State;
@@ -406,7 +406,7 @@ impl Cm {
 
     /// Queues `msg` to `to` in a MAD with Transaction ID `tid`; returns the MAD.
     fn send(&mut self, to: IpAddr, tid: u64, msg: &CmMessage) -> [u8; MAD_LEN] {
-        let mad = build(tid, msg);
+        let mad = msg.to_mad(tid);
         self.out.push_back(Transmit { to, mad });
         mad
     }
@@ -424,26 +424,6 @@ fn parse(bytes: &[u8]) -> Option<(u64, CmMessage)> {
     header.check_cm().ok()?;
     let msg = CmMessage::parse(header.attribute_id, p.data()).ok()?;
     Some((header.transaction_id, msg))
-}
-
-/// The MAD carrying `msg`, Transaction ID `tid`.
-fn build(tid: u64, msg: &CmMessage) -> [u8; MAD_LEN] {
-    let mut bytes = [0u8; MAD_LEN];
-    let mut p = mad::Packet::new_unchecked(&mut bytes[..]);
-    MadRepr {
-        mgmt_class: MGMT_CLASS_CM,
-        class_version: CM_CLASS_VERSION,
-        response: false,
-        method: METHOD_SEND,
-        status: 0,
-        class_specific: 0,
-        transaction_id: tid,
-        attribute_id: msg.attribute_id(),
-        attribute_modifier: 0,
-    }
-    .emit(&mut p);
-    msg.emit(p.data_mut()).expect("a MAD holds a CM message");
-    bytes
 }
 
 /// `data` copied into a private data field of `N` bytes, zero-padded.

@@ -312,7 +312,7 @@ fn bad_and_unknown_mads_are_counted_and_answered_as_the_spec_says() {
     for junk in [&[][..], &[0u8; 10], &[1u8; MAD_LEN], &[0u8; MAD_LEN + 1]] {
         b.handle(t0, A, junk);
     }
-    let mut wrong_class = super::build(1, &CmMessage::Req(req(1)));
+    let mut wrong_class = CmMessage::Req(req(1)).to_mad(1);
     wrong_class[1] = 0x03;
     b.handle(t0, A, &wrong_class);
     assert_eq!(b.stats().malformed, 5);

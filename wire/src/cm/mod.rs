@@ -26,8 +26,9 @@
 use core::fmt;
 
 use crate::mad::{
-    ATTR_CM_DREP, ATTR_CM_DREQ, ATTR_CM_MRA, ATTR_CM_REJ, ATTR_CM_REP, ATTR_CM_REQ, ATTR_CM_RTU,
-    ATTR_CM_SIDR_REP, ATTR_CM_SIDR_REQ, DATA_LEN,
+    self, MadRepr, ATTR_CM_DREP, ATTR_CM_DREQ, ATTR_CM_MRA, ATTR_CM_REJ, ATTR_CM_REP, ATTR_CM_REQ,
+    ATTR_CM_RTU, ATTR_CM_SIDR_REP, ATTR_CM_SIDR_REQ, CM_CLASS_VERSION, DATA_LEN, MAD_LEN,
+    METHOD_SEND, MGMT_CLASS_CM,
 };
 use crate::{Error, Result};
 
@@ -165,6 +166,29 @@ impl CmMessage {
         }
         Ok(())
     }
+
+    /// The whole MAD a CM sends this message in: the common MAD header (IBTA 13.4.2) of
+    /// class CM, class version 2, method Send (a CM message is never a response),
+    /// Transaction ID `tid`, and the message as its data.
+    pub fn to_mad(&self, tid: u64) -> [u8; MAD_LEN] {
+        let mut bytes = [0u8; MAD_LEN];
+        let mut p = mad::Packet::new_unchecked(&mut bytes[..]);
+        MadRepr {
+            mgmt_class: MGMT_CLASS_CM,
+            class_version: CM_CLASS_VERSION,
+            response: false,
+            method: METHOD_SEND,
+            status: 0,
+            class_specific: 0,
+            transaction_id: tid,
+            attribute_id: self.attribute_id(),
+            attribute_modifier: 0,
+        }
+        .emit(&mut p);
+        // The MAD's data is exactly MSG_LEN bytes: emit cannot fail.
+        let _ = self.emit(p.data_mut());
+        bytes
+    }
 }
 
 impl fmt::Display for CmMessage {
@@ -216,7 +240,8 @@ mod test {
     use proptest::prelude::*;
 
     /// Every MAD of the capture: parse the header and the CM message, emit both into a buffer
-    /// pre-filled with 0xa5, and get back the 256 bytes.
+    /// pre-filled with 0xa5, and get back the 256 bytes; `to_mad` of the message gives them
+    /// too.
     #[test]
     fn test_capture_roundtrip() {
         let mads = mad::capture::rping_mads();
@@ -233,6 +258,8 @@ mod test {
             header.emit(&mut q);
             msg.emit(q.data_mut()).unwrap();
             assert_eq!(out, *bytes, "frame {number}: {msg}");
+            // The kernel's MADs are exactly the ones a CM sends for the message.
+            assert_eq!(msg.to_mad(header.transaction_id), *bytes, "frame {number}");
             seen.push(msg.to_string());
         }
         assert_eq!(
