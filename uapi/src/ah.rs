@@ -28,7 +28,7 @@ impl Pd {
         }
         Ok(Ah {
             _ctx: self.ctx.clone(),
-            dest,
+            dest: self.ctx.route(dest),
         })
     }
 }

@@ -254,6 +254,12 @@ impl Context {
             .ok_or(Error::InvalidArgument("GID index beyond the table"))
     }
 
+    /// Where packets to the destination GID `dest` go ([`GidTable::route`]): the device's own
+    /// address for its link-local GID, else `dest`.
+    pub(crate) fn route(&self, dest: IpAddr) -> IpAddr {
+        self.inner.gids.as_ref().map_or(dest, |g| g.route(dest))
+    }
+
     /// The device's own address (what GID index 1 holds).
     pub fn local_addr(&self) -> IpAddr {
         self.inner.device.nic().local()

@@ -113,12 +113,16 @@ impl QpHandle {
     /// `EINVAL` as `ibv_modify_qp` (see `softrnic_provider::qp_state`), or for a QP gone.
     pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
         let limits = self.ctx.inner.limits;
+        let mut routed = *attr;
+        if mask.contains(AttrMask::AV) {
+            routed.dest = self.ctx.route(attr.dest);
+        }
         self.ctx
             .inner
             .device
             .nic()
             .qp(self.qpn)?
-            .modify(attr, mask, &limits)?;
+            .modify(&routed, mask, &limits)?;
         if let Some(o) = &self.observer {
             o(attr, mask);
         }

@@ -109,6 +109,20 @@ impl GidTable {
             .map(|(i, g)| self.entry(i as u32, *g))
     }
 
+    /// Where packets to `dest` (a destination GID as an address) go. The link-local GID at
+    /// index 0 is made from the interface's MAC and routes nowhere by itself (on loopback no
+    /// host has it; elsewhere it would need a scope), so a destination equal to it names this
+    /// device: its packets go to the device's own address. Programs pick GID index 0 when
+    /// they pick the first usable GID (rdma-core's tests do), then connect a device to
+    /// itself. Every other destination is left as it is.
+    pub fn route(&self, dest: IpAddr) -> IpAddr {
+        if Gid::from_ip(dest) == self.gids[0] {
+            self.local_gid().to_ip()
+        } else {
+            dest
+        }
+    }
+
     /// The device's own GID (index [`LOCAL_GID_INDEX`]).
     pub fn local_gid(&self) -> Gid {
         self.gids[LOCAL_GID_INDEX as usize]

@@ -288,6 +288,19 @@ fn device_on_the_link_local_address_keeps_index_1() {
 }
 
 #[test]
+fn the_link_local_gid_routes_to_the_device_itself() {
+    let t = GidTable::build(ip("192.0.2.2"), &eth0());
+    assert_eq!(t.route(ip("fe80::fc:ff:fe00:1")), ip("192.0.2.2"));
+    // Every other destination is left alone: its own address, its interface's other
+    // addresses (another device may be bound to them), and other hosts.
+    for d in ["192.0.2.2", "fd00::2", "192.0.2.9", "fe80::fc:ff:fe00:2"] {
+        assert_eq!(t.route(ip(d)), ip(d), "{d}");
+    }
+    let t = GidTable::build(ip("fd00::2"), &eth0());
+    assert_eq!(t.route(ip("fe80::fc:ff:fe00:1")), ip("fd00::2"));
+}
+
+#[test]
 fn table_is_capped() {
     let mut many = eth0();
     many.addrs = (1..=40u8)
