@@ -21,7 +21,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
-use crate::verbs::{cq, cq_ex, mw, post, qp_ex, query, srq};
+use crate::verbs::{cq, cq_ex, mw, parent_domain, post, qp_ex, query, srq};
 
 /// An open device.
 #[repr(C)]
@@ -128,9 +128,9 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             destroy_flow_action: None,
             create_flow_action_esp: None,
             modify_qp_rate_limit: None,
-            alloc_parent_domain: None,
-            dealloc_td: None,
-            alloc_td: None,
+            alloc_parent_domain: Some(parent_domain::op_alloc_parent_domain),
+            dealloc_td: Some(parent_domain::op_dealloc_td),
+            alloc_td: Some(parent_domain::op_alloc_td),
             modify_cq: None,
             post_srq_ops: None,
             destroy_rwq_ind_table: None,

@@ -153,6 +153,22 @@ pub type CreateCqExFn = unsafe extern "C" fn(
 pub type CreateQpExFn =
     unsafe extern "C" fn(*mut ibv_context, *mut super::ex::ibv_qp_init_attr_ex) -> *mut ibv_qp;
 
+/// `struct ibv_pd *(*alloc_parent_domain)(struct ibv_context *,
+/// struct ibv_parent_domain_init_attr *)`.
+pub type AllocParentDomainFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut super::objects::ibv_parent_domain_init_attr,
+) -> *mut ibv_pd;
+
+/// `int (*dealloc_td)(struct ibv_td *)`.
+pub type DeallocTdFn = unsafe extern "C" fn(*mut super::objects::ibv_td) -> c_int;
+
+/// `struct ibv_td *(*alloc_td)(struct ibv_context *, struct ibv_td_init_attr *)`.
+pub type AllocTdFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut super::objects::ibv_td_init_attr,
+) -> *mut super::objects::ibv_td;
+
 /// `struct verbs_context` of rdma-core 44 (648 bytes): the extended ops, growing towards lower
 /// addresses, then `sz` and the `ibv_context` itself as the last field.
 #[repr(C)]
@@ -171,9 +187,9 @@ pub struct verbs_context {
     pub destroy_flow_action: OpaqueFn,
     pub create_flow_action_esp: OpaqueFn,
     pub modify_qp_rate_limit: OpaqueFn,
-    pub alloc_parent_domain: OpaqueFn,
-    pub dealloc_td: OpaqueFn,
-    pub alloc_td: OpaqueFn,
+    pub alloc_parent_domain: Option<AllocParentDomainFn>,
+    pub dealloc_td: Option<DeallocTdFn>,
+    pub alloc_td: Option<AllocTdFn>,
     pub modify_cq: OpaqueFn,
     pub post_srq_ops: OpaqueFn,
     pub destroy_rwq_ind_table: OpaqueFn,

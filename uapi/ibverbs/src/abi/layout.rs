@@ -130,6 +130,11 @@ fn table() -> Vec<Entry> {
             sz, context,
         }
         "struct ibv_pd" => ibv_pd { context, handle }
+        "struct ibv_td" => ibv_td { context }
+        "struct ibv_td_init_attr" => ibv_td_init_attr { comp_mask }
+        "struct ibv_parent_domain_init_attr" => ibv_parent_domain_init_attr {
+            pd, td, comp_mask, alloc, free, pd_context,
+        }
         "struct ibv_mr" => ibv_mr { context, pd, addr, length, handle, lkey, rkey }
         "struct ibv_mw" => ibv_mw { context, pd, rkey, handle, type_ as "type" }
         "struct ibv_ah" => ibv_ah { context, pd, handle }

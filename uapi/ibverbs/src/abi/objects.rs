@@ -1,4 +1,4 @@
-//! The verbs objects as the application sees them: `struct ibv_pd`, `ibv_mr`, `ibv_mw`,
+//! The verbs objects as the application sees them: `struct ibv_pd`, `ibv_td`, `ibv_parent_domain_init_attr`, `ibv_mr`, `ibv_mw`,
 //! `ibv_ah`, `ibv_comp_channel`, `ibv_cq`, `ibv_srq`, `ibv_qp`, and the head of `ibv_qp_ex`.
 //!
 //! The provider embeds each at the start of its own, larger object (as rdma-core's providers
@@ -14,6 +14,40 @@ pub struct ibv_pd {
     pub context: *mut ibv_context,
     pub handle: u32,
 }
+
+/// `struct ibv_td`.
+#[repr(C)]
+pub struct ibv_td {
+    pub context: *mut ibv_context,
+}
+
+/// `struct ibv_td_init_attr`.
+#[repr(C)]
+pub struct ibv_td_init_attr {
+    pub comp_mask: u32,
+}
+
+/// A parent domain's `alloc` callback.
+pub type AllocFn =
+    unsafe extern "C" fn(*mut ibv_pd, *mut c_void, size_t, size_t, u64) -> *mut c_void;
+/// A parent domain's `free` callback.
+pub type FreeFn = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, *mut c_void, u64);
+
+/// `struct ibv_parent_domain_init_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_parent_domain_init_attr {
+    pub pd: *mut ibv_pd,
+    pub td: *mut ibv_td,
+    pub comp_mask: u32,
+    pub alloc: Option<AllocFn>,
+    pub free: Option<FreeFn>,
+    pub pd_context: *mut c_void,
+}
+
+/// `enum ibv_parent_domain_init_attr_mask`.
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: u32 = 1 << 0;
+pub const IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: u32 = 1 << 1;
 
 /// `struct ibv_mr`.
 #[repr(C)]

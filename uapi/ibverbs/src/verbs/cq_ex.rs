@@ -23,6 +23,7 @@ use crate::abi::objects::ibv_cq;
 use crate::abi::wr::ibv_wc;
 use crate::ffi::{catch, set_errno};
 use crate::verbs::cq::{cq_of, create, to_ibv_wc, SoftCq};
+use crate::verbs::pd::pd_of;
 
 /// The `wc_flags` softrnic's extended CQs report: the standard ones (`SLID`, `SL`,
 /// `DLID_PATH_BITS` are 0 on RoCE, as in `ibv_wc`). Timestamps, CVLAN, flow tags and tag
@@ -184,8 +185,9 @@ fn fail<T>(e: c_int) -> *mut T {
 
 /// `verbs_context.create_cq_ex`: a CQ as `ibv_create_cq` makes it, with the polling ops of
 /// `attr->wc_flags`. NULL with `errno`: `EINVAL` for a bad context, channel, `cqe` or NULL
-/// `attr`; `EOPNOTSUPP` for `wc_flags` beyond the standard ones, a parent domain
-/// (`IBV_CQ_INIT_ATTR_MASK_PD`) or creation flags other than `SINGLE_THREADED`.
+/// `attr`, or an `IBV_CQ_INIT_ATTR_MASK_PD` whose `parent_domain` is no parent domain of
+/// `context`; `EOPNOTSUPP` for `wc_flags` beyond the standard ones or creation flags other
+/// than `SINGLE_THREADED`.
 pub(crate) unsafe extern "C" fn op_create_cq_ex(
     context: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
@@ -202,8 +204,14 @@ pub(crate) unsafe extern "C" fn op_create_cq_ex(
         if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
             return fail(libc::EINVAL);
         }
-        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
-            return fail(libc::EOPNOTSUPP);
+        // The CQ may name a parent domain whose allocators the provider would use for its
+        // memory; softrnic makes no such allocation (see `parent_domain`), so it is only
+        // checked: a parent domain of this context, nothing else.
+        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
+            && !pd_of(a.parent_domain)
+                .is_some_and(|p| p.parent.is_some() && p.ibv.context == context)
+        {
+            return fail(libc::EINVAL);
         }
         if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
             && a.flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0

@@ -6,6 +6,7 @@
 //! The first PD of a context starts its device (binds its address).
 
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use libc::{c_int, c_uint, c_void, size_t};
 use softrnic_uapi::{Access, MemoryRegion, Pd};
@@ -16,12 +17,17 @@ use crate::context;
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
+use crate::verbs::parent_domain::{self, Parent};
 
-/// A protection domain.
+/// A protection domain, or a parent domain standing for one (see `parent_domain`).
 #[repr(C)]
 pub(crate) struct SoftPd {
     pub ibv: ibv_pd,
     pub pd: Pd,
+    /// The parent domains made of this PD: it refuses `ibv_dealloc_pd` while there are any.
+    pub parents: AtomicU32,
+    /// What makes this a parent domain; `None` for a PD.
+    pub parent: Option<Parent>,
 }
 
 /// A memory region.
@@ -103,7 +109,12 @@ export! { "IBVERBS_1.1";
                 Ok(rt) => rt.alloc_pd(),
                 Err(e) => return fail(e),
             };
-            let soft = Box::new(SoftPd { ibv: ibv_pd { context, handle: pd.handle() }, pd });
+            let soft = Box::new(SoftPd {
+                ibv: ibv_pd { context, handle: pd.handle() },
+                pd,
+                parents: AtomicU32::new(0),
+                parent: None,
+            });
             let p = Box::into_raw(soft).cast::<ibv_pd>();
             PDS.insert(p);
             p
@@ -113,15 +124,22 @@ export! { "IBVERBS_1.1";
 
 export! { "IBVERBS_1.1";
     /// `int ibv_dealloc_pd(struct ibv_pd *)`: 0, or `EINVAL` for a pointer that is not a live
-    /// PD. (MRs of the PD stay valid: each holds the PD.)
+    /// PD or parent domain, `EBUSY` for a PD while a parent domain of it lives. (MRs of the PD
+    /// stay valid: each holds the PD.)
     unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         catch(libc::EIO, || {
+            if pd_of(pd).is_some_and(|p| p.parents.load(Ordering::Acquire) > 0) {
+                return libc::EBUSY;
+            }
             if !PDS.remove(pd) {
                 return libc::EINVAL;
             }
             // SAFETY: `pd` was live, so it came from Box::into_raw of a SoftPd; removing it
             // from PDS makes this the only release.
-            drop(unsafe { Box::from_raw(pd.cast::<SoftPd>()) });
+            let soft = unsafe { Box::from_raw(pd.cast::<SoftPd>()) };
+            if let Some(parent) = &soft.parent {
+                parent_domain::release(parent);
+            }
             0
         })
     }

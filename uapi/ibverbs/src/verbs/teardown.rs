@@ -12,10 +12,10 @@
 
 use std::os::raw::c_int;
 
-use super::{ah, channel, cq, mw, pd, qp, relaxed, srq};
+use super::{ah, channel, cq, mw, parent_domain, pd, qp, relaxed, srq};
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{
-    ibv_ah, ibv_comp_channel, ibv_cq, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_srq,
+    ibv_ah, ibv_comp_channel, ibv_cq, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_srq, ibv_td,
 };
 use crate::live::Live;
 
@@ -64,14 +64,26 @@ pub(crate) unsafe fn destroy_all(ctx: *mut ibv_context) {
             |p: *mut ibv_ah| (*p).context,
             |p| ah::ibv_destroy_ah(p),
         );
+        // Parent domains first: a PD refuses while one holds it.
+        for parents in [true, false] {
+            destroy(
+                &pd::PDS,
+                ctx,
+                |p: *mut ibv_pd| (*p).context,
+                |p| {
+                    if pd::pd_of(p).is_some_and(|s| s.parent.is_some()) != parents {
+                        return 0;
+                    }
+                    relaxed::ibv_flush_relaxed_mr(p);
+                    pd::ibv_dealloc_pd(p)
+                },
+            );
+        }
         destroy(
-            &pd::PDS,
+            &parent_domain::TDS,
             ctx,
-            |p: *mut ibv_pd| (*p).context,
-            |p| {
-                relaxed::ibv_flush_relaxed_mr(p);
-                pd::ibv_dealloc_pd(p)
-            },
+            |p: *mut ibv_td| (*p).context,
+            |p| parent_domain::op_dealloc_td(p),
         );
         destroy(
             &channel::CHANNELS,
