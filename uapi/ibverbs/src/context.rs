@@ -11,6 +11,7 @@
 //! process uses the address.
 
 use std::mem::offset_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Mutex, OnceLock};
 
 use softrnic_uapi::{Context, OpenOptions, Progress};
@@ -36,6 +37,9 @@ pub(crate) struct SoftContext {
     runtime: OnceLock<Result<Context, libc::c_int>>,
     /// `async_fd` and the events behind it; the device's start starts its watcher.
     pub events: AsyncEvents,
+    /// `cmd_fd`: what names this context to `ibv_import_device` (see `verbs::import`);
+    /// closed with the context.
+    cmd: OwnedFd,
 }
 
 impl SoftContext {
@@ -102,9 +106,60 @@ fn context_ops() -> ibv_context_ops {
     }
 }
 
-/// Opens `dev`: a new context, registered as open; NULL with `errno` if its `async_fd`
-/// cannot be created.
+/// A new command fd: a memory file of no size, whose inode no other context shares.
+fn new_cmd_fd() -> Result<OwnedFd, libc::c_int> {
+    // SAFETY: a NUL-terminated name and valid flags; the fd returned is ours.
+    let fd = unsafe { libc::memfd_create(c"softrnic-context".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EMFILE));
+    }
+    // SAFETY: a fresh fd, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The file `fd` is open on, as `(st_dev, st_ino)`; `None` if `fd` is not open.
+pub(crate) fn file_id(fd: libc::c_int) -> Option<(u64, u64)> {
+    // SAFETY: fstat writes at most a `struct stat` into `st`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: any int may be passed; a bad fd is EBADF.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// The open context whose command fd is open on the same file as `fd` (a `dup` of it, or the
+/// fd itself), if any.
+pub(crate) fn by_cmd_fd(fd: libc::c_int) -> Option<*mut ibv_context> {
+    let id = file_id(fd)?;
+    let open = open_list().clone();
+    open.into_iter()
+        .map(|c| c as *mut ibv_context)
+        .find(|c| lookup(*c).is_some_and(|s| file_id(s.cmd.as_raw_fd()) == Some(id)))
+}
+
+/// Opens `dev`: a new context with a command fd of its own, registered as open; NULL with
+/// `errno` if its `async_fd` or `cmd_fd` cannot be created.
 pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
+    match new_cmd_fd() {
+        Ok(cmd) => open_with(dev, cmd, None),
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Opens `dev` with `cmd` as its command fd (a new one, or the one `ibv_import_device` is
+/// given, which the context then owns); NULL with `errno` if its `async_fd` cannot be
+/// created. An imported context is given the `runtime` of the context it imports: the same
+/// softrnic context, so that the objects of either may be used with the other's, as two
+/// `ibv_context`s on one kernel command file can (the asynchronous events of that context
+/// keep arriving on the first's `async_fd`).
+pub(crate) fn open_with(
+    dev: &'static SoftDevice,
+    cmd: OwnedFd,
+    runtime: Option<Context>,
+) -> *mut ibv_context {
     let events = match AsyncEvents::new() {
         Ok(e) => e,
         Err(e) => {
@@ -157,7 +212,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             context: ibv_context {
                 device: (&dev.ibv as *const ibv_device).cast_mut(),
                 ops: context_ops(),
-                cmd_fd: -1,
+                cmd_fd: cmd.as_raw_fd(),
                 async_fd: events.fd(),
                 num_comp_vectors: 1,
                 // SAFETY (zeroed): an all-zero pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
@@ -167,8 +222,9 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
             },
         },
         dev,
-        runtime: OnceLock::new(),
+        runtime: runtime.map_or_else(OnceLock::new, |rt| OnceLock::from(Ok(rt))),
         events,
+        cmd,
     });
     let raw = Box::into_raw(soft);
     // SAFETY: CONTEXT_OFFSET is the offset of a field of the SoftContext `raw` points to.

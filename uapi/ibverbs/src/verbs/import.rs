@@ -1,80 +1,209 @@
-//! Sharing objects between processes: `ibv_import_device`, `ibv_import_pd`,
-//! `ibv_unimport_pd`, `ibv_import_mr`, `ibv_unimport_mr`, `ibv_import_dm`, `ibv_unimport_dm`
-//! (rdma-core 44 `libibverbs/device.c` and `verbs.c`; man pages `ibv_import_device(3)`,
-//! `ibv_import_pd(3)`, `ibv_import_mr(3)`, `ibv_import_dm(3)`).
+//! Sharing a context's objects: `ibv_import_device`, `ibv_import_pd`, `ibv_unimport_pd`,
+//! `ibv_import_mr`, `ibv_unimport_mr`, `ibv_import_dm`, `ibv_unimport_dm` (rdma-core 44
+//! `libibverbs/device.c` and `verbs.c`; man pages `ibv_import_device(3)`, `ibv_import_pd(3)`,
+//! `ibv_import_mr(3)`, `ibv_import_dm(3)`).
 //!
-//! Importing hands a second process the kernel's objects of the first: the `cmd_fd` of an
-//! open `/dev/infiniband/uverbsN` (dup'd or passed over a socket) and the kernel handles
-//! (`ibv_pd.handle`, `ibv_mr.handle`, `ibv_dm.handle`) of objects created through it. A
-//! softrnic device has no command file and its objects no kernel handles: they live in the
-//! memory of the process that made them (`ibv_context.cmd_fd` is -1), so there is nothing
-//! another process could import. Every import fails with `errno` `EOPNOTSUPP`, what rdma-core
-//! answers for a provider without the import operation (`dummy_ops.c`), and what pyverbs'
-//! tests (`test_shared_pd.py`) take as "not supported" and skip; the unimports, which
-//! rdma-core turns into no-ops for such a provider, do nothing. (For `ibv_import_device`
-//! rdma-core would first reject an fd that is no character device with `EINVAL` and one of
-//! no known device with `ENODEV`; softrnic says `EOPNOTSUPP` for every fd, since no fd of any
-//! kind can carry one of its contexts.)
+//! With a kernel provider, importing opens a second `ibv_context` on the command file of a
+//! first (its `cmd_fd`, dup'd or passed over a socket) and gives it `ibv_pd`s and `ibv_mr`s
+//! for the kernel objects behind the first's handles (`ibv_pd.handle`, `ibv_mr.handle`). A
+//! softrnic context's `cmd_fd` is a memory file of its own (see `context`), and its objects
+//! live in this process's memory, so:
+//! - `ibv_import_device` of a dup of the `cmd_fd` of a context open in this process opens a
+//!   new `ibv_context` for the same softrnic context (objects of either work with the
+//!   other's, as on one kernel command file), which owns the fd given (and closes it with
+//!   `ibv_close_device`). An fd that is not open is `EINVAL` (rdma-core's answer to a bad fd);
+//!   an open fd of no context of this process (a context of another process, passed over a
+//!   socket, or any other file) is `EOPNOTSUPP`: another process's objects cannot be reached.
+//! - `ibv_import_pd` gives the importing context an `ibv_pd` for the PD with that handle on
+//!   the same device, `ibv_import_mr` an `ibv_mr` for the MR with that handle (same keys and
+//!   length; `addr` NULL, as the kernel does not report it); either is `EINVAL` for a handle
+//!   of no such object. Both stand for the same protection domain and keys as the originals.
+//! - `ibv_unimport_pd` and `ibv_unimport_mr` free what the import made and leave the objects;
+//!   `ibv_dealloc_pd` of an imported PD does the same (softrnic's PD lives while anything holds
+//!   it), and `ibv_dereg_mr` of an imported MR deregisters the MR itself, as with the kernel.
+//! - softrnic has no device memory to import: `ibv_import_dm` is `EOPNOTSUPP`.
 
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::null_mut;
+use std::sync::atomic::AtomicU32;
 
 use libc::{c_int, c_void};
+use softrnic_uapi::MemoryRegion;
 
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{ibv_mr, ibv_pd};
+use crate::context;
 use crate::export::export;
-use crate::ffi::set_errno;
+use crate::ffi::{catch, set_errno};
+use crate::live::Live;
+use crate::verbs::pd::{dereg_with, pd_of, SoftMr, SoftPd, MRS, PDS};
 
-/// NULL with `errno` `EOPNOTSUPP`: the answer of every import.
-fn unsupported<T>() -> *mut T {
-    set_errno(libc::EOPNOTSUPP);
+/// An `ibv_mr` made by `ibv_import_mr`: a view of the MR whose handle it has.
+#[repr(C)]
+pub(crate) struct ImportedMr {
+    pub ibv: ibv_mr,
+}
+
+pub(crate) static IMPORTED_MRS: Live = Live::new();
+
+/// NULL with `errno = e`.
+fn fail<T>(e: c_int) -> *mut T {
+    set_errno(e);
     null_mut()
 }
 
+/// Whether the live objects of contexts `a` and `b` are on the same device.
+fn same_device(a: *const ibv_context, b: *const ibv_context) -> bool {
+    match (context::lookup(a), context::lookup(b)) {
+        (Some(a), Some(b)) => std::ptr::eq(a.dev, b.dev),
+        _ => false,
+    }
+}
+
 export! { "IBVERBS_1.10";
-    /// `struct ibv_context *ibv_import_device(int cmd_fd)`: NULL with `errno` `EOPNOTSUPP`
-    /// (see the module doc).
+    /// `struct ibv_context *ibv_import_device(int cmd_fd)`: a new context on the device of the
+    /// context whose `cmd_fd` this is a dup of; it owns `cmd_fd`. NULL with `errno` `EINVAL`
+    /// for an fd that is not open, `EOPNOTSUPP` for one of no context of this process (see the
+    /// module doc).
     unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
-        let _ = cmd_fd;
-        unsupported()
+        catch(null_mut(), || {
+            if context::file_id(cmd_fd).is_none() {
+                return fail(libc::EINVAL);
+            }
+            let Some(first) = context::by_cmd_fd(cmd_fd).and_then(|c| context::lookup(c)) else {
+                return fail(libc::EOPNOTSUPP);
+            };
+            let runtime = match first.runtime() {
+                Ok(rt) => rt.clone(),
+                Err(e) => return fail(e),
+            };
+            // SAFETY: the caller hands the open fd `cmd_fd` over to the new context.
+            let owned = unsafe { OwnedFd::from_raw_fd(cmd_fd) };
+            context::open_with(first.dev, owned, Some(runtime))
+        })
     }
 }
 
 export! { "IBVERBS_1.10";
-    /// `struct ibv_pd *ibv_import_pd(struct ibv_context *, uint32_t pd_handle)`: NULL with
-    /// `errno` `EOPNOTSUPP` (see the module doc).
+    /// `struct ibv_pd *ibv_import_pd(struct ibv_context *, uint32_t pd_handle)`: an `ibv_pd`
+    /// of `context` for the PD `pd_handle` of its device. NULL with `errno` `EINVAL` for a bad
+    /// context or a handle of no PD on the device.
     unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32) -> *mut ibv_pd {
-        let _ = (context, pd_handle);
-        unsupported()
+        catch(null_mut(), || {
+            if context::lookup(context).is_none() {
+                return fail(libc::EINVAL);
+            }
+            let found = PDS.find(|p: *const ibv_pd| {
+                // SAFETY: a live PD pointer (the set's lock is held) is the `ibv` field of a
+                // boxed SoftPd.
+                let s = unsafe { &*p.cast::<SoftPd>() };
+                s.parent.is_none() && s.ibv.handle == pd_handle && same_device(s.ibv.context, context)
+            });
+            let Some(original) = pd_of(found) else { return fail(libc::EINVAL) };
+            let soft = Box::new(SoftPd {
+                ibv: ibv_pd { context, handle: pd_handle },
+                pd: original.pd.clone(),
+                parents: AtomicU32::new(0),
+                parent: None,
+            });
+            let p = Box::into_raw(soft).cast::<ibv_pd>();
+            PDS.insert(p);
+            p
+        })
     }
 }
 
 export! { "IBVERBS_1.10";
-    /// `void ibv_unimport_pd(struct ibv_pd *)`: nothing; no PD is ever imported.
+    /// `void ibv_unimport_pd(struct ibv_pd *)`: frees the `ibv_pd`; the PD stays for whoever
+    /// else holds it. Nothing for a pointer that is no live PD.
     unsafe extern "C" fn ibv_unimport_pd(pd: *mut ibv_pd) {
-        let _ = pd;
+        // SAFETY: ibv_dealloc_pd checks `pd` before using it.
+        let _ = unsafe { crate::verbs::pd::ibv_dealloc_pd(pd) };
     }
 }
 
 export! { "IBVERBS_1.10";
-    /// `struct ibv_mr *ibv_import_mr(struct ibv_pd *, uint32_t mr_handle)`: NULL with `errno`
-    /// `EOPNOTSUPP` (see the module doc).
+    /// `struct ibv_mr *ibv_import_mr(struct ibv_pd *, uint32_t mr_handle)`: an `ibv_mr` on
+    /// `pd` for the MR `mr_handle` of its device, with its keys and length. NULL with `errno`
+    /// `EINVAL` for a bad PD or a handle of no MR on the device.
     unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut ibv_mr {
-        let _ = (pd, mr_handle);
-        unsupported()
+        catch(null_mut(), || {
+            let Some(soft_pd) = pd_of(pd) else { return fail(libc::EINVAL) };
+            let context = soft_pd.ibv.context;
+            let found = MRS.find(|m: *const ibv_mr| {
+                // SAFETY: a live MR pointer is the `ibv` field of a boxed SoftMr.
+                let m = unsafe { &*m.cast::<SoftMr>() };
+                m.ibv.handle == mr_handle && same_device(m.ibv.context, context)
+            });
+            if found.is_null() {
+                return fail(libc::EINVAL);
+            }
+            // SAFETY: found under the set's lock, so live: the `ibv` field of a boxed SoftMr.
+            let original = unsafe { &(*found.cast::<SoftMr>()).ibv };
+            let ibv = ibv_mr {
+                context,
+                pd,
+                addr: null_mut(),
+                length: original.length,
+                handle: mr_handle,
+                lkey: original.lkey,
+                rkey: original.rkey,
+            };
+            let p = Box::into_raw(Box::new(ImportedMr { ibv })).cast::<ibv_mr>();
+            IMPORTED_MRS.insert(p);
+            p
+        })
     }
 }
 
 export! { "IBVERBS_1.10";
-    /// `void ibv_unimport_mr(struct ibv_mr *)`: nothing; no MR is ever imported.
+    /// `void ibv_unimport_mr(struct ibv_mr *)`: frees what `ibv_import_mr` made; the MR stays.
+    /// Nothing for a pointer that is no imported MR.
     unsafe extern "C" fn ibv_unimport_mr(mr: *mut ibv_mr) {
-        let _ = mr;
+        catch((), || {
+            if IMPORTED_MRS.remove(mr) {
+                // SAFETY: it was live, so it came from Box::into_raw of an ImportedMr; removing
+                // it from the set makes this the only release.
+                drop(unsafe { Box::from_raw(mr.cast::<ImportedMr>()) });
+            }
+        })
     }
+}
+
+/// `ibv_dereg_mr` of an imported MR: deregisters the MR it stands for, then frees it. `None`
+/// if `mr` is no imported MR; else 0 or the errno of the deregistration (`EBUSY` with a window
+/// bound: nothing is freed then).
+pub(crate) fn dereg_imported(mr: *mut ibv_mr) -> Option<c_int> {
+    if !IMPORTED_MRS.contains(mr) {
+        return None;
+    }
+    // SAFETY: live, so the `ibv` field of a boxed ImportedMr.
+    let (handle, context) = unsafe { ((*mr).handle, (*mr).context) };
+    let original = MRS.find(|m: *const ibv_mr| {
+        // SAFETY: a live MR pointer is the `ibv` field of a boxed SoftMr.
+        let m = unsafe { &*m.cast::<SoftMr>() };
+        m.ibv.handle == handle && same_device(m.ibv.context, context)
+    });
+    let rc = if original.is_null() {
+        0
+    } else {
+        dereg_with(original.cast_mut(), MemoryRegion::dereg)
+    };
+    if rc == 0 {
+        // SAFETY: as in ibv_unimport_mr.
+        unsafe { ibv_unimport_mr(mr) };
+    }
+    Some(rc)
+}
+
+/// NULL with `errno` `EOPNOTSUPP`.
+fn unsupported<T>() -> *mut T {
+    fail(libc::EOPNOTSUPP)
 }
 
 export! { "IBVERBS_1.13";
     /// `struct ibv_dm *ibv_import_dm(struct ibv_context *, uint32_t dm_handle)`: NULL with
-    /// `errno` `EOPNOTSUPP` (see the module doc; softrnic has no device memory either).
+    /// `errno` `EOPNOTSUPP` (see the module doc).
     unsafe extern "C" fn ibv_import_dm(context: *mut ibv_context, dm_handle: u32) -> *mut c_void {
         let _ = (context, dm_handle);
         unsupported()

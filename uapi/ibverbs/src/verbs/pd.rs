@@ -194,9 +194,13 @@ export! { "IBVERBS_1.8";
 export! { "IBVERBS_1.1";
     /// `int ibv_dereg_mr(struct ibv_mr *)`: 0 once the keys are dead (accesses in progress
     /// finished), `EINVAL` for a pointer that is not a live MR, `EBUSY` while a memory window
-    /// is bound to it (the MR then stays valid, as the man page says).
+    /// is bound to it (the MR then stays valid, as the man page says). An MR made by
+    /// `ibv_import_mr` deregisters the MR it stands for.
     unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-        catch(libc::EIO, || dereg_with(mr, MemoryRegion::dereg))
+        catch(libc::EIO, || {
+            crate::verbs::import::dereg_imported(mr)
+                .unwrap_or_else(|| dereg_with(mr, MemoryRegion::dereg))
+        })
     }
 }
 

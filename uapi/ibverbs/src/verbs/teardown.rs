@@ -12,7 +12,7 @@
 
 use std::os::raw::c_int;
 
-use super::{ah, channel, cq, mw, parent_domain, pd, qp, relaxed, srq};
+use super::{ah, channel, cq, import, mw, parent_domain, pd, qp, relaxed, srq};
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{
     ibv_ah, ibv_comp_channel, ibv_cq, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_srq, ibv_td,
@@ -39,6 +39,15 @@ pub(crate) unsafe fn destroy_all(ctx: *mut ibv_context) {
             ctx,
             |p: *mut ibv_mw| (*p).context,
             |p| mw::op_dealloc_mw(p),
+        );
+        destroy(
+            &import::IMPORTED_MRS,
+            ctx,
+            |p: *mut ibv_mr| (*p).context,
+            |p| {
+                import::ibv_unimport_mr(p);
+                0
+            },
         );
         destroy(
             &pd::MRS,
