@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     pub attr: DeviceAttr,
     pub port: PortAttr,
     pub limits: QpLimits,
+    /// Device memory lent out (`dm.rs`), in bytes.
+    pub dm_in_use: std::sync::atomic::AtomicUsize,
 }
 
 /// One context: the shared device, and who this context is in it.
@@ -226,6 +228,7 @@ impl Shared {
             attr,
             port,
             limits,
+            dm_in_use: Default::default(),
         })
     }
 }

@@ -55,6 +55,8 @@ pub struct MemoryRegion {
     pub(crate) relaxed: bool,
     /// The file mapping the region covers (`mr_file.rs`), unmapped after deregistration.
     pub(crate) mapping: Option<memmap2::MmapMut>,
+    /// The device memory the region covers (`dm.rs`), held until deregistration.
+    pub(crate) device_memory: Option<crate::dm::DmHold>,
 }
 
 // SAFETY: the region's bytes are only reached through the key table (which synchronizes), and
@@ -114,6 +116,7 @@ impl Pd {
             registered: true,
             relaxed: false,
             mapping: None,
+            device_memory: None,
         }
     }
 }
@@ -154,6 +157,16 @@ impl MemoryRegion {
         self.len == 0
     }
 
+    /// The address of the region's first byte for SGEs and peers: 0 when zero-based (the
+    /// key table's iova), else its virtual address.
+    fn start_va(&self) -> u64 {
+        if self.access.contains(Access::ZERO_BASED) {
+            0
+        } else {
+            self.addr()
+        }
+    }
+
     /// Copies `out.len()` bytes from `offset` out of the region.
     ///
     /// # Errors
@@ -163,7 +176,7 @@ impl MemoryRegion {
         mrs.with_local_read(
             self.keys.lkey,
             self.pd.handle,
-            self.addr() + offset as u64,
+            self.start_va() + offset as u64,
             out.len(),
             |b| out.copy_from_slice(b),
         )
@@ -179,7 +192,7 @@ impl MemoryRegion {
         mrs.with_local_write(
             self.keys.lkey,
             self.pd.handle,
-            self.addr() + offset as u64,
+            self.start_va() + offset as u64,
             data.len(),
             |b| b.copy_from_slice(data),
         )
@@ -189,7 +202,7 @@ impl MemoryRegion {
     /// An SGE of `len` bytes at `offset`.
     pub fn sge(&self, offset: usize, len: u32) -> crate::Sge {
         crate::Sge {
-            addr: self.addr() + offset as u64,
+            addr: self.start_va() + offset as u64,
             length: len,
             lkey: self.keys.lkey,
         }
@@ -308,6 +321,7 @@ impl Drop for MemoryRegion {
             // Still registered (a bound window): leak the buffer (or mapping) rather than free
             // memory the NIC can reach.
             std::mem::forget(self.mapping.take());
+            std::mem::forget(self.device_memory.take());
             return;
         }
         if let Some(layout) = self.owned {

@@ -49,6 +49,9 @@
 //! per-PD pool and defer this invalidation to a flush: their keys stay usable between
 //! [`MrTable::deregister_relaxed`] and [`MrTable::flush_relaxed`].
 //!
+//! Device memory (`device_memory.rs`, `ibv_reg_dm_mr`) registers through the same slots:
+//! always zero-based, and zero bytes allowed.
+//!
 //! # Zero length
 //!
 //! Registering zero bytes is refused (`EINVAL`), as the kernel's `ib_umem_get` refuses a
@@ -58,6 +61,9 @@
 
 mod access;
 mod check;
+mod device_memory;
+#[cfg(test)]
+mod device_memory_tests;
 mod pages;
 mod persist;
 #[cfg(test)]
@@ -273,6 +279,23 @@ impl MrTable {
             return Err(Error::InvalidArgument("iova + length overflows"));
         }
         pages::fault_in(addr as usize, len, access.contains(Access::LOCAL_WRITE))?;
+        self.install(pd, addr, len, iova, access, file_backed)
+    }
+
+    /// Puts a checked registration into a free slot and makes its key valid.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`: the table is full.
+    fn install(
+        &self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: Access,
+        file_backed: bool,
+    ) -> Result<MrKeys> {
         let index = self
             .free_list()
             .pop_front()

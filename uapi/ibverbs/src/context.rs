@@ -22,7 +22,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
-use crate::verbs::{cq, cq_ex, mw, parent_domain, post, qp_ex, query, srq};
+use crate::verbs::{cq, cq_ex, dm, mw, parent_domain, post, qp_ex, query, srq};
 
 /// An open device.
 #[repr(C)]
@@ -176,9 +176,9 @@ pub(crate) fn open_with(
             attach_counters_point_flow: None,
             create_counters: None,
             destroy_counters: None,
-            reg_dm_mr: None,
-            alloc_dm: None,
-            free_dm: None,
+            reg_dm_mr: Some(dm::op_reg_dm_mr),
+            alloc_dm: Some(dm::op_alloc_dm),
+            free_dm: Some(dm::op_free_dm),
             modify_flow_action_esp: None,
             destroy_flow_action: None,
             create_flow_action_esp: None,

@@ -169,6 +169,25 @@ pub type AllocTdFn = unsafe extern "C" fn(
     *mut super::objects::ibv_td_init_attr,
 ) -> *mut super::objects::ibv_td;
 
+/// `struct ibv_dm *(*alloc_dm)(struct ibv_context *, struct ibv_alloc_dm_attr *)`.
+pub type AllocDmFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut super::objects::ibv_alloc_dm_attr,
+) -> *mut super::objects::ibv_dm;
+
+/// `int (*free_dm)(struct ibv_dm *)`.
+pub type FreeDmFn = unsafe extern "C" fn(*mut super::objects::ibv_dm) -> c_int;
+
+/// `struct ibv_mr *(*reg_dm_mr)(struct ibv_pd *, struct ibv_dm *, uint64_t dm_offset,
+/// size_t length, unsigned int access)`.
+pub type RegDmMrFn = unsafe extern "C" fn(
+    *mut ibv_pd,
+    *mut super::objects::ibv_dm,
+    u64,
+    size_t,
+    libc::c_uint,
+) -> *mut super::objects::ibv_mr;
+
 /// `struct verbs_context` of rdma-core 44 (648 bytes): the extended ops, growing towards lower
 /// addresses, then `sz` and the `ibv_context` itself as the last field.
 #[repr(C)]
@@ -180,9 +199,9 @@ pub struct verbs_context {
     pub attach_counters_point_flow: OpaqueFn,
     pub create_counters: OpaqueFn,
     pub destroy_counters: OpaqueFn,
-    pub reg_dm_mr: OpaqueFn,
-    pub alloc_dm: OpaqueFn,
-    pub free_dm: OpaqueFn,
+    pub reg_dm_mr: Option<RegDmMrFn>,
+    pub alloc_dm: Option<AllocDmFn>,
+    pub free_dm: Option<FreeDmFn>,
     pub modify_flow_action_esp: OpaqueFn,
     pub destroy_flow_action: OpaqueFn,
     pub create_flow_action_esp: OpaqueFn,

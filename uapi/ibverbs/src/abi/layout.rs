@@ -136,6 +136,8 @@ fn table() -> Vec<Entry> {
             pd, td, comp_mask, alloc, free, pd_context,
         }
         "struct ibv_mr" => ibv_mr { context, pd, addr, length, handle, lkey, rkey }
+        "struct ibv_alloc_dm_attr" => ibv_alloc_dm_attr { length, log_align_req, comp_mask }
+        "struct ibv_dm" => ibv_dm { context, memcpy_to_dm, memcpy_from_dm, comp_mask, handle }
         "struct ibv_mw" => ibv_mw { context, pd, rkey, handle, type_ as "type" }
         "struct ibv_ah" => ibv_ah { context, pd, handle }
         "struct ibv_comp_channel" => ibv_comp_channel { context, fd, refcnt }

@@ -1,5 +1,6 @@
-//! The verbs objects as the application sees them: `struct ibv_pd`, `ibv_td`, `ibv_parent_domain_init_attr`, `ibv_mr`, `ibv_mw`,
-//! `ibv_ah`, `ibv_comp_channel`, `ibv_cq`, `ibv_srq`, `ibv_qp`, and the head of `ibv_qp_ex`.
+//! The verbs objects as the application sees them: `struct ibv_pd`, `ibv_td`,
+//! `ibv_parent_domain_init_attr`, `ibv_mr`, `ibv_mw`, `ibv_ah`, `ibv_comp_channel`, `ibv_cq`,
+//! `ibv_srq`, `ibv_qp`, the head of `ibv_qp_ex`, and `ibv_dm` with its `ibv_alloc_dm_attr`.
 //!
 //! The provider embeds each at the start of its own, larger object (as rdma-core's providers
 //! do), so a pointer to one is a pointer to softrnic's state.
@@ -132,4 +133,32 @@ pub struct ibv_qp {
     pub mutex: pthread_mutex_t,
     pub cond: pthread_cond_t,
     pub events_completed: u32,
+}
+
+/// `struct ibv_alloc_dm_attr`.
+#[repr(C)]
+pub struct ibv_alloc_dm_attr {
+    pub length: size_t,
+    pub log_align_req: u32,
+    pub comp_mask: u32,
+}
+
+/// `int (*memcpy_to_dm)(struct ibv_dm *, uint64_t dm_offset, const void *host_addr,
+/// size_t length)`.
+pub type MemcpyToDmFn = unsafe extern "C" fn(*mut ibv_dm, u64, *const c_void, size_t) -> c_int;
+
+/// `int (*memcpy_from_dm)(void *host_addr, struct ibv_dm *, uint64_t dm_offset,
+/// size_t length)`.
+pub type MemcpyFromDmFn = unsafe extern "C" fn(*mut c_void, *mut ibv_dm, u64, size_t) -> c_int;
+
+/// `struct ibv_dm`: verbs.h's inline `ibv_memcpy_to_dm`/`ibv_memcpy_from_dm` call its
+/// function pointers directly.
+#[repr(C)]
+pub struct ibv_dm {
+    pub context: *mut ibv_context,
+    pub memcpy_to_dm: Option<MemcpyToDmFn>,
+    pub memcpy_from_dm: Option<MemcpyFromDmFn>,
+    /// `enum ibv_dm_mask`: `IBV_DM_MASK_HANDLE` when `handle` is valid.
+    pub comp_mask: u32,
+    pub handle: u32,
 }

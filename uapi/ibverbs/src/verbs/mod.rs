@@ -7,6 +7,7 @@ pub(crate) mod cq;
 pub(crate) mod cq_ex;
 pub(crate) mod descriptor;
 pub(crate) mod device;
+pub(crate) mod dm;
 pub(crate) mod dmabuf;
 pub(crate) mod fork;
 pub(crate) mod import;

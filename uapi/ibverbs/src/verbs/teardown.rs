@@ -7,15 +7,16 @@
 //!
 //! The order is the reverse of dependence: QPs first (they use CQs, SRQs, MRs, PDs), then
 //! windows (bound to MRs), MRs (relaxed ones flushed with their PD, so their keys die too),
+//! device memories (once their MRs are gone),
 //! SRQs, CQs, AHs, PDs, and completion channels last (CQs use them). The objects of other
 //! contexts of the device are left alone.
 
 use std::os::raw::c_int;
 
-use super::{ah, channel, cq, import, mw, parent_domain, pd, qp, relaxed, srq};
+use super::{ah, channel, cq, dm, import, mw, parent_domain, pd, qp, relaxed, srq};
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{
-    ibv_ah, ibv_comp_channel, ibv_cq, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_srq, ibv_td,
+    ibv_ah, ibv_comp_channel, ibv_cq, ibv_dm, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_srq, ibv_td,
 };
 use crate::live::Live;
 
@@ -54,6 +55,12 @@ pub(crate) unsafe fn destroy_all(ctx: *mut ibv_context) {
             ctx,
             |p: *mut ibv_mr| (*p).context,
             |p| pd::ibv_dereg_mr(p),
+        );
+        destroy(
+            &dm::DMS,
+            ctx,
+            |p: *mut ibv_dm| (*p).context,
+            |p| dm::op_free_dm(p),
         );
         destroy(
             &srq::SRQS,
