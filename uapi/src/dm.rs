@@ -198,6 +198,14 @@ impl DeviceMemory {
         Ok(())
     }
 
+    /// Another handle on the same device memory, as `ibv_import_dm` gives one: the memory
+    /// lives while either does.
+    pub fn share(&self) -> DeviceMemory {
+        DeviceMemory {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
     /// `ibv_free_dm`: frees the DM.
     ///
     /// # Errors

@@ -9,8 +9,8 @@
 //! * `ibv_resolve_eth_l2_from_gid`: the device's own loopback address resolves to loopback's
 //!   all-zero MAC and no VLAN, an IPv4 multicast group to its encoded MAC, a bad GID index
 //!   fails;
-//! * the fork ranges succeed and fork is `IBV_FORK_UNNEEDED`; `ibv_import_dm` and
-//!   `ibv_reg_dmabuf_mr` say `EOPNOTSUPP` (the other imports: `import.rs`);
+//! * the fork ranges succeed and fork is `IBV_FORK_UNNEEDED`; `ibv_reg_dmabuf_mr` says
+//!   `EOPNOTSUPP` (the imports: `import.rs`);
 //!   `ibv_query_qp_data_in_order` says 0; a rate conversion.
 
 mod common;
@@ -122,11 +122,9 @@ int main(void)
     bad.grh.sgid_index = 200;
     CHECK(ibv_resolve_eth_l2_from_gid(ctx, &bad, mac, &vid) == -1, 64);
 
-    /* Fork, device memory import, dma-buf, rates. */
+    /* Fork, dma-buf, rates. */
     CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, 70);
     CHECK(ibv_dontfork_range(buf, 8192) == 0 && ibv_dofork_range(buf, 8192) == 0, 71);
-    errno = 0;
-    CHECK(ibv_import_dm(ctx, 0) == NULL && errno == EOPNOTSUPP, 75);
     errno = 0;
     CHECK(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 0, IBV_ACCESS_LOCAL_WRITE) == NULL &&
           errno == EOPNOTSUPP, 76);

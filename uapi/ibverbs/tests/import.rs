@@ -1,10 +1,10 @@
-//! `ibv_import_device`, `ibv_import_pd`, `ibv_import_mr` and their unimports from a C program
+//! `ibv_import_device`, `ibv_import_pd`, `ibv_import_mr`, `ibv_import_dm` and their unimports from a C program
 //! compiled against the installed verbs.h: a dup of a context's `cmd_fd` opens a second
 //! `ibv_context` on it, whose imported PD and MR (same handle, keys and length; `addr` NULL)
 //! carry an RDMA WRITE on a QP of the second context whose CQ is the first's; unknown handles
 //! are `EINVAL`, an fd that is not open `EINVAL`, one of no context `EOPNOTSUPP`; closing the
 //! imported context closes the fd it was given and leaves the first's objects working;
-//! `ibv_dereg_mr` of an imported MR deregisters the MR.
+//! `ibv_dereg_mr` of an imported MR deregisters the MR; an imported DM is the same memory.
 
 mod common;
 
@@ -101,6 +101,22 @@ int main(void)
     CHECK(imr && ibv_dereg_mr(imr) == 0, 51);
     CHECK(ibv_dereg_mr(mr) == EINVAL, 52);
     CHECK(ibv_close_device(ictx) == 0, 53);
+
+    /* Device memory: the imported DM is the same memory. */
+    struct ibv_alloc_dm_attr dattr = { .length = 4096 };
+    struct ibv_dm *dm = ibv_alloc_dm(ctx, &dattr);
+    CHECK(dm, 55);
+    ictx = ibv_import_device(dup(ctx->cmd_fd));
+    CHECK(ictx, 56);
+    errno = 0;
+    CHECK(!ibv_import_dm(ictx, dm->handle + 1000) && errno == EINVAL, 57);
+    struct ibv_dm *idm = ibv_import_dm(ictx, dm->handle);
+    CHECK(idm && idm != dm && idm->context == ictx && idm->handle == dm->handle, 58);
+    uint32_t word = 0xabcdef01, back = 0;
+    CHECK(ibv_memcpy_to_dm(dm, 8, &word, 4) == 0 && ibv_memcpy_from_dm(&back, idm, 8, 4) == 0, 59);
+    CHECK(back == word, 62);
+    ibv_unimport_dm(idm);
+    CHECK(ibv_close_device(ictx) == 0 && ibv_free_dm(dm) == 0, 63);
 
     CHECK(ibv_destroy_cq(cq) == 0, 60);
     close_device(list, ctx, pd, 61);

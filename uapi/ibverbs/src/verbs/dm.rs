@@ -199,3 +199,41 @@ pub(crate) unsafe extern "C" fn op_reg_dm_mr(
         p
     })
 }
+
+/// `ibv_import_dm`: an `ibv_dm` of `context` for the live DM `handle` of the same device (see
+/// `import`); NULL with `errno` `EINVAL` for a bad context or a handle of no such DM.
+pub(crate) fn import(context: *mut ibv_context, handle: u32) -> *mut ibv_dm {
+    let Some(c) = context::lookup(context) else {
+        return fail(libc::EINVAL);
+    };
+    let found = DMS.find(|d: *const ibv_dm| {
+        // SAFETY: a live DM pointer (the set's lock is held) is the `ibv` field of a SoftDm.
+        let d = unsafe { &*d.cast::<SoftDm>() };
+        d.ibv.handle == handle
+            && context::lookup(d.ibv.context).is_some_and(|o| std::ptr::eq(o.dev, c.dev))
+    });
+    let Some(original) = dm_of(found) else {
+        return fail(libc::EINVAL);
+    };
+    let ibv = ibv_dm {
+        context,
+        ..original.ibv
+    };
+    let p = Box::into_raw(Box::new(SoftDm {
+        ibv,
+        dm: original.dm.share(),
+    }))
+    .cast::<ibv_dm>();
+    DMS.insert(p);
+    p
+}
+
+/// `ibv_unimport_dm`: frees the `ibv_dm` `import` made (the memory stays while the DM it
+/// stands for does); nothing for a pointer that is no live DM.
+pub(crate) fn unimport(dm: *mut ibv_dm) {
+    if DMS.remove(dm) {
+        // SAFETY: it was live, so it came from Box::into_raw of a SoftDm; removing it from
+        // DMS makes this the only release.
+        drop(unsafe { Box::from_raw(dm.cast::<SoftDm>()) });
+    }
+}

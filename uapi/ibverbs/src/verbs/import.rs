@@ -21,17 +21,18 @@
 //! - `ibv_unimport_pd` and `ibv_unimport_mr` free what the import made and leave the objects;
 //!   `ibv_dealloc_pd` of an imported PD does the same (softrnic's PD lives while anything holds
 //!   it), and `ibv_dereg_mr` of an imported MR deregisters the MR itself, as with the kernel.
-//! - softrnic has no device memory to import: `ibv_import_dm` is `EOPNOTSUPP`.
+//! - `ibv_import_dm` gives an `ibv_dm` for the device memory with that handle (the same
+//!   memory), `ibv_unimport_dm` frees it; `ibv_free_dm` of an imported DM does the same.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::null_mut;
 use std::sync::atomic::AtomicU32;
 
-use libc::{c_int, c_void};
+use libc::c_int;
 use softrnic_uapi::MemoryRegion;
 
 use crate::abi::context::ibv_context;
-use crate::abi::objects::{ibv_mr, ibv_pd};
+use crate::abi::objects::{ibv_dm, ibv_mr, ibv_pd};
 use crate::context;
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
@@ -196,23 +197,19 @@ pub(crate) fn dereg_imported(mr: *mut ibv_mr) -> Option<c_int> {
     Some(rc)
 }
 
-/// NULL with `errno` `EOPNOTSUPP`.
-fn unsupported<T>() -> *mut T {
-    fail(libc::EOPNOTSUPP)
-}
-
 export! { "IBVERBS_1.13";
-    /// `struct ibv_dm *ibv_import_dm(struct ibv_context *, uint32_t dm_handle)`: NULL with
-    /// `errno` `EOPNOTSUPP` (see the module doc).
-    unsafe extern "C" fn ibv_import_dm(context: *mut ibv_context, dm_handle: u32) -> *mut c_void {
-        let _ = (context, dm_handle);
-        unsupported()
+    /// `struct ibv_dm *ibv_import_dm(struct ibv_context *, uint32_t dm_handle)`: an `ibv_dm`
+    /// of `context` for the device memory `dm_handle` of its device. NULL with `errno`
+    /// `EINVAL` for a bad context or a handle of no device memory on the device.
+    unsafe extern "C" fn ibv_import_dm(context: *mut ibv_context, dm_handle: u32) -> *mut ibv_dm {
+        catch(null_mut(), || crate::verbs::dm::import(context, dm_handle))
     }
 }
 
 export! { "IBVERBS_1.13";
-    /// `void ibv_unimport_dm(struct ibv_dm *)`: nothing; no DM is ever imported.
-    unsafe extern "C" fn ibv_unimport_dm(dm: *mut c_void) {
-        let _ = dm;
+    /// `void ibv_unimport_dm(struct ibv_dm *)`: frees what `ibv_import_dm` made; the memory
+    /// stays while the DM it stands for does.
+    unsafe extern "C" fn ibv_unimport_dm(dm: *mut ibv_dm) {
+        catch((), || crate::verbs::dm::unimport(dm))
     }
 }
