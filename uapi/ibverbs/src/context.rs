@@ -21,6 +21,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
+use crate::verbs::odp;
 use crate::verbs::{cq, cq_ex, mw, post, qp_ex, query, srq};
 
 /// An open device.
@@ -115,7 +116,7 @@ pub(crate) fn open(dev: &'static SoftDevice) -> *mut ibv_context {
     let soft = Box::new(SoftContext {
         vctx: verbs_context {
             query_port: Some(query::op_query_port),
-            advise_mr: None,
+            advise_mr: Some(odp::op_advise_mr),
             alloc_null_mr: None,
             read_counters: None,
             attach_counters_point_flow: None,

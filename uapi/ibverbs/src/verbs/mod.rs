@@ -17,6 +17,7 @@ pub(crate) mod mcast;
 pub(crate) mod misc;
 pub(crate) mod modify;
 pub(crate) mod mw;
+pub(crate) mod odp;
 pub(crate) mod pd;
 pub(crate) mod post;
 pub(crate) mod qp;
