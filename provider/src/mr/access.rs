@@ -25,7 +25,8 @@ impl Access {
     pub const MW_BIND: Access = Access(1 << 4);
     /// `IBV_ACCESS_ZERO_BASED`: addresses are offsets from the start (the iova is 0).
     pub const ZERO_BASED: Access = Access(1 << 5);
-    /// `IBV_ACCESS_ON_DEMAND`: on-demand paging. Accepted: softrnic pins nothing anyway.
+    /// `IBV_ACCESS_ON_DEMAND`: on-demand paging (`odp.rs`). Kept: it marks the regions
+    /// `ibv_advise_mr` may prefetch; softrnic pins nothing anyway.
     pub const ON_DEMAND: Access = Access(1 << 6);
     /// `IBV_ACCESS_HUGETLB`: a libibverbs hint about huge pages. Accepted and ignored.
     pub const HUGETLB: Access = Access(1 << 7);

@@ -64,6 +64,9 @@ mod check;
 mod device_memory;
 #[cfg(test)]
 mod device_memory_tests;
+mod odp;
+#[cfg(test)]
+mod odp_tests;
 mod pages;
 mod persist;
 #[cfg(test)]
@@ -90,6 +93,11 @@ pub use access::Access;
 pub use check::AccessError;
 use check::{
     check_entry, check_index, check_tag, tag, tag_key, tag_state, Entry, MemPtr, Op, State,
+};
+pub use odp::{
+    Advice, AdviseError, OdpTransportCaps, ADVISE_FLAG_FLUSH, ODP_GENERAL_CAPS, ODP_SUPPORT,
+    ODP_SUPPORT_ATOMIC, ODP_SUPPORT_IMPLICIT, ODP_SUPPORT_READ, ODP_SUPPORT_RECV, ODP_SUPPORT_SEND,
+    ODP_SUPPORT_SRQ_RECV, ODP_SUPPORT_WRITE, ODP_TRANSPORT_CAPS,
 };
 pub use persist::{flush_rights, FlushError};
 pub use pin::{PinError, PinFor, ReadPin};

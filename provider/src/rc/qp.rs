@@ -177,7 +177,10 @@ impl Qp {
                 | Access::REMOTE_READ
                 | Access::REMOTE_ATOMIC
                 | Access::FLUSH_GLOBAL
-                | Access::FLUSH_PERSISTENT;
+                | Access::FLUSH_PERSISTENT
+                // Applications pass their MRs' flags; on a QP, ON_DEMAND grants nothing and
+                // is kept as given, as the kernel (which checks no bit here) does.
+                | Access::ON_DEMAND;
             if !known.contains(attr.qp_access_flags) {
                 return Err(Error::InvalidArgument("unknown QP access flags"));
             }

@@ -22,7 +22,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
-use crate::verbs::{cq, cq_ex, dm, mw, parent_domain, post, qp_ex, query, srq};
+use crate::verbs::{cq, cq_ex, dm, mw, odp, parent_domain, post, qp_ex, query, srq};
 
 /// An open device.
 #[repr(C)]
@@ -170,7 +170,7 @@ pub(crate) fn open_with(
     let soft = Box::new(SoftContext {
         vctx: verbs_context {
             query_port: Some(query::op_query_port),
-            advise_mr: None,
+            advise_mr: Some(odp::op_advise_mr),
             alloc_null_mr: None,
             read_counters: None,
             attach_counters_point_flow: None,

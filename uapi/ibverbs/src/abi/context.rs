@@ -143,6 +143,16 @@ pub type QueryDeviceExFn = unsafe extern "C" fn(
     size_t,
 ) -> c_int;
 
+/// `int (*advise_mr)(struct ibv_pd *, enum ibv_advise_mr_advice, uint32_t, struct ibv_sge *,
+/// uint32_t)`.
+pub type AdviseMrFn = unsafe extern "C" fn(
+    *mut super::objects::ibv_pd,
+    libc::c_uint,
+    u32,
+    *mut super::wr::ibv_sge,
+    u32,
+) -> c_int;
+
 /// `struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *, struct ibv_cq_init_attr_ex *)`.
 pub type CreateCqExFn = unsafe extern "C" fn(
     *mut ibv_context,
@@ -193,7 +203,7 @@ pub type RegDmMrFn = unsafe extern "C" fn(
 #[repr(C)]
 pub struct verbs_context {
     pub query_port: Option<QueryPortFn>,
-    pub advise_mr: OpaqueFn,
+    pub advise_mr: Option<AdviseMrFn>,
     pub alloc_null_mr: OpaqueFn,
     pub read_counters: OpaqueFn,
     pub attach_counters_point_flow: OpaqueFn,

@@ -18,6 +18,7 @@ pub(crate) mod mcast;
 pub(crate) mod misc;
 pub(crate) mod modify;
 pub(crate) mod mw;
+pub(crate) mod odp;
 pub(crate) mod parent_domain;
 pub(crate) mod pd;
 pub(crate) mod post;

@@ -9,10 +9,11 @@
 
 use libc::{c_int, c_uint, size_t, ssize_t};
 use softrnic_provider::device::{DeviceAttr, GidEntry, PortAttr};
+use softrnic_provider::mr::{ODP_GENERAL_CAPS, ODP_TRANSPORT_CAPS};
 
 use crate::abi::attr::{
-    ibv_device_attr, ibv_device_attr_ex, ibv_gid, ibv_gid_entry, ibv_port_attr,
-    ibv_query_device_ex_input, COMPAT_PORT_ATTR_SIZE,
+    ibv_device_attr, ibv_device_attr_ex, ibv_gid, ibv_gid_entry, ibv_odp_caps,
+    ibv_odp_per_transport_caps, ibv_port_attr, ibv_query_device_ex_input, COMPAT_PORT_ATTR_SIZE,
 };
 use crate::abi::context::ibv_context;
 use crate::context::{self, SoftContext};
@@ -78,12 +79,20 @@ pub(crate) fn device_attr(a: &DeviceAttr) -> ibv_device_attr {
     }
 }
 
-/// `struct ibv_device_attr_ex`: the base attributes, one port, no extended capabilities.
+/// `struct ibv_device_attr_ex`: the base attributes, one port, explicit on-demand paging
+/// (`verbs/odp.rs`), no other extended capability.
 pub(crate) fn device_attr_ex(a: &DeviceAttr) -> ibv_device_attr_ex {
     ibv_device_attr_ex {
         orig_attr: device_attr(a),
         comp_mask: 0,
-        odp_caps: Default::default(),
+        odp_caps: ibv_odp_caps {
+            general_caps: ODP_GENERAL_CAPS,
+            per_transport_caps: ibv_odp_per_transport_caps {
+                rc_odp_caps: ODP_TRANSPORT_CAPS.rc,
+                uc_odp_caps: ODP_TRANSPORT_CAPS.uc,
+                ud_odp_caps: ODP_TRANSPORT_CAPS.ud,
+            },
+        },
         completion_timestamp_mask: 0,
         hca_core_clock: 0,
         device_cap_flags_ex: u64::from(a.device_cap_flags),
