@@ -126,6 +126,12 @@ impl Cq {
         Ok(())
     }
 
+    /// Removes the completions of QP `qpn` (a QP reset: `nic/reset.rs`), keeping the order
+    /// of the others.
+    pub fn remove_qp(&mut self, qpn: u32) {
+        self.entries.retain(|wc| wc.qp_num != qpn);
+    }
+
     /// Moves up to `out.len()` completions, oldest first, into `out`; returns how many.
     pub fn poll(&mut self, out: &mut [WorkCompletion]) -> usize {
         let n = out.len().min(self.entries.len());

@@ -223,8 +223,8 @@ impl MemoryRegion {
     }
 
     /// `ibv_rereg_mr` with `IBV_REREG_MR_CHANGE_PD` and/or `IBV_REREG_MR_CHANGE_ACCESS`
-    /// (`None` keeps it): the region gets new keys, and the old ones die as at
-    /// deregistration (see the key table's `rereg.rs`). Changing the translation is
+    /// (`None` keeps it): the region keeps its keys, which carry the new rights and PD from
+    /// now on (see the key table's `rereg.rs`). Changing the translation is
     /// [`MemoryRegion::rereg_translation`].
     ///
     /// # Errors
@@ -236,7 +236,8 @@ impl MemoryRegion {
     }
 
     /// `ibv_rereg_mr` with `IBV_REREG_MR_CHANGE_TRANSLATION` (and optionally PD and access):
-    /// the region now covers `len` bytes at `addr`, addressed by peers from `addr`.
+    /// the region now covers `len` bytes at `addr`, addressed by peers from `addr`, under new
+    /// keys (the old ones die as at deregistration).
     ///
     /// # Safety
     /// As [`Pd::reg_mr_raw`] for the new memory. The region must not own its buffer (one

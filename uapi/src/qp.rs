@@ -121,8 +121,7 @@ impl QpHandle {
             .inner
             .device
             .nic()
-            .qp(self.qpn)?
-            .modify(&routed, mask, &limits)?;
+            .modify_qp(self.qpn, &routed, mask, &limits)?;
         if let Some(o) = &self.observer {
             o(attr, mask);
         }

@@ -2,12 +2,21 @@
 //! `ibv_rereg_mr(3)`): change a region's translation (address, length, iova), its PD and/or
 //! its access rights in place, keeping its index.
 //!
-//! The region gets new keys: the key byte moves on, as at every registration of an index,
-//! so the old L_Key and R_Key die exactly as at deregistration. The change is made like a
-//! deregistration: the tag goes to "invalidating" (new lookups fail at once), the exclusive
-//! lock waits for accessors already inside, the entry changes, and the tag comes back valid
-//! with the new key. A work request still carrying an old key completes in error; none
-//! reaches memory through it.
+//! The change is made like a deregistration: the tag goes to "invalidating" (new lookups fail
+//! at once), the exclusive lock waits for accessors already inside, the entry changes, and the
+//! tag comes back valid. Every access checks the key's entry as it is then, so from that
+//! moment none uses the old rights, PD or range.
+//!
+//! The keys (`ibv_rereg_mr` reports them in `mr->lkey`/`rkey`; the man page lets it reuse
+//! resources "where possible"):
+//!
+//! * **A change of rights or PD only keeps them**, as rxe (`rxe_rereg_user_mr`) and mlx5 (a
+//!   UMR on the same mkey) do: a peer that holds the R_Key sees the new rights at once (a
+//!   right taken away fails, a right given works), with no key to exchange again.
+//! * **A new translation gives new keys**: the key byte moves on, as at every registration of
+//!   an index, so the old L_Key and R_Key die exactly as at deregistration. A work request
+//!   still carrying an old key completes in error rather than reaching whatever memory the
+//!   new translation has at its old address.
 //!
 //! Refused, with the region left as it was: a key that is not a valid normal region's
 //! (`EINVAL`; relaxed regions have their own life cycle), bound memory windows (`EBUSY`: a
@@ -45,7 +54,8 @@ pub struct Translation {
 }
 
 impl MrTable {
-    /// Changes the region of `key` as `change` says and returns its new keys.
+    /// Changes the region of `key` as `change` says and returns its keys: the same unless the
+    /// translation changes (module doc).
     ///
     /// # Safety
     ///
@@ -108,7 +118,11 @@ impl MrTable {
                 t.iova
             };
         }
-        let new_key = (index as u32) << 8 | (tag_key(valid).wrapping_add(1) & 0xff);
+        let new_key = if change.translation.is_some() {
+            (index as u32) << 8 | (tag_key(valid).wrapping_add(1) & 0xff)
+        } else {
+            key
+        };
         slot.tag
             .store(tag(new_key, State::Valid), Ordering::Release);
         drop(entry);

@@ -1,5 +1,6 @@
-//! Tests of reregistration: each change alone, new keys with the old ones dead, and every
-//! refusal leaving the region as it was.
+//! Tests of reregistration: each change alone, the keys kept for new rights or PD (which
+//! the key then carries at once), new keys with the old ones dead for a new translation, and
+//! every refusal leaving the region as it was.
 
 use super::*;
 
@@ -29,29 +30,75 @@ fn remote_write(t: &MrTable, key: u32, pd: PdHandle, va: u64, byte: u8) -> bool 
 }
 
 #[test]
-fn new_access_gives_new_keys_and_the_old_ones_die() {
+fn new_access_keeps_the_keys_which_carry_the_new_rights_at_once() {
     let mut buf = [0u8; 64];
-    let (t, old) = setup(&mut buf, RW);
+    let (t, key) = setup(&mut buf, RW);
     let change = Rereg {
         access: Some(Access::LOCAL_WRITE | Access::REMOTE_READ),
         ..Rereg::default()
     };
-    let new = rereg(&t, old, change).unwrap();
-    assert_ne!(new.rkey, old, "new keys");
-    assert_eq!(new.rkey >> 8, old >> 8, "same index");
+    let keys = rereg(&t, key, change).unwrap();
+    assert_eq!((keys.lkey, keys.rkey), (key, key), "same keys");
     assert!(
-        !remote_write(&t, new.rkey, PD, 0x1000, 1),
+        !remote_write(&t, key, PD, 0x1000, 1),
         "the write right is gone"
     );
-    assert!(t
-        .with_remote_read(new.rkey, PD, QPN, 0x1000, 4, |_| ())
-        .is_ok());
-    assert!(
-        t.with_local_read(old, PD, 0x1000, 4, |_| ()).is_err(),
-        "old key dead"
-    );
+    assert!(t.with_remote_read(key, PD, QPN, 0x1000, 4, |_| ()).is_ok());
+    // Given back: the same key writes again.
+    let change = Rereg {
+        access: Some(RW),
+        ..Rereg::default()
+    };
+    assert_eq!(rereg(&t, key, change).unwrap().rkey, key);
+    assert!(remote_write(&t, key, PD, 0x1000, 5));
     drop(t);
-    assert_eq!(buf, [0u8; 64], "nothing written");
+    assert_eq!(buf[0], 5);
+    assert!(buf[1..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn new_pd_keeps_the_keys_and_the_old_pd_is_refused() {
+    let mut buf = [0u8; 64];
+    let (t, key) = setup(&mut buf, RW);
+    let change = Rereg {
+        pd: Some(OTHER_PD),
+        ..Rereg::default()
+    };
+    assert_eq!(rereg(&t, key, change).unwrap().lkey, key);
+    assert!(
+        !remote_write(&t, key, PD, 0x1000, 1),
+        "the old PD no longer"
+    );
+    assert!(t.with_local_read(key, PD, 0x1000, 4, |_| ()).is_err());
+    assert!(remote_write(&t, key, OTHER_PD, 0x1000, 3));
+    drop(t);
+    assert_eq!(buf[0], 3);
+}
+
+#[test]
+fn new_translation_gives_new_keys_and_the_old_ones_die() {
+    let mut a = [0u8; 64];
+    let mut b = [0u8; 64];
+    let (t, old) = setup(&mut a, RW);
+    let change = Rereg {
+        translation: Some(Translation {
+            addr: b.as_mut_ptr(),
+            len: b.len(),
+            iova: 0x1000,
+        }),
+        ..Rereg::default()
+    };
+    let new = rereg(&t, old, change).unwrap();
+    assert_ne!(new.rkey, old, "new keys");
+    assert_eq!(new.lkey, new.rkey);
+    assert_eq!(new.rkey >> 8, old >> 8, "same index");
+    // The same iova under the old key reaches nothing, under the new one the new memory.
+    assert!(!remote_write(&t, old, PD, 0x1000, 1), "old key dead");
+    assert!(t.with_local_read(old, PD, 0x1000, 4, |_| ()).is_err());
+    assert!(remote_write(&t, new.rkey, PD, 0x1000, 2));
+    drop(t);
+    assert_eq!(a, [0u8; 64], "the old memory is untouched");
+    assert_eq!(b[0], 2);
 }
 
 #[test]

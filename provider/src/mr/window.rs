@@ -16,8 +16,9 @@
 //! # Bind checks (in order; the first failure is `EINVAL`)
 //!
 //! The window's key (its current R_Key) names a window of the binder's PD; its state suits its
-//! type (above); the access asked is only remote read/write/atomic (`ZERO_BASED` windows are
-//! not supported: refused as o10-36.2.2 does for type 1); for a non-zero length, `mr_lkey`
+//! type (above); the access asked is only remote read/write/atomic (`LOCAL_WRITE` is accepted
+//! and dropped: a window has no L_Key; `ZERO_BASED` windows are not supported: refused as
+//! o10-36.2.2 does for type 1); for a non-zero length, `mr_lkey`
 //! names a registered region of the same PD with `MW_BIND` (C10-73), not zero-based (as
 //! rxe), with `LOCAL_WRITE` if the window gives remote write or atomic (C10-74), and the range
 //! inside the region (C10-75).
@@ -71,6 +72,11 @@ pub struct MwBind {
 /// The rights a window may give.
 const WINDOW_RIGHTS: Access =
     Access(Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0);
+
+/// The flags a bind may carry beyond the window's rights: `LOCAL_WRITE`, which consumers
+/// often pass along with `REMOTE_WRITE` as they do for a region (rxe and mlx5 accept it). A
+/// window has no L_Key, so a local right gives nothing and is dropped.
+const IGNORED_LOCAL: Access = Access::LOCAL_WRITE;
 
 const NOT_A_WINDOW: Error = Error::InvalidArgument("not a memory window of this PD");
 
@@ -161,7 +167,7 @@ impl MrTable {
         if tag_key(t) != bind.mw_rkey || entry.pd != pd || tag_state(t) == State::Free {
             return Err(NOT_A_WINDOW);
         }
-        if bind.access.0 & !WINDOW_RIGHTS.0 != 0 {
+        if bind.access.0 & !(WINDOW_RIGHTS.0 | IGNORED_LOCAL.0) != 0 {
             return Err(Error::InvalidArgument(
                 "a window's rights are remote read, write and atomic (zero-based windows are not supported)",
             ));
@@ -193,7 +199,7 @@ impl MrTable {
         self.release_binding(t, &mut entry);
         *entry = Entry {
             pd,
-            access: bind.access,
+            access: Access(bind.access.0 & WINDOW_RIGHTS.0),
             addr: MemPtr(core::ptr::null_mut()),
             len: bind.length as usize,
             iova: bind.addr,

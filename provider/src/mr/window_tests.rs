@@ -241,7 +241,7 @@ fn bind_checks_the_region() {
     einval(t.bind_window(PD, QPN, &bind(w, mr, 0xfff, 8, WIN_ALL)));
     einval(t.bind_window(PD, QPN, &bind(w, mr, 0x10f9, 8, WIN_ALL)));
     einval(t.bind_window(PD, QPN, &bind(w, mr, u64::MAX, 2, WIN_ALL)));
-    einval(t.bind_window(PD, QPN, &bind(w, mr, 0x1000, 8, Access::LOCAL_WRITE)));
+    einval(t.bind_window(PD, QPN, &bind(w, mr, 0x1000, 8, Access::MW_BIND)));
     einval(t.bind_window(PD, QPN, &bind(w, mr, 0x1000, 8, Access::ZERO_BASED)));
     einval(t.bind_window(PdHandle(2), QPN, &bind(w, mr, 0x1000, 8, WIN_ALL)));
     einval(t.bind_window(PD, QPN, &bind(w ^ 1, mr, 0x1000, 8, WIN_ALL)));
@@ -259,6 +259,39 @@ fn bind_checks_the_region() {
     t.deregister(zero_based).unwrap();
     t.deregister(mr).unwrap();
     assert!(matches!(t.deregister(read_only), Err(Error::Busy(_))));
+}
+
+#[test]
+fn local_write_in_a_bind_is_accepted_and_gives_nothing() {
+    let mut buf = [0u8; 256];
+    let (t, mr) = setup(&mut buf, RW);
+    let mw = t.alloc_window(PD, MwType::Type1).unwrap();
+    let asked = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let rkey = t
+        .bind_window(PD, QPN, &bind(mw, mr, 0x1000, 16, asked))
+        .unwrap();
+    t.with_remote_write(rkey, PD, QPN, 0x1000, 4, |m| m.copy_from_slice(b"mw!!"))
+        .unwrap();
+    // The window's key is still no L_Key, and it gives no right it was not asked for.
+    assert_eq!(
+        t.with_local_write(rkey, PD, 0x1000, 1, |_| ()),
+        Err(AccessError::NotRegistered)
+    );
+    assert_eq!(
+        t.with_remote_read(rkey, PD, QPN, 0x1000, 1, |_| ()),
+        Err(AccessError::MissingRight(Access::REMOTE_READ))
+    );
+    // LOCAL_WRITE alone binds a window that gives nothing.
+    let none = t
+        .bind_window(PD, QPN, &bind(rkey, mr, 0x1000, 16, Access::LOCAL_WRITE))
+        .unwrap();
+    assert_eq!(
+        t.with_remote_write(none, PD, QPN, 0x1000, 1, |_| ()),
+        Err(AccessError::MissingRight(Access::REMOTE_WRITE))
+    );
+    drop(t);
+    assert_eq!(&buf[..4], b"mw!!");
+    assert!(buf[4..].iter().all(|&b| b == 0));
 }
 
 #[test]

@@ -14,6 +14,7 @@ use softrnic_wire::roce::RocePacket;
 
 pub mod mcast;
 mod owners;
+mod reset;
 
 use crate::cq::{Cq, Notifier};
 use crate::device::Gid;
