@@ -22,15 +22,16 @@ use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use libc::{c_int, c_void, size_t};
-use softrnic_uapi::{InlineData, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_uapi::{InlineData, QpType, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
 use crate::abi::context::ibv_context;
 use crate::abi::ex::*;
 use crate::abi::objects::{ibv_ah, ibv_mw, ibv_qp};
 use crate::abi::qp_attr::ibv_qp_init_attr;
-use crate::abi::wr::{ibv_mw_bind_info, ibv_sge};
+use crate::abi::wr::{ibv_mw_bind_info, ibv_send_wr_ud, ibv_sge};
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
+use crate::verbs::ah::ud_dest;
 use crate::verbs::pd::pd_of;
 use crate::verbs::post::copy_inline;
 use crate::verbs::qp::{ibv_create_qp, qp_of, SoftQp};
@@ -42,8 +43,12 @@ const WITH_SEND_WITH_INV: u64 = 1 << 9;
 /// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
 const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
-/// The send ops an RC QP's builder has (BIND_MW and TSO are `EOPNOTSUPP`).
-const SUPPORTED_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+/// `IBV_QP_INIT_ATTR_CREATE_FLAGS` (`enum ibv_qp_init_attr_mask`).
+const INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+
+/// The send ops an RC QP's builder has: every RC operation softrnic performs (BIND_MW and
+/// TSO are `EOPNOTSUPP`).
+const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM
@@ -53,6 +58,31 @@ const SUPPORTED_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | WITH_LOCAL_INV
     | WITH_SEND_WITH_INV
     | WITH_ATOMIC_WRITE;
+
+/// The send ops of a UC QP: SEND and RDMA WRITE, with or without immediate, the operations
+/// with UC opcodes (IBTA vol. 1 §9.2.1, table 38: UC has no READ, ATOMIC or
+/// SEND-with-Invalidate packets).
+const UC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM;
+
+/// The send ops of a UD QP: SEND, with or without immediate (IBTA vol. 1 §9.2.1, table 38).
+/// Each WR names its destination with `wr_set_ud_addr`.
+const UD_SEND_OPS: u64 = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+
+/// The send ops a builder of a `qp_type` QP may be created with; `None` for a type without a
+/// builder.
+fn supported_send_ops(qp_type: u32) -> Option<u64> {
+    [
+        (QpType::Rc, RC_SEND_OPS),
+        (QpType::Uc, UC_SEND_OPS),
+        (QpType::Ud, UD_SEND_OPS),
+    ]
+    .into_iter()
+    .find(|(t, _)| t.ibv() == qp_type)
+    .map(|(_, ops)| ops)
+}
 
 /// The send flags a builder WR takes from `wr_flags`: FENCE, SIGNALED, SOLICITED (INLINE is
 /// set by `wr_set_inline_data*`).
@@ -313,7 +343,8 @@ unsafe extern "C" fn wr_atomic_write(
     });
 }
 
-/// The builder calls softrnic does not support on RC: they fail the batch.
+/// The builder calls softrnic does not support (memory windows through the builder, TSO,
+/// XRC): they fail the batch.
 unsafe extern "C" fn wr_bind_mw(
     qp: *mut ibv_qp_ex,
     _mw: *mut ibv_mw,
@@ -325,13 +356,32 @@ unsafe extern "C" fn wr_bind_mw(
 unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
     with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
 }
-unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, _ah: *mut ibv_ah, _qpn: u32, _qkey: u32) {
-    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
-}
 unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, _srqn: u32) {
     with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
 }
 
+/// `wr_set_ud_addr`: the destination of the last WR of a UD QP (the AH, the remote QPN and
+/// the Q_Key, whose high bit selects the QP's own Q_Key as `post_send`'s `wr.ud` does).
+/// `EINVAL` for an AH that is not live, `EOPNOTSUPP` on a QP of another type.
+unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
+    with_batch(qp, |soft, b, _, _| {
+        if soft.qp.qp_type() != QpType::Ud {
+            return b.fail(libc::EOPNOTSUPP);
+        }
+        let ud = ibv_send_wr_ud {
+            ah,
+            remote_qpn: qpn,
+            remote_qkey: qkey,
+        };
+        let dest = match ud_dest(&ud) {
+            Ok(d) => d,
+            Err(e) => return b.fail(e),
+        };
+        if let Some(w) = b.last() {
+            w.ud = Some(dest);
+        }
+    });
+}
 unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
     with_batch(qp, |_, b, _, _| {
         if let Some(w) = b.last() {
@@ -442,8 +492,8 @@ fn fail<T>(e: c_int) -> *mut T {
 /// `verbs_context.create_qp_ex`: `ibv_create_qp` on `attr->pd` (required), with the builder
 /// when `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` is set. NULL with `errno`: `EINVAL` for a NULL
 /// attr, a missing or bad PD or a PD of another context (and `ibv_create_qp`'s errors);
-/// `EOPNOTSUPP` for other `comp_mask` bits, send ops beyond [`SUPPORTED_SEND_OPS`] or a
-/// builder on a QP type other than RC.
+/// `EOPNOTSUPP` for other `comp_mask` bits, a non-empty `create_flags`, or send ops beyond
+/// those of the QP type ([`supported_send_ops`]; none for types other than RC, UC and UD).
 pub(crate) unsafe extern "C" fn op_create_qp_ex(
     context: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
@@ -454,7 +504,13 @@ pub(crate) unsafe extern "C" fn op_create_qp_ex(
         }
         // SAFETY: non-NULL; the caller passes a readable ibv_qp_init_attr_ex.
         let a = unsafe { *attr };
-        if a.comp_mask & !(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0 {
+        let known = IBV_QP_INIT_ATTR_PD | INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        if a.comp_mask & !known != 0 {
+            return fail(libc::EOPNOTSUPP);
+        }
+        // No creation flag is honoured (they ask for device features: loopback blocking,
+        // FCS scatter, VLAN stripping, a source QPN, ...); an empty set is no request.
+        if a.comp_mask & INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
             return fail(libc::EOPNOTSUPP);
         }
         let Some(pd) = pd_of(a.pd).filter(|_| a.comp_mask & IBV_QP_INIT_ATTR_PD != 0) else {
@@ -464,9 +520,8 @@ pub(crate) unsafe extern "C" fn op_create_qp_ex(
             return fail(libc::EINVAL);
         }
         let send_ops = if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
-            if a.send_ops_flags & !SUPPORTED_SEND_OPS != 0
-                || a.qp_type != softrnic_uapi::QpType::Rc.ibv()
-            {
+            let supported = supported_send_ops(a.qp_type).unwrap_or(0);
+            if a.send_ops_flags & !supported != 0 {
                 return fail(libc::EOPNOTSUPP);
             }
             a.send_ops_flags
