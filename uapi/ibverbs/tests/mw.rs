@@ -3,7 +3,8 @@
 //! bound with `ibv_bind_mw` (`mw->rkey` becomes `ibv_inc_rkey` of the old key), written
 //! through, `ibv_dereg_mr` `EBUSY` while it is bound, `ibv_dealloc_mw`; a type 2 window bound
 //! by an `IBV_WR_BIND_MW` WR, written through, invalidated by `IBV_WR_LOCAL_INV`, bound again
-//! and invalidated by a `IBV_WR_SEND_WITH_INV` (the receive reports `invalidated_rkey`), and a
+//! and invalidated by a `IBV_WR_SEND_WITH_INV` (the receive reports `invalidated_rkey`), bound
+//! by the extended builder's `ibv_wr_bind_mw` (a bind beyond the MR fails the batch), and a
 //! WRITE with its dead key failing without touching memory (`IBV_WC_REM_ACCESS_ERR`, or a
 //! flush: the QP is its own responder, which the access error puts in the error state).
 
@@ -128,6 +129,37 @@ int main(void)
         }
     }
     CHECK(seen == 3, 46);
+
+    /* Type 2 through the extended builder: ibv_wr_bind_mw. */
+    struct ibv_qp_init_attr_ex xattr = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+        .send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_RDMA_WRITE,
+    };
+    struct ibv_qp *xqp = ibv_create_qp_ex(ctx, &xattr);
+    CHECK(xqp && connect_to_self(ctx, xqp, IBV_ACCESS_REMOTE_WRITE) == 0, 60);
+    struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(xqp);
+    struct ibv_mw_bind_info info = bind.bind_info;
+    info.addr = (uintptr_t)buf + 8192;
+    uint32_t nkey = ibv_inc_rkey(mw2->rkey);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 9;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_bind_mw(qpx, mw2, nkey, &info);
+    CHECK(ibv_wr_complete(qpx) == 0, 61);
+    CHECK(poll_one(cq, &wc) == 1 && wc.wr_id == 9 && wc.status == IBV_WC_SUCCESS, 62);
+    CHECK(wc.opcode == IBV_WC_BIND_MW && mw2->rkey == nkey, 63);
+    memset(buf + 8192, 0, 16);
+    CHECK(write16(xqp, cq, mr, buf, (uintptr_t)buf + 8192, nkey) == IBV_WC_SUCCESS, 64);
+    CHECK(memcmp(buf + 8192, "through a window", 16) == 0, 65);
+    info.length = 1 << 20; /* beyond the MR: the batch fails, nothing is bound */
+    ibv_wr_start(qpx);
+    ibv_wr_bind_mw(qpx, mw2, ibv_inc_rkey(nkey), &info);
+    CHECK(ibv_wr_complete(qpx) == EINVAL && mw2->rkey == nkey, 66);
+    inv.invalidate_rkey = nkey;
+    CHECK(post_wait(qp, cq, &inv, IBV_WC_LOCAL_INV) == IBV_WC_SUCCESS, 67);
+    CHECK(ibv_destroy_qp(xqp) == 0, 68);
 
     /* Dead key: an error, nothing written. (The QP is its own responder, whose access error
      * puts the QP in the error state: the WRITE may be flushed before the NAK arrives.) */

@@ -144,19 +144,29 @@ pub(crate) unsafe extern "C" fn op_dealloc_mw(mw: *mut ibv_mw) -> c_int {
     })
 }
 
-/// The softrnic form of an `IBV_WR_BIND_MW` work request `w` (a type 2 window bound to
-/// `w.bind_mw.bind_info`, new R_Key `w.bind_mw.rkey`, `send_flags` as given); sets
-/// `w.bind_mw.mw->rkey` to the new key. `EINVAL` for a bad window, MR or range, or a type 1
-/// window.
+/// The softrnic form of an `IBV_WR_BIND_MW` work request `w` (see [`bind`]).
 pub(crate) fn bind_wr(w: &ibv_send_wr, flags: SendFlags) -> Result<SendWr, c_int> {
     let b = w.bind_mw;
-    let soft = mw_of(b.mw).ok_or(libc::EINVAL)?;
-    let (mr, range) = region_and_range(&b.bind_info)?;
-    let access = Access(b.bind_info.mw_access_flags);
+    bind(w.wr_id, b.mw, b.rkey, &b.bind_info, flags)
+}
+
+/// The softrnic form of a bind of the type 2 window `mw` to `info` with the new R_Key `rkey`
+/// and `send_flags` `flags` (an `IBV_WR_BIND_MW` WR, or the builder's `ibv_wr_bind_mw`); sets
+/// `mw->rkey` to the new key. `EINVAL` for a bad window, MR or range, or a type 1 window.
+pub(crate) fn bind(
+    wr_id: u64,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: &ibv_mw_bind_info,
+    flags: SendFlags,
+) -> Result<SendWr, c_int> {
+    let soft = mw_of(mw).ok_or(libc::EINVAL)?;
+    let (mr, range) = region_and_range(info)?;
+    let access = Access(info.mw_access_flags);
     let wr = soft
         .mw
-        .bind_wr(w.wr_id, b.rkey, mr, range, access)
+        .bind_wr(wr_id, rkey, mr, range, access)
         .map_err(|e| e.errno())?;
-    set_rkey(b.mw, soft.mw.rkey());
+    set_rkey(mw, soft.mw.rkey());
     Ok(SendWr { flags, ..wr })
 }

@@ -10,8 +10,8 @@
 //! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
 //! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
 //! for, an SGE setter before any opcode, inline data beyond
-//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), BIND_MW, TSO, UD or XRC addressing) makes the
-//! batch fail: `wr_complete` then posts nothing and returns the errno.
+//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), a bind that cannot be made, TSO, XRC addressing)
+//! makes the batch fail: `wr_complete` then posts nothing and returns the errno.
 //!
 //! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
 //! into the WR's `inline_data` when the builder call is made, as verbs requires (the
@@ -38,6 +38,8 @@ use crate::verbs::qp::{ibv_create_qp, qp_of, SoftQp};
 
 /// `IBV_QP_EX_WITH_LOCAL_INV`.
 const WITH_LOCAL_INV: u64 = 1 << 7;
+/// `WITH_BIND_MW`.
+const WITH_BIND_MW: u64 = 1 << 8;
 /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
 const WITH_SEND_WITH_INV: u64 = 1 << 9;
 /// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
@@ -46,9 +48,10 @@ const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 /// `IBV_QP_INIT_ATTR_CREATE_FLAGS` (`enum ibv_qp_init_attr_mask`).
 const INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 
-/// The send ops an RC QP's builder has: every RC operation softrnic performs (BIND_MW and
-/// TSO are `EOPNOTSUPP`).
-const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+/// The send ops an RC QP's builder has: every RC operation softrnic performs (TSO is
+/// `EOPNOTSUPP`).
+const RC_SEND_OPS: u64 = WITH_BIND_MW
+    | IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM
@@ -343,16 +346,35 @@ unsafe extern "C" fn wr_atomic_write(
     });
 }
 
-/// The builder calls softrnic does not support (memory windows through the builder, TSO,
-/// XRC): they fail the batch.
+/// A bind of the type 2 window `mw` to `info` with the new R_Key `rkey` (`IBV_WR_BIND_MW`;
+/// `mw->rkey` is the new key from now, as `ibv_post_send` does it). `EINVAL` as that post:
+/// a bad window, MR or range, a type 1 window, or a NULL `info`.
 unsafe extern "C" fn wr_bind_mw(
     qp: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
 ) {
-    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
+    with_batch(qp, |soft, b, wr_id, flags| {
+        if !b.open {
+            return b.fail(libc::EINVAL);
+        }
+        if soft.ex.send_ops & WITH_BIND_MW == 0 {
+            return b.fail(libc::EOPNOTSUPP);
+        }
+        if info.is_null() {
+            return b.fail(libc::EINVAL);
+        }
+        // SAFETY: non-NULL; the caller passes a readable ibv_mw_bind_info.
+        let info = unsafe { &*info };
+        match crate::verbs::mw::bind(wr_id, mw, rkey, info, SendFlags(flags & WR_FLAGS)) {
+            Ok(wr) => b.wrs.push(wr),
+            Err(e) => b.fail(e),
+        }
+    });
 }
+
+/// The builder calls softrnic does not support (TSO, XRC): they fail the batch.
 unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
     with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
 }
