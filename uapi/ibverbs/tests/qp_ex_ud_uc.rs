@@ -31,14 +31,6 @@ const PROGRAM: &str = r#"
 
 #define QKEY 0x11111111
 
-static int poll_n(struct ibv_cq *cq, int n, struct ibv_wc *wc)
-{
-    int got = 0;
-    for (long i = 0; i < 200000000 && got < n; i++)
-        got += ibv_poll_cq(cq, n - got, wc + got);
-    return got;
-}
-
 static struct ibv_wc *find(struct ibv_wc *wc, int n, uint64_t wr_id)
 {
     for (int i = 0; i < n; i++)

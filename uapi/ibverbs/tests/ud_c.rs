@@ -18,14 +18,6 @@ const PROGRAM: &str = r#"
 #include "softrnic_test.h"
 #define QKEY 0x11111111
 
-static int poll_n(struct ibv_cq *cq, int n, struct ibv_wc *wc)
-{
-    int got = 0;
-    for (long i = 0; i < 200000000 && got < n; i++)
-        got += ibv_poll_cq(cq, n - got, wc + got);
-    return got;
-}
-
 static int send_to(struct ibv_qp *qp, struct ibv_ah *ah, struct ibv_mr *mr, char *src, uint32_t qkey, uint64_t id)
 {
     struct ibv_sge sge = { .addr = (uintptr_t)src, .length = 64, .lkey = mr->lkey };

@@ -25,6 +25,15 @@ static inline int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
     return 0;
 }
 
+/* `n` completions into `wc` (fewer after a long while): how many came. */
+static inline int poll_n(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+    int got = 0;
+    for (long i = 0; i < 200000000 && got < n; i++)
+        got += ibv_poll_cq(cq, n - got, wc + got);
+    return got;
+}
+
 /* CHECK for the helpers below, which return no exit code: exits with `code` instead. */
 #define REQUIRE(cond, code) do { if (!(cond)) { fprintf(stderr, "failed: %s (errno %d)\n", #cond, errno); exit(code); } } while (0)
 
