@@ -26,7 +26,6 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::null_mut;
-use std::sync::atomic::AtomicU32;
 
 use libc::c_int;
 use softrnic_uapi::MemoryRegion;
@@ -37,7 +36,7 @@ use crate::context;
 use crate::export::export;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
-use crate::verbs::pd::{dereg_with, pd_of, SoftMr, SoftPd, MRS, PDS};
+use crate::verbs::pd::{dereg_with, pd_of, publish_pd, SoftMr, SoftPd, MRS, PDS};
 
 /// An `ibv_mr` made by `ibv_import_mr`: a view of the MR whose handle it has.
 #[repr(C)]
@@ -101,15 +100,7 @@ export! { "IBVERBS_1.10";
                 s.parent.is_none() && s.ibv.handle == pd_handle && same_device(s.ibv.context, context)
             });
             let Some(original) = pd_of(found) else { return fail(libc::EINVAL) };
-            let soft = Box::new(SoftPd {
-                ibv: ibv_pd { context, handle: pd_handle },
-                pd: original.pd.clone(),
-                parents: AtomicU32::new(0),
-                parent: None,
-            });
-            let p = Box::into_raw(soft).cast::<ibv_pd>();
-            PDS.insert(p);
-            p
+            publish_pd(context, pd_handle, original.pd.clone(), None)
         })
     }
 }

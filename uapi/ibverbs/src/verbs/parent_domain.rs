@@ -30,7 +30,7 @@ use crate::abi::objects::{
 use crate::context;
 use crate::ffi::{catch, set_errno};
 use crate::live::Live;
-use crate::verbs::pd::{pd_of, SoftPd, PDS};
+use crate::verbs::pd::{pd_of, publish_pd};
 
 /// A thread domain.
 #[repr(C)]
@@ -147,18 +147,7 @@ pub(crate) unsafe extern "C" fn op_alloc_parent_domain(
         if let Some(t) = td {
             t.users.fetch_add(1, Ordering::AcqRel);
         }
-        let soft = Box::new(SoftPd {
-            ibv: ibv_pd {
-                context,
-                handle: under.ibv.handle,
-            },
-            pd: under.pd.clone(),
-            parents: AtomicU32::new(0),
-            parent: Some(parent),
-        });
-        let p = Box::into_raw(soft).cast::<ibv_pd>();
-        PDS.insert(p);
-        p
+        publish_pd(context, under.ibv.handle, under.pd.clone(), Some(parent))
     })
 }
 

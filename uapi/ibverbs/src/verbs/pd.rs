@@ -52,6 +52,25 @@ pub(crate) fn mr_of<'a>(mr: *const ibv_mr) -> Option<&'a SoftMr> {
     MRS.contains(mr).then(|| unsafe { &*mr.cast::<SoftMr>() })
 }
 
+/// Makes a live `ibv_pd` of `context` with `handle` for `pd`: a PD, or with `parent` a parent
+/// domain.
+pub(crate) fn publish_pd(
+    context: *mut ibv_context,
+    handle: u32,
+    pd: Pd,
+    parent: Option<Parent>,
+) -> *mut ibv_pd {
+    let soft = Box::new(SoftPd {
+        ibv: ibv_pd { context, handle },
+        pd,
+        parents: AtomicU32::new(0),
+        parent,
+    });
+    let p = Box::into_raw(soft).cast::<ibv_pd>();
+    PDS.insert(p);
+    p
+}
+
 /// Makes `mr`, registered on the PD `pd` (live, `soft`), a live `ibv_mr` for C.
 pub(crate) fn publish_mr(pd: *mut ibv_pd, soft: &SoftPd, mr: MemoryRegion) -> *mut ibv_mr {
     let ibv = ibv_mr {
@@ -109,15 +128,7 @@ export! { "IBVERBS_1.1";
                 Ok(rt) => rt.alloc_pd(),
                 Err(e) => return fail(e),
             };
-            let soft = Box::new(SoftPd {
-                ibv: ibv_pd { context, handle: pd.handle() },
-                pd,
-                parents: AtomicU32::new(0),
-                parent: None,
-            });
-            let p = Box::into_raw(soft).cast::<ibv_pd>();
-            PDS.insert(p);
-            p
+            publish_pd(context, pd.handle(), pd, None)
         })
     }
 }
