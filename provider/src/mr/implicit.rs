@@ -30,8 +30,8 @@
 //! Ordinary regions keep their direct slices: the only cost for them is one test of a flag
 //! already in the cache line the access check reads.
 //!
-//! The bounce buffers are per thread and grow to the largest access seen, so the data path
-//! allocates only while they grow. A pin (`pin.rs`) of an implicit region owns its copy,
+//! The bounce buffers are per thread and grow to the largest access seen (up to 1 MiB kept),
+//! so the data path allocates only while they grow, or for a longer access. A pin (`pin.rs`) of an implicit region owns its copy,
 //! since it outlives any call: one allocation per packet, for implicit regions only.
 
 use std::cell::Cell;
@@ -110,8 +110,14 @@ fn take(which: &'static std::thread::LocalKey<Cell<Vec<u8>>>, len: usize) -> Vec
     buf
 }
 
+/// The largest bounce buffer a thread keeps between accesses: a larger one (a long RDMA READ
+/// checked in one piece) is freed rather than held for the thread's life.
+const KEEP: usize = 1 << 20;
+
 fn give_back(which: &'static std::thread::LocalKey<Cell<Vec<u8>>>, buf: Vec<u8>) {
-    which.with(|c| c.set(buf));
+    if buf.capacity() <= KEEP {
+        which.with(|c| c.set(buf));
+    }
 }
 
 /// Runs `f` on a copy of the `len` bytes at address `addr` (a checked offset of an implicit
