@@ -168,6 +168,9 @@ pub(super) struct Entry {
     pub window: Option<WindowEntry>,
     /// The region maps a file (`persist.rs`): a persistence FLUSH `msync`s it.
     pub file_backed: bool,
+    /// An implicit ODP region (`implicit.rs`): the whole address space, reached only through
+    /// copies that cannot fault, never through slices.
+    pub implicit: bool,
 }
 
 /// The part of a slot's entry only a memory window has.
@@ -190,6 +193,7 @@ impl Entry {
         iova: 0,
         window: None,
         file_backed: false,
+        implicit: false,
     };
 }
 
@@ -283,6 +287,7 @@ mod tests {
             iova: IOVA,
             window: None,
             file_backed: false,
+            implicit: false,
         }
     }
 

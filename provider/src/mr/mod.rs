@@ -64,6 +64,9 @@ mod check;
 mod device_memory;
 #[cfg(test)]
 mod device_memory_tests;
+mod implicit;
+#[cfg(test)]
+mod implicit_tests;
 mod odp;
 #[cfg(test)]
 mod odp_tests;
@@ -224,7 +227,8 @@ impl MrTable {
     /// Registers `len` bytes at `addr` for `pd` (`ibv_reg_mr`): peers address them from
     /// `iova` (`ibv_reg_mr` passes `addr`; `ibv_reg_mr_iova` another value); with
     /// [`Access::ZERO_BASED`] the iova is 0 whatever `iova` says. Optional access bits are
-    /// accepted and dropped.
+    /// accepted and dropped. A null `addr` with `len` `usize::MAX` and iova 0 is the implicit
+    /// ODP region ([`register_implicit`](Self::register_implicit)), which needs no memory.
     ///
     /// # Safety
     ///
@@ -250,8 +254,44 @@ impl MrTable {
         access: Access,
     ) -> Result<MrKeys> {
         let access = access.check_for_mr()?;
+        if addr.is_null() && len == usize::MAX && iova == 0 {
+            return self.register_implicit(pd, access);
+        }
         // SAFETY: the caller's contract is `register_checked`'s.
         unsafe { self.register_checked(pd, addr, len, iova, access, false) }
+    }
+
+    /// Registers the implicit ODP region of `pd` (`implicit.rs`): `ibv_reg_mr(pd, NULL,
+    /// SIZE_MAX, IBV_ACCESS_ON_DEMAND | ..)`, the whole address space at iova 0. Safe: the
+    /// table reaches its memory only through copies that cannot fault.
+    ///
+    /// # Errors
+    ///
+    /// - `EINVAL`: `access` lacks `ON_DEMAND` (an implicit region exists only with on-demand
+    ///   paging), asks for `ZERO_BASED`, or is refused by [`Access::check_for_mr`].
+    /// - `ENOMEM`: the table is full.
+    pub fn register_implicit(&self, pd: PdHandle, access: Access) -> Result<MrKeys> {
+        let access = access.check_for_mr()?;
+        if !access.contains(Access::ON_DEMAND) {
+            return Err(Error::InvalidArgument(
+                "a region over the whole address space needs ON_DEMAND",
+            ));
+        }
+        if access.contains(Access::ZERO_BASED) {
+            return Err(Error::InvalidArgument(
+                "an implicit region is not zero-based",
+            ));
+        }
+        self.install_entry(Entry {
+            pd,
+            access,
+            addr: MemPtr(core::ptr::null_mut()),
+            len: usize::MAX,
+            iova: 0,
+            window: None,
+            file_backed: false,
+            implicit: true,
+        })
     }
 
     /// [`register`](Self::register) after the access check; `file_backed` marks a mapped
@@ -304,6 +344,24 @@ impl MrTable {
         access: Access,
         file_backed: bool,
     ) -> Result<MrKeys> {
+        self.install_entry(Entry {
+            pd,
+            access,
+            addr: MemPtr(addr),
+            len,
+            iova,
+            window: None,
+            file_backed,
+            implicit: false,
+        })
+    }
+
+    /// Puts `new` into a free slot and makes its key valid.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`: the table is full.
+    fn install_entry(&self, new: Entry) -> Result<MrKeys> {
         let index = self
             .free_list()
             .pop_front()
@@ -312,15 +370,7 @@ impl MrTable {
         let mut entry = write(&slot.entry);
         let old = tag_key(slot.tag.load(Ordering::Acquire));
         let key = index << 8 | (old.wrapping_add(1) & 0xff);
-        *entry = Entry {
-            pd,
-            access,
-            addr: MemPtr(addr),
-            len,
-            iova,
-            window: None,
-            file_backed,
-        };
+        *entry = new;
         slot.bound_windows.store(0, Ordering::Relaxed);
         slot.tag.store(tag(key, State::Valid), Ordering::Release);
         drop(entry);
@@ -483,6 +533,12 @@ impl MrTable {
             va,
             len,
         )?;
+        if entry.implicit {
+            let r = implicit::shared(offset, len, |bytes| f(&entry, bytes));
+            drop(entry);
+            drop(window);
+            return r;
+        }
         // SAFETY: the checks put `offset..offset + len` inside the registered range, which
         // `register`'s contract keeps valid while the slot is registered; the read lock
         // keeps it registered (deregistration needs the write lock) and keeps writers of
@@ -514,6 +570,12 @@ impl MrTable {
             va,
             len,
         )?;
+        if entry.implicit {
+            let r = implicit::exclusive(offset, len, f);
+            drop(entry);
+            drop(window);
+            return r;
+        }
         // SAFETY: as in `shared`; the write lock makes this the only slice of the region
         // the table hands out until `f` returns.
         let bytes = unsafe { core::slice::from_raw_parts_mut(entry.addr.0.add(offset), len) };

@@ -15,11 +15,9 @@
 //!
 //! Registration still checks that the range is mapped with the protection its rights need
 //! (`pages.rs`), as for any region: the engine must never touch memory that is not there.
-//! Only *explicit* ODP is offered. Implicit ODP (`ibv_reg_mr(pd, NULL, SIZE_MAX, ..)`, a region
-//! over the whole address space) would need every access to go through a copy that cannot
-//! fault (`process_vm_readv`), which the slice-based accessors of this table do not do; so
-//! `IBV_ODP_SUPPORT_IMPLICIT` is not reported and such a registration fails (`EINVAL`, null
-//! address).
+//! Implicit ODP (`ibv_reg_mr(pd, NULL, SIZE_MAX, ..)`, a region over the whole address space,
+//! `IBV_ODP_SUPPORT_IMPLICIT`) is `implicit.rs`: nothing is checked at registration, so every
+//! access to it goes through a copy that cannot fault (`process_vm_readv`/`writev`).
 //!
 //! # Prefetch
 //!
@@ -41,7 +39,7 @@ use crate::wr::Sge;
 
 /// `IBV_ODP_SUPPORT` (`enum ibv_odp_general_caps`): explicit ODP regions.
 pub const ODP_SUPPORT: u64 = 1 << 0;
-/// `IBV_ODP_SUPPORT_IMPLICIT`: regions over the whole address space. Not offered.
+/// `IBV_ODP_SUPPORT_IMPLICIT`: regions over the whole address space (`implicit.rs`).
 pub const ODP_SUPPORT_IMPLICIT: u64 = 1 << 1;
 
 /// `enum ibv_odp_transport_cap_bits`.
@@ -58,7 +56,7 @@ pub const ODP_SUPPORT_ATOMIC: u32 = 1 << 4;
 pub const ODP_SUPPORT_SRQ_RECV: u32 = 1 << 5;
 
 /// The general ODP capabilities (`ibv_odp_caps.general_caps`).
-pub const ODP_GENERAL_CAPS: u64 = ODP_SUPPORT;
+pub const ODP_GENERAL_CAPS: u64 = ODP_SUPPORT | ODP_SUPPORT_IMPLICIT;
 
 /// What an ODP region supports per transport (`rc_odp_caps`, `uc_odp_caps`, `ud_odp_caps`):
 /// each transport's own operations, since an ODP region is accessed like any other.

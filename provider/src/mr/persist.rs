@@ -126,6 +126,10 @@ impl MrTable {
                 let t = slot.tag.load(Ordering::Acquire);
                 let (iova, n) = (entry.iova, entry.len);
                 let offset = check_entry(t, &entry, rkey, pd, op, iova, n)?;
+                if entry.implicit {
+                    // The whole address space: never file-backed, so only visibility.
+                    return place(&entry, &[], persist);
+                }
                 // SAFETY: as in `shared`: the checked range is the registered one, kept
                 // valid and registered by the read lock.
                 let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), n) };

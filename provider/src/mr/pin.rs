@@ -23,6 +23,8 @@ pub struct ReadPin<'a> {
     _window: Option<RwLockReadGuard<'a, Entry>>,
     ptr: *const u8,
     len: usize,
+    /// For an implicit region (`implicit.rs`), the copy `ptr` points into; empty otherwise.
+    _copy: Vec<u8>,
 }
 
 impl core::fmt::Debug for ReadPin<'_> {
@@ -37,6 +39,7 @@ impl Deref for ReadPin<'_> {
     fn deref(&self) -> &[u8] {
         // SAFETY: `ptr..ptr + len` passed the checks under the read lock this pin holds; the
         // registration stays valid (and no `&mut` from this table exists) until it drops.
+        // For an implicit region it points into `_copy`, whose heap buffer moves with it.
         unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
@@ -193,6 +196,18 @@ impl MrTable {
             why.op()
         };
         let offset = check_entry(tag, &guard, key, pd, op, va, len).map_err(PinError::Access)?;
+        if guard.implicit {
+            // No slice of an implicit region: the pin holds a copy that could not fault.
+            let mut copy = vec![0; len];
+            super::implicit::copy_in(offset, &mut copy).map_err(PinError::Access)?;
+            return Ok(ReadPin {
+                _guard: guard,
+                _window: window,
+                ptr: copy.as_ptr(),
+                len,
+                _copy: copy,
+            });
+        }
         // SAFETY: offset..offset + len is inside the registration (checked above).
         let ptr = unsafe { guard.addr.0.add(offset) } as *const u8;
         Ok(ReadPin {
@@ -200,6 +215,7 @@ impl MrTable {
             _window: window,
             ptr,
             len,
+            _copy: Vec::new(),
         })
     }
 }

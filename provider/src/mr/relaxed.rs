@@ -209,6 +209,7 @@ impl MrTable {
             iova: start as u64,
             window: None,
             file_backed: false,
+            implicit: false,
         };
         slot.bound_windows.store(0, Ordering::Relaxed);
         slot.tag.store(tag(key, State::Valid), Ordering::Release);

@@ -74,6 +74,10 @@ impl MrTable {
         if slot.tag.load(Ordering::Acquire) != valid || slot.pool.load(Ordering::Acquire) != 0 {
             return Err(INVALID);
         }
+        if read(&slot.entry).implicit {
+            // Its translation is the whole address space; mlx5 refuses to change it too.
+            return Err(Error::NotSupported("reregistering an implicit ODP region"));
+        }
         let access = change.access.map(Access::check_for_mr).transpose()?;
         if let Some(t) = change.translation {
             check_translation(t, access.unwrap_or(Access(0)))?;

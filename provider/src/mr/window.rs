@@ -209,6 +209,7 @@ impl MrTable {
                 qpn: if w.mw_type == MwType::Type2 { qpn } else { 0 },
             }),
             file_backed: false,
+            implicit: false,
         };
         slot.tag
             .store(tag(new_key, State::Bound), Ordering::Release);

@@ -1,9 +1,11 @@
 //! On-demand paging from a C program compiled against the installed verbs.h:
-//! `ibv_query_device_ex` reports explicit ODP (not implicit) for every RC operation,
+//! `ibv_query_device_ex` reports explicit and implicit ODP for every RC operation,
 //! `IBV_ACCESS_ON_DEMAND` regions register (`ibv_reg_mr`, `ibv_reg_mr_iova2`) and carry RDMA
-//! WRITE and READ on a QP connected to itself, an implicit region (NULL, SIZE_MAX) is
-//! refused, and `ibv_advise_mr` prefetches with every advice and gives `ibv_advise_mr(3)`'s
-//! errno for each kind of bad input.
+//! WRITE and READ on a QP connected to itself, an implicit region (NULL, SIZE_MAX) carries
+//! them too and turns an access to an unmapped page into an error completion (local and
+//! remote) with the process alive, and `ibv_advise_mr` prefetches with every advice (also
+//! through the implicit region's lkey) and gives `ibv_advise_mr(3)`'s errno for each kind of
+//! bad input.
 
 mod common;
 
@@ -47,7 +49,7 @@ int main(void)
     struct ibv_device_attr_ex attr;
     CHECK(ibv_query_device_ex(ctx, NULL, &attr) == 0, 10);
     CHECK(attr.odp_caps.general_caps & IBV_ODP_SUPPORT, 11);
-    CHECK(!(attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT), 12);
+    CHECK(attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT, 12);
     CHECK((attr.odp_caps.per_transport_caps.rc_odp_caps & RC_ALL) == RC_ALL, 13);
     CHECK(attr.odp_caps.per_transport_caps.ud_odp_caps & IBV_ODP_SUPPORT_SEND, 14);
 
@@ -64,10 +66,13 @@ int main(void)
     struct ibv_mr *ro = ibv_reg_mr(pd, c, len, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_READ);
     CHECK(ma && mb && plain && ro, 17);
 
-    /* Implicit ODP is not offered: the whole address space cannot be registered. */
+    /* Implicit ODP: the whole address space, only with ON_DEMAND; NULL is otherwise invalid. */
+    struct ibv_mr *imp = ibv_reg_mr(pd, NULL, SIZE_MAX, ODP_ALL);
+    CHECK(imp && imp->addr == NULL && imp->length == SIZE_MAX, 18);
     errno = 0;
-    CHECK(ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE) == NULL &&
-          errno == EINVAL, 18);
+    CHECK(ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL, 19);
+    errno = 0;
+    CHECK(ibv_reg_mr(pd, NULL, 4096, ODP_ALL) == NULL && errno == EINVAL, 60);
 
     /* Prefetch: every advice, with and without the flush flag. */
     struct ibv_sge sg[2] = { { (uintptr_t)a, len, ma->lkey }, { (uintptr_t)b + 100, 200, mb->lkey } };
@@ -111,6 +116,41 @@ int main(void)
     half.addr = a + 4096;
     CHECK(rdma(qp, cq, IBV_WR_RDMA_READ, &half, mb, 4096) == IBV_WC_SUCCESS, 45);
     CHECK(memcmp(a + 4096, b, 4096) == 0, 46);
+
+    /* The same through the implicit region's keys, on malloc'd memory no region names. */
+    struct ibv_sge isg = { (uintptr_t)c, len, imp->lkey };
+    CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH,
+                        &isg, 1) == 0, 61);
+    struct ibv_mr isrc = *imp, idst = *imp;
+    for (size_t i = 0; i < 4096; i++)
+        c[i] = (char)(i * 13 + 5);
+    memset(c + 4096, 0, 4096);
+    isrc.addr = c;
+    idst.addr = c + 4096;
+    CHECK(rdma(qp, cq, IBV_WR_RDMA_WRITE, &isrc, &idst, 4096) == IBV_WC_SUCCESS, 62);
+    CHECK(memcmp(c, c + 4096, 4096) == 0, 63);
+    memset(a, 0, 4096);
+    CHECK(rdma(qp, cq, IBV_WR_RDMA_READ, ma, &idst, 4096) == IBV_WC_SUCCESS, 64);
+    CHECK(memcmp(a, c, 4096) == 0, 65);
+
+    /* An unmapped page: a hole in the address space, not a crash. */
+    char *hole = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(hole != MAP_FAILED && munmap(hole, 4096) == 0, 66);
+    struct ibv_sge hsg = { (uintptr_t)hole, 64, imp->lkey };
+    CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &hsg, 1) ==
+          EFAULT, 67);
+    struct ibv_mr ihole = *imp;
+    ihole.addr = hole;
+    /* Local: a source in the hole completes with a local protection error (QP now in error). */
+    CHECK(rdma(qp, cq, IBV_WR_RDMA_WRITE, &ihole, mb, 64) == IBV_WC_LOC_PROT_ERR, 68);
+    /* Remote, between two QPs (the responder's QP enters the error state too): the responder
+     * NAKs, the requester completes with a remote access error. */
+    struct ibv_qp *qp2 = ibv_create_qp(pd, &qia), *qp3 = ibv_create_qp(pd, &qia);
+    CHECK(qp2 && qp3, 69);
+    CHECK(connect_on_device(ctx, qp2, ODP_ALL, qp3->qp_num) == 0 &&
+          connect_on_device(ctx, qp3, ODP_ALL, qp2->qp_num) == 0, 70);
+    CHECK(rdma(qp2, cq, IBV_WR_RDMA_WRITE, &isrc, &ihole, 64) == IBV_WC_REM_ACCESS_ERR, 71);
+    CHECK(ibv_destroy_qp(qp2) == 0 && ibv_destroy_qp(qp3) == 0 && ibv_dereg_mr(imp) == 0, 72);
 
     CHECK(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(cq) == 0, 50);
     CHECK(ibv_dereg_mr(ma) == 0 && ibv_dereg_mr(mb) == 0, 51);

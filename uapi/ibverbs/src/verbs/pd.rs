@@ -178,13 +178,17 @@ export! { "IBVERBS_1.8";
     /// `struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *, void *addr, size_t length,
     /// uint64_t iova, unsigned int access)`. Optional access bits
     /// (`IBV_ACCESS_OPTIONAL_RANGE`, such as `IBV_ACCESS_RELAXED_ORDERING`, which perftest
-    /// passes) are accepted and ignored, as rdma-core allows. NULL with `errno`: `EINVAL` for
-    /// a bad PD, NULL address or bad flags; `EOPNOTSUPP` for an `iova` other than `addr`
+    /// passes) are accepted and ignored, as rdma-core allows. NULL with length `SIZE_MAX` and
+    /// `IBV_ACCESS_ON_DEMAND` registers the implicit ODP region (the whole address space,
+    /// reached only through copies that cannot fault). NULL with `errno`: `EINVAL` for
+    /// a bad PD, NULL address (but for implicit ODP) or bad flags; `EOPNOTSUPP` for an `iova` other than `addr`
     /// (not supported yet); `ENOMEM` when the key table is full.
     unsafe extern "C" fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: size_t, iova: u64, access: c_uint) -> *mut ibv_mr {
         catch(null_mut(), || {
             let Some(soft) = pd_of(pd) else { return fail(libc::EINVAL) };
-            if addr.is_null() {
+            // NULL is the implicit ODP region's address (with length SIZE_MAX and
+            // IBV_ACCESS_ON_DEMAND, which the key table checks); otherwise it is invalid.
+            if addr.is_null() && length != size_t::MAX {
                 return fail(libc::EINVAL);
             }
             if iova != addr as u64 {
