@@ -11,10 +11,10 @@
 
 use std::error::Error;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use softrnic_uapi::cm::{CmId, ConnParam, EventChannel, EventType, PortSpace};
-use softrnic_uapi::{Access, QpCaps, QpInitAttr, QueuePair, RecvWr, SendFlags, SendOpcode};
+use softrnic_uapi::{Access, Cq, QpCaps, QpInitAttr, QueuePair, RecvWr, SendFlags, SendOpcode};
 use softrnic_uapi::{MemoryRegion, SendWr, Sge, WcStatus};
 
 const LEN: u32 = 64;
@@ -41,11 +41,22 @@ fn expect(
     Ok(e)
 }
 
+/// What each side has: its QP, its buffer, and the CQs of its sends and of its receives (two,
+/// so that a send's completion and the next message's cannot be taken for one another: the
+/// peer's next message may arrive before the ACK of the send).
+struct Side {
+    qp: QueuePair,
+    mr: MemoryRegion,
+    send_cq: Cq,
+    recv_cq: Cq,
+}
+
 /// A QP for `id` with a buffer, a receive posted.
-fn setup(id: &CmId) -> Result<(QueuePair, MemoryRegion, softrnic_uapi::Cq), Box<dyn Error>> {
+fn setup(id: &CmId) -> Result<Side, Box<dyn Error>> {
     let ctx = id.context().ok_or("no device")?;
     let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(8)?;
+    let send_cq = ctx.create_cq(8)?;
+    let recv_cq = ctx.create_cq(8)?;
     let caps = QpCaps {
         max_send_wr: 4,
         max_recv_wr: 4,
@@ -53,10 +64,19 @@ fn setup(id: &CmId) -> Result<(QueuePair, MemoryRegion, softrnic_uapi::Cq), Box<
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let qp = id.create_qp(&pd, &QpInitAttr::rc(&cq, caps))?;
+    let attr = QpInitAttr {
+        recv_cq: &recv_cq,
+        ..QpInitAttr::rc(&send_cq, caps)
+    };
+    let qp = id.create_qp(&pd, &attr)?;
     let mr = pd.reg_mr(LEN as usize, Access::LOCAL_WRITE)?;
     post_recv(&qp, &mr)?;
-    Ok((qp, mr, cq))
+    Ok(Side {
+        qp,
+        mr,
+        send_cq,
+        recv_cq,
+    })
 }
 
 fn sge(mr: &MemoryRegion) -> Vec<Sge> {
@@ -76,16 +96,39 @@ fn post_recv(qp: &QueuePair, mr: &MemoryRegion) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Sends the buffer and waits for its completion and the next receive's.
-fn send(qp: &QueuePair, mr: &MemoryRegion, cq: &softrnic_uapi::Cq) -> Result<(), Box<dyn Error>> {
-    let mut wr = SendWr::new(1, SendOpcode::Send, sge(mr));
+/// Sends the buffer and waits for the send's completion.
+fn send(s: &Side) -> Result<(), Box<dyn Error>> {
+    let mut wr = SendWr::new(1, SendOpcode::Send, sge(&s.mr));
     wr.flags = SendFlags::SIGNALED;
-    qp.post_send(&[wr]).map_err(|(_, e)| e)?;
-    let done = cq.wait(1, WAIT)?;
+    s.qp.post_send(&[wr]).map_err(|(_, e)| e)?;
+    let done = s.send_cq.wait(1, WAIT)?;
     if done.iter().any(|c| c.status != WcStatus::Success) {
         return Err(format!("send failed: {done:?}").into());
     }
     Ok(())
+}
+
+/// Waits for the client's next message: `true` when it has come, `false` once the client has
+/// disconnected. Its DREQ leaves this side's QP as it is (as Linux's rdma_cm does: the QP goes
+/// to ERROR at this side's own `rdma_disconnect`), so the end shows as the `DISCONNECTED`
+/// event, or as a flushed receive: both are watched.
+fn next_message(cq: &Cq, ch: &EventChannel) -> Result<bool, Box<dyn Error>> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match cq.wait(1, Duration::from_millis(1)) {
+            Ok(got) => return Ok(got[0].status == WcStatus::Success),
+            Err(e) if e.errno() == libc::ETIMEDOUT => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(e) = ch.try_get_event() {
+            if e.event == EventType::Disconnected {
+                return Ok(false);
+            }
+        }
+        if Instant::now() > deadline {
+            return Err("no message and no disconnect".into());
+        }
+    }
 }
 
 fn server(listen: SocketAddr) -> Result<(), Box<dyn Error>> {
@@ -97,27 +140,18 @@ fn server(listen: SocketAddr) -> Result<(), Box<dyn Error>> {
     let req = expect(&ch, EventType::ConnectRequest)?;
     let id = req.id.clone();
     drop(req);
-    let (qp, mr, cq) = setup(&id)?;
+    let s = setup(&id)?;
     id.accept(None)?;
     drop(expect(&ch, EventType::Established)?);
     let mut echoed = 0;
-    loop {
-        let got = cq.wait(1, WAIT)?;
-        if got[0].status != WcStatus::Success {
-            break; // flushed: the client disconnected
-        }
+    while next_message(&s.recv_cq, &ch)? {
         let mut text = [0u8; LEN as usize];
-        mr.read(0, &mut text)?;
+        s.mr.read(0, &mut text)?;
         text.make_ascii_uppercase();
-        mr.write(0, &text)?;
-        post_recv(&qp, &mr)?;
-        send(&qp, &mr, &cq)?;
+        s.mr.write(0, &text)?;
+        post_recv(&s.qp, &s.mr)?;
+        send(&s)?;
         echoed += 1;
-        if let Some(e) = ch.try_get_event() {
-            if e.event == EventType::Disconnected {
-                break;
-            }
-        }
     }
     println!("echoed {echoed} messages");
     let _ = id.disconnect();
@@ -133,25 +167,25 @@ fn client(src: std::net::IpAddr, dst: SocketAddr, count: u32) -> Result<(), Box<
     drop(expect(&ch, EventType::AddrResolved)?);
     id.resolve_route(WAIT)?;
     drop(expect(&ch, EventType::RouteResolved)?);
-    let (qp, mr, cq) = setup(&id)?;
+    let s = setup(&id)?;
     id.connect(&ConnParam::none())?;
     drop(expect(&ch, EventType::Established)?);
     for i in 0..count {
         let text = format!("ping {i}");
-        mr.write(0, text.as_bytes())?;
-        send(&qp, &mr, &cq)?;
+        s.mr.write(0, text.as_bytes())?;
+        send(&s)?;
         // The echo lands in the same buffer: the receive posted before.
-        let got = cq.wait(1, WAIT)?;
+        let got = s.recv_cq.wait(1, WAIT)?;
         if got[0].status != WcStatus::Success {
             return Err(format!("receive failed: {got:?}").into());
         }
         let mut back = vec![0u8; text.len()];
-        mr.read(0, &mut back)?;
+        s.mr.read(0, &mut back)?;
         if back != text.to_uppercase().as_bytes() {
             return Err(format!("echo of {text:?}: {:?}", String::from_utf8_lossy(&back)).into());
         }
         println!("{}", String::from_utf8_lossy(&back));
-        post_recv(&qp, &mr)?;
+        post_recv(&s.qp, &s.mr)?;
     }
     id.disconnect()?;
     drop(expect(&ch, EventType::Disconnected)?);
