@@ -72,13 +72,16 @@ pub mod device_cap {
     pub const SRQ_RESIZE: u32 = 1 << 13;
     /// `IBV_DEVICE_MEM_WINDOW`: not set until memory windows exist (`max_mw` is 0).
     pub const MEM_WINDOW: u32 = 1 << 17;
+    /// `IBV_DEVICE_XRC`: XRC domains, SRQs and QPs (`crate::xrc`). Set.
+    pub const XRC: u32 = 1 << 20;
     /// `IBV_DEVICE_MEM_MGT_EXTENSIONS` (fast registration, local invalidate): not set yet.
     pub const MEM_MGT_EXTENSIONS: u32 = 1 << 21;
 
     /// What softrnic reports. Kernel rxe (`RXE_DEVICE_CAP_FLAGS`, `rxe_param.h`) also sets
     /// BAD_PKEY_CNTR, BAD_QKEY_CNTR, AUTO_PATH_MIG, CHANGE_PHY_PORT, UD_AV_PORT_ENFORCE,
     /// PORT_ACTIVE_EVENT and MEM_MGT_EXTENSIONS; softrnic sets a flag only for what it does.
-    pub const SOFTRNIC: u32 = CURR_QP_STATE_MOD | SYS_IMAGE_GUID | RC_RNR_NAK_GEN | SRQ_RESIZE;
+    pub const SOFTRNIC: u32 =
+        CURR_QP_STATE_MOD | SYS_IMAGE_GUID | RC_RNR_NAK_GEN | SRQ_RESIZE | XRC;
 }
 
 /// `enum ibv_port_cap_flags` bits (`ibv_port_attr.port_cap_flags`).
