@@ -104,17 +104,19 @@ pub const WIDTH_1X: u8 = 1;
 pub const SPEED_SDR: u8 = 1;
 
 /// Bytes around a full-MTU payload in the largest softrnic packet, outside the Ethernet
-/// header: IPv6 (40) + UDP (8) + BTH (12) + RETH (16) + ImmDt (4) + ICRC (4) = 84, for
-/// `RDMA_WRITE_ONLY_WITH_IMMEDIATE` over IPv6 (no payload-carrying opcode has more extension
-/// headers; the test `overhead_covers_every_opcode` checks this against the opcode table).
+/// header: IPv6 (40) + UDP (8) + BTH (12) + XRCETH (4) + RETH (16) + ImmDt (4) + ICRC (4) =
+/// 88, for `XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE` over IPv6 (no payload-carrying opcode has more
+/// extension headers; the test `overhead_covers_every_opcode` checks this against the opcode
+/// table).
 ///
-/// Kernel rxe subtracts `RXE_MAX_HDR_LENGTH` = 80 (`rxe_hdr.h`) instead, which leaves 4 bytes
-/// too few for that packet when the netdev MTU is within 4 bytes above a threshold (1104..=1107
-/// gives rxe 1024 but softrnic 512). softrnic sends with DF and never fragments, so it keeps
-/// every packet within the MTU.
+/// Kernel rxe, which has no XRC, subtracts `RXE_MAX_HDR_LENGTH` = 80 (`rxe_hdr.h`) instead,
+/// which leaves too few bytes for the largest packets when the netdev MTU is within 8 bytes
+/// above a threshold (1104..=1111 gives rxe 1024 but softrnic 512). softrnic sends with DF
+/// and never fragments, so it keeps every packet within the MTU.
 pub const MAX_HEADER_OVERHEAD: u32 = (IPV6_HEADER_LEN
     + UDP_HEADER_LEN
     + bth::HEADER_LEN
+    + softrnic_wire::xrceth::HEADER_LEN
     + reth::HEADER_LEN
     + immdt::HEADER_LEN
     + ICRC_LEN) as u32;
@@ -131,7 +133,7 @@ pub const MAX_HEADER_OVERHEAD: u32 = (IPV6_HEADER_LEN
 /// | 9000 (jumbo)   | 4096       |
 /// | 65536 (`lo`)   | 4096       |
 ///
-/// This is the rule of rxe's `eth_mtu_int_to_enum()` (`rxe_param.h`) with 84 bytes of headers
+/// This is the rule of rxe's `eth_mtu_int_to_enum()` (`rxe_param.h`) with 88 bytes of headers
 /// instead of 80 (see [`MAX_HEADER_OVERHEAD`]).
 pub fn active_mtu_for_netdev_mtu(netdev_mtu: u32) -> Mtu {
     let room = netdev_mtu.saturating_sub(MAX_HEADER_OVERHEAD);
