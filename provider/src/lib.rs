@@ -32,5 +32,6 @@ pub mod uc;
 pub mod ud;
 pub mod wc;
 pub mod wr;
+pub mod xrc;
 
 pub use error::{Error, Result};

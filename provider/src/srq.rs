@@ -14,6 +14,9 @@
 //!   sets `IBV_DEVICE_SRQ_RESIZE`.
 //! * The SGEs of an SRQ's WQEs are checked against the SRQ's PD, the PD they were posted in.
 //!
+//! * An XRC SRQ (`IBV_SRQT_XRC`, [`crate::xrc`]) also belongs to an XRC domain and names its
+//!   own CQ; its number (`ibv_get_srq_num`) is its handle.
+//!
 //! The NIC owns SRQs by handle ([`SrqTable`]); a QP's responder is handed the table with each
 //! packet, as it is handed the MR table, so the engine stays sans-IO.
 
@@ -83,6 +86,8 @@ pub struct Srq {
     wqes: VecDeque<RecvWqe>,
     /// The limit was reached and the event not yet taken.
     limit_reached: bool,
+    /// The XRC domain and CQ of an XRC SRQ.
+    xrc: Option<crate::xrc::XrcSrq>,
 }
 
 impl Srq {
@@ -108,7 +113,19 @@ impl Srq {
             limit: 0,
             wqes: VecDeque::new(),
             limit_reached: false,
+            xrc: None,
         })
+    }
+
+    /// The same SRQ made an XRC SRQ of `xrc`'s domain and CQ.
+    pub fn with_xrc(mut self, xrc: crate::xrc::XrcSrq) -> Srq {
+        self.xrc = Some(xrc);
+        self
+    }
+
+    /// The XRC domain and CQ, for an XRC SRQ.
+    pub fn xrc(&self) -> Option<crate::xrc::XrcSrq> {
+        self.xrc
     }
 
     /// The protection domain.
@@ -247,6 +264,11 @@ impl SrqTable {
     /// The SRQ `id`.
     pub fn get_mut(&mut self, id: SrqId) -> Option<&mut Srq> {
         self.srqs.get_mut(&id.0)
+    }
+
+    /// Whether some SRQ satisfies `f`.
+    pub fn any(&self, f: impl FnMut(&Srq) -> bool) -> bool {
+        self.srqs.values().any(f)
     }
 
     /// The SRQ `id`, or `EINVAL`.

@@ -147,6 +147,9 @@ pub struct SendWr {
     pub bind_mw: Option<crate::mr::MwBind>,
     /// Where a UD SEND goes (`ibv_send_wr.wr.ud`); `None` on connected QPs.
     pub ud: Option<UdDest>,
+    /// The XRC SRQ number at the target an XRC INI QP's message goes to
+    /// (`ibv_send_wr.qp_type.xrc.remote_srqn`, carried in the XRCETH); 0 on other QPs.
+    pub xrc_srqn: u32,
     /// The bytes of an inline request (or the 8 of an ATOMIC WRITE), copied by the caller out
     /// of its own memory at post time: inline data needs no lkey (ibv_post_send(3)), so the C
     /// ABI, which may read the program's memory, hands the bytes over. When set, they are the
@@ -175,6 +178,7 @@ impl SendWr {
             swap: 0,
             bind_mw: None,
             ud: None,
+            xrc_srqn: 0,
             inline_data: None,
         }
     }

@@ -104,6 +104,7 @@ fn a_megabyte_each_way_allocates_a_constant_few_times_not_per_packet() {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     });
     let round = |p: &mut Pair| {

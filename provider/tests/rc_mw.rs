@@ -63,6 +63,7 @@ fn bind_wr(wr_id: u64, bind: MwBind) -> SendWr {
     SendWr {
         bind_mw: Some(bind),
         ud: None,
+        xrc_srqn: 0,
         ..send_wr(wr_id, SendOpcode::BindMw, vec![], RemoteAddr::default())
     }
 }

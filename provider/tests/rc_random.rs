@@ -174,6 +174,7 @@ fn plan(rng: &mut Rng, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan 
             swap: 0,
             bind_mw: None,
             ud: None,
+            xrc_srqn: 0,
             inline_data: None,
         };
         let (expect, byte_len) = match op {

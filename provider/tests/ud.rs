@@ -131,6 +131,7 @@ fn no_wqe_drops_a_short_wqe_is_a_length_error_and_one_mtu_is_the_most() {
     assert!(p.a.qp.post_send(&wr, &p.a.mrs).is_err());
     let wr = SendWr {
         ud: None,
+        xrc_srqn: 0,
         ..datagram(5, &a_mem, 8, QKEY)
     };
     assert!(p.a.qp.post_send(&wr, &p.a.mrs).is_err());

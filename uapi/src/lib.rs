@@ -40,6 +40,7 @@ mod relaxed;
 mod shared;
 mod spin;
 mod srq;
+mod xrc;
 
 pub use ah::Ah;
 pub use context::{Context, Cq, OpenOptions, Pd, ETIMEDOUT};
@@ -54,6 +55,7 @@ pub use relaxed::{RELAXED_PAGE, RELAXED_POOL_DEFAULT};
 pub use softrnic_wire::feth::Selectivity;
 pub use spin::{set_spin, DEFAULT_SPIN};
 pub use srq::Srq;
+pub use xrc::Xrcd;
 
 pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};
 pub use softrnic_provider::driver::Progress;

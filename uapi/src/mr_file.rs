@@ -121,6 +121,7 @@ pub fn flush_wr(
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }
@@ -139,6 +140,7 @@ pub fn atomic_write_wr(wr_id: u64, remote: RemoteAddr, value: Sge) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }

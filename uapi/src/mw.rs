@@ -110,6 +110,7 @@ impl Mw {
         Ok(SendWr {
             bind_mw: Some(bind),
             ud: None,
+            xrc_srqn: 0,
             ..plain_wr(wr_id, SendOpcode::BindMw)
         })
     }
@@ -151,6 +152,7 @@ fn plain_wr(wr_id: u64, opcode: SendOpcode) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }
@@ -194,6 +196,7 @@ impl QueuePair {
         let wr = SendWr {
             bind_mw: Some(bind),
             ud: None,
+            xrc_srqn: 0,
             ..plain_wr(wr_id, SendOpcode::BindMw)
         };
         self.post_send(&[wr]).map_err(|(_, e)| e)?;

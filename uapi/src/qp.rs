@@ -47,8 +47,9 @@ impl<'a> QpInitAttr<'a> {
 pub struct QueuePair {
     /// The device and number (a handle no one observes).
     qp: QpHandle,
-    /// The send and receive CQs, held so that they outlive the QP (dropped after it).
-    _cqs: [Arc<CqInner>; 2],
+    /// The send and receive CQs, held so that they outlive the QP (dropped after it); an XRC
+    /// TGT QP has none.
+    _cqs: [Option<Arc<CqInner>>; 2],
 }
 
 impl Pd {
@@ -85,8 +86,26 @@ impl Pd {
                 qp_type: init.qp_type,
                 observer: None,
             },
-            _cqs: [init.send_cq.inner.clone(), init.recv_cq.inner.clone()],
+            _cqs: [
+                Some(init.send_cq.inner.clone()),
+                Some(init.recv_cq.inner.clone()),
+            ],
         })
+    }
+}
+
+impl QueuePair {
+    /// An XRC TGT QP just made in the NIC (`crate::xrc`): no CQs to hold.
+    pub(crate) fn xrc_recv(ctx: Context, qpn: u32) -> QueuePair {
+        QueuePair {
+            qp: QpHandle {
+                ctx,
+                qpn,
+                qp_type: QpType::XrcRecv,
+                observer: None,
+            },
+            _cqs: [None, None],
+        }
     }
 }
 

@@ -180,6 +180,7 @@ impl QueuePair {
             swap: 0,
             bind_mw: None,
             ud: None,
+            xrc_srqn: 0,
             inline_data: None,
         };
         self.post_send(&[wr]).map_err(|(_, e)| e)

@@ -36,6 +36,15 @@ impl Pd {
 }
 
 impl Srq {
+    /// The handle of an SRQ just made in the NIC.
+    pub(crate) fn from_id(ctx: Context, id: SrqId) -> Srq {
+        Srq {
+            ctx,
+            id,
+            live: true,
+        }
+    }
+
     /// `ibv_post_srq_recv` of a list of WRs. On an error, the WRs before the failed one are
     /// posted.
     ///

@@ -47,6 +47,7 @@ fn run(
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     };
     a.qp.post_send(&[wr]).map_err(|(_, e)| e).unwrap();

@@ -72,6 +72,7 @@ fn a_write_then_persistence_flush_of_a_file_backed_region_is_in_the_file() {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     };
     assert_eq!(post(&a, write).0, WcStatus::Success);

@@ -75,6 +75,7 @@ fn wr(a: &Node, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }

@@ -71,6 +71,7 @@ fn write_wr(a: &Node, wr_id: u64, len: u32, addr: u64, rkey: u32) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }

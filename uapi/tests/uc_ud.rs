@@ -57,6 +57,7 @@ fn send(wr_id: u64, opcode: SendOpcode, s: &Node, len: u32) -> SendWr {
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }
@@ -104,6 +105,7 @@ fn ud_datagram_through_an_address_handle() {
     assert!(a.pd.create_ah(IpAddr::V4(Ipv4Addr::UNSPECIFIED)).is_err());
     let wr = SendWr {
         ud: Some(ah.ud(b.qp.qp_num(), ConnectAttr::default().qkey)),
+        xrc_srqn: 0,
         ..send(1, SendOpcode::Send, &a, 1000)
     };
     a.qp.post_send(&[wr]).unwrap();

@@ -64,6 +64,7 @@ fn send_to_group(s: &Node, wr_id: u64, len: u32) {
         swap: 0,
         bind_mw: None,
         ud: Some(ah.ud(MULTICAST_QPN, QKEY)),
+        xrc_srqn: 0,
         inline_data: None,
     };
     s.qp.post_send(&[wr]).unwrap();

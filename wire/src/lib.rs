@@ -52,6 +52,7 @@ pub mod pcap;
 pub mod psn;
 pub mod reth;
 pub mod roce;
+pub mod xrceth;
 
 pub use opcode::Opcode;
 pub use psn::Psn;

@@ -1,11 +1,12 @@
 //! The BTH opcode table (IBTA 9.2.1, table 38 "OpCode field"; IBTA 1.5 adds FLUSH and ATOMIC
 //! WRITE; annex A17.9.3 adds the RoCEv2 CNP).
 //!
-//! The opcode's top three bits select the transport (000 RC, 001 UC, 011 UD, 100 CNP), the low
+//! The opcode's top three bits select the transport (000 RC, 001 UC, 011 UD, 100 CNP, 101 XRC
+//! (annex A14.6: the RC operations, requests carrying an XRCETH first)), the low
 //! five the operation. For every opcode softrnic speaks, [`OpcodeInfo`] says its name, which
 //! extension headers follow the BTH and in which order, whether a payload follows, and where the
-//! packet stands in its message. All header parsing goes through this one table; RD and XRC
-//! opcodes, and reserved codes, are not in it and parse as [`Error::UnknownOpcode`].
+//! packet stands in its message. All header parsing goes through this one table; RD opcodes,
+//! and reserved codes, are not in it and parse as [`Error::UnknownOpcode`].
 //!
 //! [`Error::UnknownOpcode`]: crate::Error::UnknownOpcode
 
@@ -16,6 +17,8 @@ use ExtHeader::*;
 /// An extension header that may follow the BTH (IBTA 9.3), in on-the-wire order when listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExtHeader {
+    /// XRC ETH: the XRC SRQ number at the target (XRC requests, annex A14.6.1).
+    Xrceth,
     /// Datagram ETH: Q_Key and source QP (UD).
     Deth,
     /// FLUSH ETH: selectivity level and placement type (IBTA 1.5).
@@ -56,6 +59,7 @@ impl ExtHeader {
     /// The header's length in bytes.
     pub const fn size(self) -> usize {
         match self {
+            Xrceth => crate::xrceth::HEADER_LEN,
             Deth => crate::deth::HEADER_LEN,
             Feth => crate::feth::HEADER_LEN,
             Reth => crate::reth::HEADER_LEN,
@@ -78,6 +82,8 @@ pub enum Transport {
     Uc,
     /// Unreliable Datagram, `011xxxxx`.
     Ud,
+    /// Extended Reliable Connected, `101xxxxx` (annex A14).
+    Xrc,
     /// RoCEv2 Congestion Notification Packet, `0x81`.
     Cnp,
 }
@@ -268,6 +274,29 @@ table! {
     0x64 UD_SEND_ONLY                      Ud Send Only [Deth]               Any;
     0x65 UD_SEND_ONLY_WITH_IMMEDIATE       Ud Send Only [Deth, ImmDt]        Any;
     0x81 CNP                               Cnp Cnp Only [CnpPad]             NoPayload;
+    0xa0 XRC_SEND_FIRST                     Xrc Send First  [Xrceth]           FullMtu;
+    0xa1 XRC_SEND_MIDDLE                    Xrc Send Middle [Xrceth]           FullMtu;
+    0xa2 XRC_SEND_LAST                      Xrc Send Last   [Xrceth]           Any;
+    0xa3 XRC_SEND_LAST_WITH_IMMEDIATE       Xrc Send Last   [Xrceth, ImmDt]    Any;
+    0xa4 XRC_SEND_ONLY                      Xrc Send Only   [Xrceth]           Any;
+    0xa5 XRC_SEND_ONLY_WITH_IMMEDIATE       Xrc Send Only   [Xrceth, ImmDt]    Any;
+    0xa6 XRC_RDMA_WRITE_FIRST               Xrc RdmaWrite First  [Xrceth, Reth] FullMtu;
+    0xa7 XRC_RDMA_WRITE_MIDDLE              Xrc RdmaWrite Middle [Xrceth]      FullMtu;
+    0xa8 XRC_RDMA_WRITE_LAST                Xrc RdmaWrite Last   [Xrceth]      Any;
+    0xa9 XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE Xrc RdmaWrite Last   [Xrceth, ImmDt] Any;
+    0xaa XRC_RDMA_WRITE_ONLY                Xrc RdmaWrite Only   [Xrceth, Reth] Any;
+    0xab XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE Xrc RdmaWrite Only   [Xrceth, Reth, ImmDt] Any;
+    0xac XRC_RDMA_READ_REQUEST              Xrc RdmaReadRequest Only [Xrceth, Reth] NoPayload;
+    0xad XRC_RDMA_READ_RESPONSE_FIRST       Xrc RdmaReadResponse First  [Aeth] FullMtu;
+    0xae XRC_RDMA_READ_RESPONSE_MIDDLE      Xrc RdmaReadResponse Middle []     FullMtu;
+    0xaf XRC_RDMA_READ_RESPONSE_LAST        Xrc RdmaReadResponse Last   [Aeth] Any;
+    0xb0 XRC_RDMA_READ_RESPONSE_ONLY        Xrc RdmaReadResponse Only   [Aeth] Any;
+    0xb1 XRC_ACKNOWLEDGE                    Xrc Acknowledge Only [Aeth]        NoPayload;
+    0xb2 XRC_ATOMIC_ACKNOWLEDGE             Xrc AtomicAcknowledge Only [Aeth, AtomicAckEth] NoPayload;
+    0xb3 XRC_COMPARE_SWAP                   Xrc CompareSwap Only [Xrceth, AtomicEth] NoPayload;
+    0xb4 XRC_FETCH_ADD                      Xrc FetchAdd Only [Xrceth, AtomicEth] NoPayload;
+    0xb6 XRC_SEND_LAST_WITH_INVALIDATE      Xrc Send Last [Xrceth, Ieth]       Any;
+    0xb7 XRC_SEND_ONLY_WITH_INVALIDATE      Xrc Send Only [Xrceth, Ieth]       Any;
 }
 
 /// Table index by opcode byte; `NONE` where the opcode is not in [`TABLE`].
@@ -334,6 +363,7 @@ mod test {
                 1 => Transport::Uc,
                 3 => Transport::Ud,
                 4 => Transport::Cnp,
+                5 => Transport::Xrc,
                 _ => unreachable!("{} has an unexpected prefix", e.name),
             };
             assert_eq!(e.transport, expect, "{}", e.name);
@@ -342,6 +372,7 @@ mod test {
                 Transport::Uc => "UC_",
                 Transport::Ud => "UD_",
                 Transport::Cnp => "CNP",
+                Transport::Xrc => "XRC_",
             }));
         }
     }
@@ -360,5 +391,16 @@ mod test {
         assert_eq!(len(Opcode::CNP), 16);
         assert!(Opcode(0x15).info().is_none(), "0x15 is reserved");
         assert!(Opcode(0x40).info().is_none(), "RD is not supported");
+        // XRC requests carry the 4-byte XRCETH first; responses do not (annex A14.6).
+        assert_eq!(len(Opcode::XRC_SEND_ONLY), 4);
+        assert_eq!(len(Opcode::XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE), 24);
+        assert_eq!(len(Opcode::XRC_COMPARE_SWAP), 32);
+        assert_eq!(len(Opcode::XRC_ACKNOWLEDGE), 4);
+        for e in TABLE.iter().filter(|e| e.transport == Transport::Xrc) {
+            let rc = Opcode(e.code & 0x1f).info().unwrap();
+            assert_eq!((e.operation, e.position), (rc.operation, rc.position));
+            assert_eq!(e.has(Xrceth), e.is_request(), "{}", e.name);
+            assert_eq!(e.headers.first() == Some(&Xrceth), e.is_request());
+        }
     }
 }

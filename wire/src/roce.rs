@@ -23,6 +23,7 @@ use crate::ieth::{self, IethRepr};
 use crate::immdt::{self, ImmDtRepr};
 use crate::opcode::{ExtHeader, OpcodeInfo, PayloadRule, PATH_MTUS};
 use crate::reth::{self, RethRepr};
+use crate::xrceth::{self, XrcethRepr};
 use crate::{check_len, Error, Result};
 
 /// The parsed headers of a RoCEv2 transport packet. An extension header is `Some` exactly when
@@ -31,6 +32,8 @@ use crate::{check_len, Error, Result};
 pub struct RoceRepr {
     /// Base transport header.
     pub bth: BthRepr,
+    /// XRC ETH (XRC requests).
+    pub xrceth: Option<XrcethRepr>,
     /// Datagram ETH (UD).
     pub deth: Option<DethRepr>,
     /// FLUSH ETH.
@@ -72,6 +75,7 @@ impl RoceRepr {
     pub fn new(bth: BthRepr) -> RoceRepr {
         RoceRepr {
             bth,
+            xrceth: None,
             deth: None,
             feth: None,
             reth: None,
@@ -102,6 +106,9 @@ impl RoceRepr {
         for &h in info.headers {
             let b = &bytes[at..];
             match h {
+                ExtHeader::Xrceth => {
+                    repr.xrceth = Some(XrcethRepr::parse(&xrceth::Packet::new_checked(b)?)?)
+                }
                 ExtHeader::Deth => {
                     repr.deth = Some(DethRepr::parse(&deth::Packet::new_checked(b)?)?)
                 }
@@ -181,6 +188,7 @@ impl RoceRepr {
     pub fn check(&self) -> Result<()> {
         let info = self.info()?;
         let present = [
+            (ExtHeader::Xrceth, self.xrceth.is_some()),
             (ExtHeader::Deth, self.deth.is_some()),
             (ExtHeader::Feth, self.feth.is_some()),
             (ExtHeader::Reth, self.reth.is_some()),
@@ -226,6 +234,9 @@ impl RoceRepr {
             let b = &mut buf[at..at + h.size()];
             // `check` made sure every header the table lists is `Some`.
             match h {
+                ExtHeader::Xrceth => emit_opt(&self.xrceth, |r| {
+                    r.emit(&mut xrceth::Packet::new_unchecked(b))
+                }),
                 ExtHeader::Deth => {
                     emit_opt(&self.deth, |r| r.emit(&mut deth::Packet::new_unchecked(b)))
                 }
@@ -300,6 +311,7 @@ impl fmt::Display for RoceRepr {
                 None => Ok(()),
             }
         }
+        opt(f, &self.xrceth)?;
         opt(f, &self.deth)?;
         opt(f, &self.feth)?;
         opt(f, &self.reth)?;

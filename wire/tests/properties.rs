@@ -23,6 +23,7 @@ use softrnic_wire::immdt::ImmDtRepr;
 use softrnic_wire::opcode::{ExtHeader, PayloadRule, PATH_MTUS, TABLE};
 use softrnic_wire::reth::RethRepr;
 use softrnic_wire::roce::{pad_len, RoceRepr};
+use softrnic_wire::xrceth::XrcethRepr;
 use softrnic_wire::{Opcode, Psn};
 
 fn syndrome() -> impl Strategy<Value = Syndrome> {
@@ -123,6 +124,11 @@ fn roce() -> impl Strategy<Value = (RoceRepr, Vec<u8>)> {
                     }
                     ExtHeader::ImmDt => r.immdt = Some(ImmDtRepr(imm)),
                     ExtHeader::Ieth => r.ieth = Some(IethRepr(rkey)),
+                    ExtHeader::Xrceth => {
+                        r.xrceth = Some(XrcethRepr {
+                            srqn: rkey & 0xff_ffff,
+                        })
+                    }
                     ExtHeader::CnpPad => {}
                 }
             }

@@ -72,13 +72,16 @@ pub mod device_cap {
     pub const SRQ_RESIZE: u32 = 1 << 13;
     /// `IBV_DEVICE_MEM_WINDOW`: not set until memory windows exist (`max_mw` is 0).
     pub const MEM_WINDOW: u32 = 1 << 17;
+    /// `IBV_DEVICE_XRC`: XRC domains, SRQs and QPs (`crate::xrc`). Set.
+    pub const XRC: u32 = 1 << 20;
     /// `IBV_DEVICE_MEM_MGT_EXTENSIONS` (fast registration, local invalidate): not set yet.
     pub const MEM_MGT_EXTENSIONS: u32 = 1 << 21;
 
     /// What softrnic reports. Kernel rxe (`RXE_DEVICE_CAP_FLAGS`, `rxe_param.h`) also sets
     /// BAD_PKEY_CNTR, BAD_QKEY_CNTR, AUTO_PATH_MIG, CHANGE_PHY_PORT, UD_AV_PORT_ENFORCE,
     /// PORT_ACTIVE_EVENT and MEM_MGT_EXTENSIONS; softrnic sets a flag only for what it does.
-    pub const SOFTRNIC: u32 = CURR_QP_STATE_MOD | SYS_IMAGE_GUID | RC_RNR_NAK_GEN | SRQ_RESIZE;
+    pub const SOFTRNIC: u32 =
+        CURR_QP_STATE_MOD | SYS_IMAGE_GUID | RC_RNR_NAK_GEN | SRQ_RESIZE | XRC;
 }
 
 /// `enum ibv_port_cap_flags` bits (`ibv_port_attr.port_cap_flags`).
@@ -101,17 +104,19 @@ pub const WIDTH_1X: u8 = 1;
 pub const SPEED_SDR: u8 = 1;
 
 /// Bytes around a full-MTU payload in the largest softrnic packet, outside the Ethernet
-/// header: IPv6 (40) + UDP (8) + BTH (12) + RETH (16) + ImmDt (4) + ICRC (4) = 84, for
-/// `RDMA_WRITE_ONLY_WITH_IMMEDIATE` over IPv6 (no payload-carrying opcode has more extension
-/// headers; the test `overhead_covers_every_opcode` checks this against the opcode table).
+/// header: IPv6 (40) + UDP (8) + BTH (12) + XRCETH (4) + RETH (16) + ImmDt (4) + ICRC (4) =
+/// 88, for `XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE` over IPv6 (no payload-carrying opcode has more
+/// extension headers; the test `overhead_covers_every_opcode` checks this against the opcode
+/// table).
 ///
-/// Kernel rxe subtracts `RXE_MAX_HDR_LENGTH` = 80 (`rxe_hdr.h`) instead, which leaves 4 bytes
-/// too few for that packet when the netdev MTU is within 4 bytes above a threshold (1104..=1107
-/// gives rxe 1024 but softrnic 512). softrnic sends with DF and never fragments, so it keeps
-/// every packet within the MTU.
+/// Kernel rxe, which has no XRC, subtracts `RXE_MAX_HDR_LENGTH` = 80 (`rxe_hdr.h`) instead,
+/// which leaves too few bytes for the largest packets when the netdev MTU is within 8 bytes
+/// above a threshold (1104..=1111 gives rxe 1024 but softrnic 512). softrnic sends with DF
+/// and never fragments, so it keeps every packet within the MTU.
 pub const MAX_HEADER_OVERHEAD: u32 = (IPV6_HEADER_LEN
     + UDP_HEADER_LEN
     + bth::HEADER_LEN
+    + softrnic_wire::xrceth::HEADER_LEN
     + reth::HEADER_LEN
     + immdt::HEADER_LEN
     + ICRC_LEN) as u32;
@@ -128,7 +133,7 @@ pub const MAX_HEADER_OVERHEAD: u32 = (IPV6_HEADER_LEN
 /// | 9000 (jumbo)   | 4096       |
 /// | 65536 (`lo`)   | 4096       |
 ///
-/// This is the rule of rxe's `eth_mtu_int_to_enum()` (`rxe_param.h`) with 84 bytes of headers
+/// This is the rule of rxe's `eth_mtu_int_to_enum()` (`rxe_param.h`) with 88 bytes of headers
 /// instead of 80 (see [`MAX_HEADER_OVERHEAD`]).
 pub fn active_mtu_for_netdev_mtu(netdev_mtu: u32) -> Mtu {
     let room = netdev_mtu.saturating_sub(MAX_HEADER_OVERHEAD);

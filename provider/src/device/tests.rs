@@ -383,7 +383,7 @@ fn active_mtu_examples() {
 
 #[test]
 fn active_mtu_thresholds() {
-    // An IB MTU is chosen from netdev MTU = IB MTU + 84 on.
+    // An IB MTU is chosen from netdev MTU = IB MTU + 88 on.
     for m in Mtu::ALL {
         let at = m.bytes() + MAX_HEADER_OVERHEAD;
         assert_eq!(active_mtu_for_netdev_mtu(at), m, "at {at}");
@@ -391,10 +391,10 @@ fn active_mtu_thresholds() {
             assert!(active_mtu_for_netdev_mtu(at - 1) < m, "below {at}");
         }
     }
-    // rxe's 80 bytes would give 1024 here; the largest packet (IPv6 WRITE_ONLY_WITH_IMM of
-    // 1024 bytes = 1108) would not fit.
-    assert_eq!(active_mtu_for_netdev_mtu(1107), Mtu::Mtu512);
-    assert_eq!(active_mtu_for_netdev_mtu(1108), Mtu::Mtu1024);
+    // rxe's 80 bytes would give 1024 here; the largest packet (IPv6 XRC WRITE_ONLY_WITH_IMM
+    // of 1024 bytes = 1112) would not fit.
+    assert_eq!(active_mtu_for_netdev_mtu(1111), Mtu::Mtu512);
+    assert_eq!(active_mtu_for_netdev_mtu(1112), Mtu::Mtu1024);
 }
 
 #[test]
@@ -421,7 +421,7 @@ fn overhead_covers_every_opcode() {
         .max()
         .unwrap();
     assert_eq!(worst as u32, MAX_HEADER_OVERHEAD);
-    assert_eq!(MAX_HEADER_OVERHEAD, 84);
+    assert_eq!(MAX_HEADER_OVERHEAD, 88);
 }
 
 // ---- attributes ----

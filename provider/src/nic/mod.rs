@@ -15,6 +15,7 @@ use softrnic_wire::roce::RocePacket;
 pub mod mcast;
 mod owners;
 mod reset;
+mod xrc;
 
 use crate::cq::{Cq, Notifier};
 use crate::device::Gid;
@@ -98,6 +99,7 @@ fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
         let cq = match side {
             CqSide::Send => e.send_cq,
             CqSide::Recv => e.recv_cq,
+            CqSide::Xrc(cq) => cq,
         };
         if let Some(c) = cqs.get_mut(&cq.0) {
             // An overflow marks the CQ in error (reported by poll_cq).
@@ -114,6 +116,9 @@ pub struct Nic {
     qps: HashMap<u32, QpEntry>,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
+    /// The open XRC domains ([`crate::xrc`]).
+    xrcds: rustc_hash::FxHashSet<u32>,
+    next_xrcd: u32,
     mcast: McastTable,
     /// The contexts sharing the device: their PDs and asynchronous events.
     owners: Owners,
@@ -136,6 +141,8 @@ impl Nic {
             qps: HashMap::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
+            xrcds: Default::default(),
+            next_xrcd: 0,
             mcast: McastTable::default(),
             owners: Owners::default(),
             next_qpn: FIRST_QPN,
@@ -227,6 +234,9 @@ impl Nic {
             .any(|e| e.send_cq == cq || e.recv_cq == cq)
         {
             return Err(Error::Busy("a QP still uses the CQ"));
+        }
+        if self.srqs.any(|s| s.xrc().is_some_and(|x| x.cq == cq)) {
+            return Err(Error::Busy("an XRC SRQ still uses the CQ"));
         }
         self.cqs
             .remove(&cq.0)
@@ -398,18 +408,22 @@ impl Nic {
         if let Some(id) = srq {
             self.srqs.srq(id)?;
         }
-        caps.check(max_wr, srq.is_some())?;
-        if self.qps.len() >= self.max_qp {
-            return Err(Error::NoMemory("max_qp reached"));
+        if qp_type == QpType::XrcRecv {
+            return Err(Error::InvalidArgument(
+                "an XRC TGT QP belongs to an XRC domain (create_xrc_recv_qp)",
+            ));
         }
-        let (first, last) = self.qpns;
-        let qpn = loop {
-            let n = self.next_qpn;
-            self.next_qpn = if n >= last { first } else { n + 1 };
-            if !self.qps.contains_key(&n) {
-                break n;
-            }
+        // An XRC INI QP has no receive queue: its receive capacities are ignored.
+        let caps = match qp_type {
+            QpType::XrcSend => QpCaps {
+                max_recv_wr: 0,
+                max_recv_sge: 0,
+                ..caps
+            },
+            _ => caps,
         };
+        caps.check(max_wr, srq.is_some())?;
+        let qpn = self.alloc_qpn()?;
         let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
         let mut qp = Qp::new_of(qp_type, qpn, pd, caps, port, sq_sig_all);
         if let Some(id) = srq {
@@ -424,6 +438,21 @@ impl Nic {
             },
         );
         Ok(qpn)
+    }
+
+    /// A free QP number, if `max_qp` allows one more QP.
+    fn alloc_qpn(&mut self) -> Result<u32> {
+        if self.qps.len() >= self.max_qp {
+            return Err(Error::NoMemory("max_qp reached"));
+        }
+        let (first, last) = self.qpns;
+        Ok(loop {
+            let n = self.next_qpn;
+            self.next_qpn = if n >= last { first } else { n + 1 };
+            if !self.qps.contains_key(&n) {
+                break n;
+            }
+        })
     }
 
     /// `ibv_destroy_qp`. Its events not yet collected go with it, and it is detached from

@@ -167,24 +167,38 @@ pub enum QpType {
     Uc = 3,
     /// `IBV_QPT_UD`: unreliable datagram.
     Ud = 4,
+    /// `IBV_QPT_XRC_SEND`: the initiator of an XRC connection (IBTA A14.4), an RC requester
+    /// without a receive queue whose messages name an XRC SRQ at the target.
+    XrcSend = 9,
+    /// `IBV_QPT_XRC_RECV`: the target of an XRC connection, an RC responder without a send
+    /// queue that takes receive WQEs from the XRC SRQs of its XRC domain.
+    XrcRecv = 10,
 }
 
 impl QpType {
     /// All supported types.
-    pub const ALL: [QpType; 3] = [QpType::Rc, QpType::Uc, QpType::Ud];
+    pub const ALL: [QpType; 5] = [
+        QpType::Rc,
+        QpType::Uc,
+        QpType::Ud,
+        QpType::XrcSend,
+        QpType::XrcRecv,
+    ];
 
     /// The type with libibverbs value `v`.
     ///
     /// # Errors
-    /// `EOPNOTSUPP` for `IBV_QPT_RAW_PACKET` (8), `IBV_QPT_XRC_SEND` (9), `IBV_QPT_XRC_RECV`
-    /// (10) and `IBV_QPT_DRIVER` (0xff); `EINVAL` for anything else that is not RC, UC or UD.
+    /// `EOPNOTSUPP` for `IBV_QPT_RAW_PACKET` (8) and `IBV_QPT_DRIVER` (0xff); `EINVAL` for
+    /// anything else that is not RC, UC, UD, XRC_SEND or XRC_RECV.
     pub fn from_ibv(v: u32) -> Result<QpType> {
         match v {
             2 => Ok(QpType::Rc),
             3 => Ok(QpType::Uc),
             4 => Ok(QpType::Ud),
-            8 | 9 | 10 | 0xff => Err(Error::NotSupported(
-                "QP type not supported (only RC, UC, UD)",
+            9 => Ok(QpType::XrcSend),
+            10 => Ok(QpType::XrcRecv),
+            8 | 0xff => Err(Error::NotSupported(
+                "QP type not supported (only RC, UC, UD and XRC)",
             )),
             _ => Err(Error::InvalidArgument("unknown QP type")),
         }
@@ -201,7 +215,14 @@ impl QpType {
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",
+            QpType::XrcSend => "XRC_INI",
+            QpType::XrcRecv => "XRC_TGT",
         }
+    }
+
+    /// Whether the QP is one end of an XRC connection.
+    pub fn is_xrc(self) -> bool {
+        matches!(self, QpType::XrcSend | QpType::XrcRecv)
     }
 }
 

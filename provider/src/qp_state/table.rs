@@ -4,8 +4,11 @@
 //! Transcribed (as data, in softrnic's own layout) from the Linux kernel's `qp_state_table` in
 //! `drivers/infiniband/core/verbs.c` (torvalds/linux at f4d8f354d753), the table behind
 //! `ib_modify_qp_is_ok()` that kernel rxe and the hardware drivers use; it encodes IBTA 1.4
-//! vol. 1 §11.2.5.2 "Modify Queue Pair" and the state diagram of §10.3.1. Only the RC, UC and UD
-//! columns are kept. The XRC_INI / XRC_TGT columns (XRC is not supported), the SMI/GSI columns
+//! vol. 1 §11.2.5.2 "Modify Queue Pair" and the state diagram of §10.3.1. The RC, UC and UD
+//! columns are kept; the XRC_INI and XRC_TGT ones are the RC column without the attributes of
+//! the half the QP lacks (annex A14.4: an initiator has no responder, so no
+//! `MAX_DEST_RD_ATOMIC` / `MIN_RNR_TIMER`; a target no requester, so no `RETRY_CNT` /
+//! `RNR_RETRY` / `MAX_QP_RD_ATOMIC`), which is what the kernel's columns say. The SMI/GSI columns
 //! (QP0/QP1 are not modified through this path) and RAW_PACKET (whose only entries are
 //! `IB_QP_PORT` for RESET->INIT and `IB_QP_RATE_LIMIT` for RTR->RTS and RTS->RTS) are left out.
 //!
@@ -33,6 +36,20 @@ impl Row {
             QpType::Rc => self.rc,
             QpType::Uc => self.uc,
             QpType::Ud => self.ud,
+            QpType::XrcSend => self.rc.without(A::MAX_DEST_RD_ATOMIC.or(A::MIN_RNR_TIMER)),
+            QpType::XrcRecv => self
+                .rc
+                .without(A::RETRY_CNT.or(A::RNR_RETRY).or(A::MAX_QP_RD_ATOMIC)),
+        }
+    }
+}
+
+impl Cell {
+    /// The cell with the attributes `a` neither required nor accepted.
+    fn without(self, a: A) -> Cell {
+        Cell {
+            req: self.req.without(a),
+            opt: self.opt.without(a),
         }
     }
 }

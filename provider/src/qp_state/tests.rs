@@ -93,6 +93,46 @@ fn kernel_table() -> Vec<(QpType, QpState, QpState, A, A)> {
         (Uc, Sqe, Rts, e, cur | a),
         (Ud, Sqe, Rts, e, cur | qk),
     ]);
+    // The kernel's XRC_INI (XrcSend) and XRC_TGT (XrcRecv) columns.
+    let (av, mtu, dqpn, rqpsn) = (A::AV, A::PATH_MTU, A::DEST_QPN, A::RQ_PSN);
+    let (to, sqpsn) = (A::TIMEOUT, A::SQ_PSN);
+    let req_rts = to | A::RETRY_CNT | A::RNR_RETRY | sqpsn | A::MAX_QP_RD_ATOMIC;
+    v.extend([
+        (XrcSend, Reset, Init, pk | port | a, e),
+        (XrcRecv, Reset, Init, pk | port | a, e),
+        (XrcSend, Init, Init, e, pk | port | a),
+        (XrcRecv, Init, Init, e, pk | port | a),
+        (XrcSend, Init, Rtr, av | mtu | dqpn | rqpsn, alt | a | pk),
+        (
+            XrcRecv,
+            Init,
+            Rtr,
+            av | mtu | dqpn | rqpsn | A::MAX_DEST_RD_ATOMIC | rnr,
+            alt | a | pk,
+        ),
+        (XrcSend, Rtr, Rts, req_rts, cur | alt | a | mig),
+        (XrcRecv, Rtr, Rts, to | sqpsn, cur | alt | a | rnr | mig),
+        (XrcSend, Rts, Rts, e, cur | a | alt | mig),
+        (XrcRecv, Rts, Rts, e, cur | a | alt | mig | rnr),
+        (XrcSend, Sqd, Rts, e, cur | alt | a | mig),
+        (XrcRecv, Sqd, Rts, e, cur | alt | a | rnr | mig),
+        (
+            XrcSend,
+            Sqd,
+            Sqd,
+            e,
+            port | av | to | A::RETRY_CNT | A::RNR_RETRY | A::MAX_QP_RD_ATOMIC | alt | a | pk | mig,
+        ),
+        (
+            XrcRecv,
+            Sqd,
+            Sqd,
+            e,
+            port | av | to | A::MAX_DEST_RD_ATOMIC | alt | a | pk | rnr | mig,
+        ),
+        (XrcSend, Sqe, Rts, e, e),
+        (XrcRecv, Sqe, Rts, e, e),
+    ]);
     v
 }
 
@@ -336,7 +376,9 @@ fn numeric_values() {
     assert!(QpState::from_ibv(7).is_err());
     assert_eq!((Rc.ibv(), Uc.ibv(), Ud.ibv()), (2, 3, 4));
     assert_eq!(QpType::from_ibv(4), Ok(Ud));
-    assert!(matches!(QpType::from_ibv(9), Err(Error::NotSupported(_))));
+    assert_eq!(QpType::from_ibv(9), Ok(XrcSend));
+    assert_eq!(QpType::from_ibv(10), Ok(XrcRecv));
+    assert!(matches!(QpType::from_ibv(8), Err(Error::NotSupported(_))));
     assert!(matches!(
         QpType::from_ibv(1),
         Err(Error::InvalidArgument(_))

@@ -21,6 +21,8 @@ pub enum CqSide {
     Send,
     /// The receive CQ (responder completions).
     Recv,
+    /// The CQ of an XRC SRQ (an XRC TGT QP's receive completions, [`crate::xrc`]).
+    Xrc(crate::nic::CqId),
 }
 
 /// A completion for the CQ on `side`.
@@ -93,8 +95,21 @@ impl QpContext {
         }
     }
 
-    /// A packet header to the peer with the defaults rxe uses (P_Key 0xFFFF, no MigReq).
+    /// Whether the transport acknowledges and retransmits: RC, and XRC (which is RC with
+    /// the target's receive resources named per message, annex A14).
+    pub fn is_reliable(&self) -> bool {
+        matches!(self.transport, Transport::Rc | Transport::Xrc)
+    }
+
+    /// A packet header to the peer with the defaults rxe uses (P_Key 0xFFFF, no MigReq). On
+    /// an XRC QP the RC `opcode` becomes its XRC counterpart (transport bits 101, annex
+    /// A14.6); the XRCETH of a request is the requester's to fill in.
     pub fn header(&self, opcode: Opcode, psn: Psn, ack_req: bool) -> RoceRepr {
+        let opcode = if self.transport == Transport::Xrc && opcode.0 < 0x20 {
+            Opcode(opcode.0 | 0xa0)
+        } else {
+            opcode
+        };
         RoceRepr::new(BthRepr {
             opcode,
             solicited: false,

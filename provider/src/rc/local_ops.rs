@@ -42,6 +42,7 @@ impl Requester {
             swap: 0,
             bind: wr.bind_mw,
             ud: None,
+            xrc_srqn: 0,
             started: false,
             first_psn: self.max_psn,
             npkts: 0,

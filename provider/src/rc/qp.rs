@@ -11,6 +11,11 @@
 //! no retransmission, completion at hand-out, the UC responder — and [`crate::ud`] — per-WR
 //! addressing with a DETH, the Q_Key check, delivery with a GRH.
 //!
+//! **XRC** ([`crate::xrc`]): an XRC INI QP is the RC requester with XRC opcodes (no
+//! responder: requests to it are dropped); an XRC TGT QP the RC responder (no send queue)
+//! that takes, per request, the SRQ its XRCETH names in the QP's XRC domain, and completes
+//! on that SRQ's CQ ([`CqSide::Xrc`]).
+//!
 //! **SQD** (IBTA 10.3.1 "Send Queue Drain"): RTS -> SQD stops the requester from starting new
 //! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
 //! request sent is acknowledged the send queue is drained ([`Qp::sq_draining`] turns false)
@@ -23,13 +28,14 @@ use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
 use super::ack_coalesce::AckCoalescer;
-use super::context::{Completion, Events, QpContext};
+use super::context::{Completion, CqSide, Events, QpContext};
 use super::requester::Requester;
 use super::responder::Responder;
 use super::transmit::Transmit;
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::mr::{Access, MrTable, PdHandle};
+use crate::nic::CqId;
 use crate::qp_state::{
     check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, QpState, QpType,
 };
@@ -37,6 +43,7 @@ use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
 use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
+use crate::xrc::XrcdId;
 
 pub use super::qp_attr::{QpAttr, QpCaps, QpLimits};
 
@@ -59,6 +66,11 @@ pub struct Qp {
     ev: Events,
     /// The shared receive queue the responder takes its WQEs from, if any.
     srq: Option<SrqId>,
+    /// An XRC TGT QP's XRC domain.
+    xrcd: Option<XrcdId>,
+    /// An XRC TGT QP: the CQ of the SRQ of the request being handled, where its receive
+    /// completions go.
+    xrc_cq: Option<CqId>,
     /// In SQD: requests sent are not all acknowledged yet.
     sq_draining: bool,
     /// In SQD: raise `IBV_EVENT_SQ_DRAINED` once drained.
@@ -85,6 +97,7 @@ impl Qp {
             QpType::Rc => softrnic_wire::opcode::Transport::Rc,
             QpType::Uc => softrnic_wire::opcode::Transport::Uc,
             QpType::Ud => softrnic_wire::opcode::Transport::Ud,
+            QpType::XrcSend | QpType::XrcRecv => softrnic_wire::opcode::Transport::Xrc,
         };
         Qp {
             qp_type,
@@ -99,9 +112,22 @@ impl Qp {
             timers: TimerTable::default(),
             ev: Events::default(),
             srq: None,
+            xrcd: None,
+            xrc_cq: None,
             sq_draining: false,
             sqd_notify: false,
         }
+    }
+
+    /// The same XRC TGT QP bound to the XRC domain `xrcd`; set at creation.
+    pub fn with_xrcd(mut self, xrcd: XrcdId) -> Qp {
+        self.xrcd = Some(xrcd);
+        self
+    }
+
+    /// The XRC domain of an XRC TGT QP.
+    pub fn xrcd(&self) -> Option<XrcdId> {
+        self.xrcd
     }
 
     /// The same QP taking its receive WQEs from the SRQ `srq` (`ibv_qp_init_attr.srq`); set at
@@ -330,6 +356,14 @@ impl Qp {
         if std::mem::take(&mut self.ev.fatal) && self.state != QpState::Err {
             self.enter_error();
         }
+        if let Some(cq) = self.xrc_cq {
+            // An XRC TGT QP's receives complete on the CQ of the SRQ they came from.
+            for c in self.ev.completions.iter_mut() {
+                if c.side == CqSide::Recv {
+                    c.side = CqSide::Xrc(cq);
+                }
+            }
+        }
         self.check_drained();
     }
 
@@ -340,6 +374,9 @@ impl Qp {
     /// `ENOMEM` when the SQ is full; `EOPNOTSUPP` for operations softrnic does not do yet.
     /// In ERR the WR is accepted and completes with `IBV_WC_WR_FLUSH_ERR`.
     pub fn post_send(&mut self, wr: &SendWr, mrs: &MrTable) -> Result<()> {
+        if self.qp_type == QpType::XrcRecv {
+            return Err(Error::InvalidArgument("an XRC TGT QP has no send queue"));
+        }
         if !self.state.can_post_send() {
             return Err(Error::InvalidArgument(
                 "the QP is not ready to send (below RTS)",
@@ -362,6 +399,11 @@ impl Qp {
     /// or a message over 2^31 bytes; `ENOMEM` when the RQ is full. In ERR the WR is accepted
     /// and completes with `IBV_WC_WR_FLUSH_ERR`.
     pub fn post_recv(&mut self, wr: &RecvWr) -> Result<()> {
+        if self.qp_type.is_xrc() {
+            return Err(Error::InvalidArgument(
+                "an XRC QP has no receive queue: post to the XRC SRQ",
+            ));
+        }
         if self.srq.is_some() {
             return Err(Error::InvalidArgument(
                 "the QP takes its receives from an SRQ: use ibv_post_srq_recv",
@@ -430,15 +472,27 @@ impl Qp {
             return;
         }
         // IBTA 9.6.1.1 (and rxe's `check_type_qp`): an opcode of another transport (UC, UD,
-        // CNP) is not for an RC QP: dropped silently, never an invalid request.
-        if info.transport != softrnic_wire::opcode::Transport::Rc {
+        // CNP) is not for an RC QP: dropped silently, never an invalid request. An XRC INI QP
+        // has no responder, an XRC TGT QP no requester.
+        if info.transport != self.ctx.transport
+            || (self.qp_type == QpType::XrcSend && info.is_request())
+            || (self.qp_type == QpType::XrcRecv && !info.is_request())
+        {
             return;
         }
         if info.is_request() {
             if self.state.accepts_incoming() {
-                let srq = self.srq.and_then(|id| srqs.get_mut(id));
-                self.resp
-                    .handle_request(&self.ctx, pkt, mrs, srq, &mut self.ev);
+                let srq_id = match self.qp_type {
+                    QpType::XrcRecv => self.xrc_target(pkt, srqs),
+                    _ => self.srq,
+                };
+                if self.qp_type == QpType::XrcRecv && srq_id.is_none() {
+                    self.resp.refuse(pkt, &mut self.ev);
+                } else {
+                    let srq = srq_id.and_then(|id| srqs.get_mut(id));
+                    self.resp
+                        .handle_request(&self.ctx, pkt, mrs, srq, &mut self.ev);
+                }
                 if let Some(queued) = self.resp.take_queued() {
                     if self.state == QpState::Rts {
                         let timeout = self.ctx.ack_timeout;
@@ -453,6 +507,17 @@ impl Qp {
                 .handle_response(&self.ctx, now, pkt, &mut self.timers, mrs, &mut self.ev);
         }
         self.settle();
+    }
+
+    /// An XRC TGT QP's SRQ for request `pkt`: the XRC SRQ of the QP's domain its XRCETH
+    /// names, whose PD the request's memory accesses then use and whose CQ its completion
+    /// goes to; `None` when there is no such SRQ.
+    fn xrc_target(&mut self, pkt: &RocePacket<'_>, srqs: &mut SrqTable) -> Option<SrqId> {
+        let srqn = pkt.repr.xrceth?.srqn;
+        let (id, pd, cq) = crate::xrc::target_srq(srqs, self.xrcd?, srqn)?;
+        self.ctx.pd = pd;
+        self.xrc_cq = Some(cq);
+        Some(id)
     }
 
     /// Runs the timers due at `now`.
@@ -510,7 +575,7 @@ impl Qp {
                 &mut self.ev,
                 out,
             );
-            if self.qp_type != QpType::Rc {
+            if !self.ctx.is_reliable() {
                 self.req.complete_handed_out(&self.ctx, &mut self.ev);
             }
             self.settle();

@@ -17,8 +17,10 @@ use std::time::Instant;
 use softrnic_wire::atomic_eth::AtomicEthRepr;
 use softrnic_wire::ieth::IethRepr;
 use softrnic_wire::immdt::ImmDtRepr;
+use softrnic_wire::opcode::ExtHeader;
 use softrnic_wire::opcode::Transport as WireTransport;
 use softrnic_wire::reth::RethRepr;
+use softrnic_wire::xrceth::XrcethRepr;
 use softrnic_wire::{Opcode, Psn};
 
 use super::context::{CqSide, Events, QpContext};
@@ -73,6 +75,8 @@ pub(crate) struct SendWqe {
     pub bind: Option<crate::mr::MwBind>,
     /// The destination of a UD SEND.
     pub ud: Option<UdDest>,
+    /// The target's XRC SRQ number (XRC INI QPs).
+    pub xrc_srqn: u32,
     /// Set when first sent (a local operation: when executed).
     pub started: bool,
     pub first_psn: Psn,
@@ -207,6 +211,9 @@ impl Requester {
         if ctx.transport == WireTransport::Ud {
             crate::ud::requester::check(ctx, wr)?;
         }
+        if ctx.transport == WireTransport::Xrc {
+            crate::xrc::check_send(wr)?;
+        }
         match wr.opcode {
             Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
             | AtomicCmpAndSwp | AtomicFetchAndAdd => {}
@@ -257,6 +264,7 @@ impl Requester {
             swap: wr.swap,
             bind: None,
             ud: wr.ud,
+            xrc_srqn: wr.xrc_srqn,
             started: false,
             first_psn: Psn::new(0),
             npkts: 0,
@@ -388,7 +396,7 @@ impl Requester {
         }
         self.build(ctx, out);
         // UC and UD expect no ACK: nothing to time out.
-        if ctx.transport == WireTransport::Rc && !timers.is_armed(Timer::Retransmit) {
+        if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
                 timers.set(Timer::Retransmit, now + d);
             }
@@ -421,6 +429,7 @@ impl Requester {
     /// ask: their response is the ACK.
     fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
+        let xrc_srqn = w.xrc_srqn;
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
         let resend = psn != self.sent_end;
         if !resend {
@@ -442,7 +451,7 @@ impl Requester {
             let sq_half = (self.max_send_wr / 2).max(1) as u32;
             let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
-            let ack_req = ctx.transport == WireTransport::Rc
+            let ack_req = ctx.is_reliable()
                 && ((seg.last && asks) || self.unasked.packets >= ACK_REQ_INTERVAL);
             if ack_req {
                 self.unasked = Unasked::default();
@@ -535,6 +544,10 @@ impl Requester {
             self.unasked = Unasked::default();
             roce
         };
+        // An XRC request names the SRQ at the target (annex A14.6.1).
+        if out.roce.info().is_ok_and(|i| i.has(ExtHeader::Xrceth)) {
+            out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
+        }
     }
 }
 

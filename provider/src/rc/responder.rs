@@ -182,6 +182,18 @@ impl Responder {
         }
     }
 
+    /// Refuses the request `pkt` without executing it: at the expected PSN, NAK Invalid
+    /// Request and the QP enters ERR (an XRC request naming no SRQ of the target's domain,
+    /// annex A14.6.3); a duplicate or out-of-sequence one is dropped.
+    pub fn refuse(&mut self, pkt: &RocePacket<'_>, ev: &mut Events) {
+        self.noted_msn = self.msn;
+        let psn = pkt.repr.bth.psn;
+        if classify(self.epsn, psn) == PsnClass::Expected {
+            self.queue_ack(psn, Syndrome::Nak(NakCode::InvalidRequest));
+            ev.fatal = true;
+        }
+    }
+
     /// Executes the request at the expected PSN.
     fn execute(
         &mut self,
@@ -195,7 +207,7 @@ impl Responder {
         let repr = &pkt.repr;
         let psn = repr.bth.psn;
         let info = repr.info().map_err(|_| INVALID)?;
-        if info.transport != WireTransport::Rc {
+        if info.transport != ctx.transport {
             return Err(INVALID);
         }
         // Opcode sequence: a message in progress admits only its own MIDDLE/LAST.

@@ -143,6 +143,8 @@ impl Segments {
             // UD has only SEND ONLY (with immediate): the RC ones with the bits 011; a UD
             // message is never longer than one PMTU.
             Transport::Ud => Opcode(rc.0 | 0x60),
+            // XRC opcodes are the RC ones with the transport bits 101 (annex A14.6).
+            Transport::Xrc => Opcode(rc.0 | 0xa0),
             _ => rc,
         }
     }

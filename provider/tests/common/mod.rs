@@ -303,7 +303,7 @@ impl Node {
             while let Some(Completion { side, wc }) = qp.poll_completion() {
                 match side {
                     CqSide::Send => self.send_wcs.push(wc),
-                    CqSide::Recv => self.recv_wcs.push(wc),
+                    CqSide::Recv | CqSide::Xrc(_) => self.recv_wcs.push(wc),
                 }
                 n += 1;
             }

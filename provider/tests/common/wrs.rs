@@ -18,6 +18,7 @@ pub fn send_wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: Remote
         swap: 0,
         bind_mw: None,
         ud: None,
+        xrc_srqn: 0,
         inline_data: None,
     }
 }

@@ -166,6 +166,7 @@ impl Side {
             swap: 0,
             bind_mw: None,
             ud: None,
+            xrc_srqn: 0,
             inline_data: None,
         };
         self.qp

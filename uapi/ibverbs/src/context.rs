@@ -22,7 +22,7 @@ use crate::abi::context::{
 use crate::devices::SoftDevice;
 use crate::ffi::set_errno;
 use crate::verbs::async_event::AsyncEvents;
-use crate::verbs::{cq, cq_ex, dm, mw, odp, parent_domain, post, qp_ex, query, srq};
+use crate::verbs::{cq, cq_ex, dm, mw, odp, parent_domain, post, qp_ex, query, srq, xrc};
 
 /// An open device.
 #[repr(C)]
@@ -203,10 +203,10 @@ pub(crate) fn open_with(
             ABI_placeholder1: None,
             open_qp: None,
             create_qp_ex: Some(qp_ex::op_create_qp_ex),
-            get_srq_num: None,
-            create_srq_ex: None,
-            open_xrcd: None,
-            close_xrcd: None,
+            get_srq_num: Some(xrc::op_get_srq_num),
+            create_srq_ex: Some(xrc::op_create_srq_ex),
+            open_xrcd: Some(xrc::op_open_xrcd),
+            close_xrcd: Some(xrc::op_close_xrcd),
             _ABI_placeholder3: 0,
             sz: size_of::<verbs_context>(),
             context: ibv_context {

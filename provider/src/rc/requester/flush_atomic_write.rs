@@ -164,6 +164,7 @@ impl Requester {
             swap: 0,
             bind: None,
             ud: None,
+            xrc_srqn: 0,
             started: false,
             first_psn: Psn::new(0),
             npkts: 0,

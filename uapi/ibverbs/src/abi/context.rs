@@ -159,6 +159,24 @@ pub type CreateCqExFn = unsafe extern "C" fn(
     *mut super::ex::ibv_cq_init_attr_ex,
 ) -> *mut super::ex::ibv_cq_ex;
 
+/// `int (*get_srq_num)(struct ibv_srq *, uint32_t *)`.
+pub type GetSrqNumFn = unsafe extern "C" fn(*mut super::objects::ibv_srq, *mut u32) -> c_int;
+
+/// `struct ibv_srq *(*create_srq_ex)(struct ibv_context *, struct ibv_srq_init_attr_ex *)`.
+pub type CreateSrqExFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut crate::rdmacm::abi::ibv_srq_init_attr_ex,
+) -> *mut super::objects::ibv_srq;
+
+/// `struct ibv_xrcd *(*open_xrcd)(struct ibv_context *, struct ibv_xrcd_init_attr *)`.
+pub type OpenXrcdFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut super::objects::ibv_xrcd_init_attr,
+) -> *mut super::objects::ibv_xrcd;
+
+/// `int (*close_xrcd)(struct ibv_xrcd *)`.
+pub type CloseXrcdFn = unsafe extern "C" fn(*mut super::objects::ibv_xrcd) -> c_int;
+
 /// `struct ibv_qp *(*create_qp_ex)(struct ibv_context *, struct ibv_qp_init_attr_ex *)`.
 pub type CreateQpExFn =
     unsafe extern "C" fn(*mut ibv_context, *mut super::ex::ibv_qp_init_attr_ex) -> *mut ibv_qp;
@@ -237,10 +255,10 @@ pub struct verbs_context {
     pub ABI_placeholder1: OpaqueFn,
     pub open_qp: OpaqueFn,
     pub create_qp_ex: Option<CreateQpExFn>,
-    pub get_srq_num: OpaqueFn,
-    pub create_srq_ex: OpaqueFn,
-    pub open_xrcd: OpaqueFn,
-    pub close_xrcd: OpaqueFn,
+    pub get_srq_num: Option<GetSrqNumFn>,
+    pub create_srq_ex: Option<CreateSrqExFn>,
+    pub open_xrcd: Option<OpenXrcdFn>,
+    pub close_xrcd: Option<CloseXrcdFn>,
     pub _ABI_placeholder3: u64,
     /// `sizeof(struct verbs_context)` for softrnic: every op above is trusted.
     pub sz: size_t,

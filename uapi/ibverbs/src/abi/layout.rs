@@ -145,6 +145,8 @@ fn table() -> Vec<Entry> {
             context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
             async_events_completed,
         }
+        "struct ibv_xrcd" => ibv_xrcd { context }
+        "struct ibv_xrcd_init_attr" => ibv_xrcd_init_attr { comp_mask, fd, oflags }
         "struct ibv_srq" => ibv_srq {
             context, srq_context, pd, handle, mutex, cond, events_completed,
         }

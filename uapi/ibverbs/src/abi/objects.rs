@@ -103,6 +103,29 @@ pub struct ibv_cq {
     pub async_events_completed: u32,
 }
 
+/// `struct ibv_xrcd`: an XRC domain.
+#[repr(C)]
+pub struct ibv_xrcd {
+    pub context: *mut ibv_context,
+}
+
+/// `struct ibv_xrcd_init_attr` (`ibv_open_xrcd`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_xrcd_init_attr {
+    /// `IBV_XRCD_INIT_ATTR_*`: which of `fd` and `oflags` are valid.
+    pub comp_mask: u32,
+    /// The file the domain is tied to, or -1 for a private domain.
+    pub fd: libc::c_int,
+    /// `O_CREAT` and `O_EXCL`.
+    pub oflags: libc::c_int,
+}
+
+/// `IBV_XRCD_INIT_ATTR_FD`.
+pub const IBV_XRCD_INIT_ATTR_FD: u32 = 1 << 0;
+/// `IBV_XRCD_INIT_ATTR_OFLAGS`.
+pub const IBV_XRCD_INIT_ATTR_OFLAGS: u32 = 1 << 1;
+
 /// `struct ibv_srq`.
 #[repr(C)]
 pub struct ibv_srq {

@@ -32,3 +32,4 @@ pub(crate) mod resolve_l2;
 pub(crate) mod srq;
 pub(crate) mod strings;
 pub(crate) mod teardown;
+pub(crate) mod xrc;

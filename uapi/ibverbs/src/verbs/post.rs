@@ -179,6 +179,8 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<()
         // Only BIND_MW carries one (`verbs::mw::bind_wr`).
         bind_mw: None,
         ud: None,
+        // The XRC SRQ at the target; only an XRC INI QP's requests carry it.
+        xrc_srqn: w.qp_type.xrc_remote_srqn,
         inline_data,
     };
     Ok(())

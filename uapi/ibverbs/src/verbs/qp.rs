@@ -105,7 +105,11 @@ export! { "IBVERBS_1.1";
                 Err(e) => return fail(e.errno()),
             };
             let send = cq_of(init.send_cq).and_then(|c| c.cq.as_ref());
-            let recv = cq_of(init.recv_cq).and_then(|c| c.cq.as_ref());
+            // An XRC INI QP has no receive queue, so needs no receive CQ.
+            let recv = match (qp_type, init.recv_cq.is_null()) {
+                (QpType::XrcSend, true) => send,
+                _ => cq_of(init.recv_cq).and_then(|c| c.cq.as_ref()),
+            };
             let (Some(send_cq), Some(recv_cq)) = (send, recv) else { return fail(libc::EINVAL) };
             let create = |srq: Option<&Srq>| {
                 let attr = QpInitAttr {

@@ -10,7 +10,7 @@
 //! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
 //! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
 //! for, an SGE setter before any opcode, inline data beyond
-//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), a bind that cannot be made, TSO, XRC addressing)
+//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), a bind that cannot be made, TSO, an XRC SRQ number on a QP not XRC)
 //! makes the batch fail: `wr_complete` then posts nothing and returns the errno.
 //!
 //! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
@@ -81,6 +81,9 @@ fn supported_send_ops(qp_type: u32) -> Option<u64> {
         (QpType::Rc, RC_SEND_OPS),
         (QpType::Uc, UC_SEND_OPS),
         (QpType::Ud, UD_SEND_OPS),
+        // An XRC INI QP is an RC requester (annex A14); each WR names its SRQ with
+        // `wr_set_xrc_srqn`.
+        (QpType::XrcSend, RC_SEND_OPS & !WITH_ATOMIC_WRITE),
     ]
     .into_iter()
     .find(|(t, _)| t.ibv() == qp_type)
@@ -220,6 +223,7 @@ fn start_wr(
             swap,
             bind_mw: None,
             ud: None,
+            xrc_srqn: 0,
             inline_data: None,
         });
     });
@@ -374,12 +378,22 @@ unsafe extern "C" fn wr_bind_mw(
     });
 }
 
-/// The builder calls softrnic does not support (TSO, XRC): they fail the batch.
+/// TSO, which softrnic does not support (no raw packet QPs): it fails the batch.
 unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
     with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
 }
-unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, _srqn: u32) {
-    with_batch(qp, |_, b, _, _| b.fail(libc::EOPNOTSUPP));
+
+/// `wr_set_xrc_srqn`: the XRC SRQ at the target of the last WR of an XRC INI QP (as
+/// `post_send`'s `qp_type.xrc.remote_srqn`); `EOPNOTSUPP` on a QP of another type.
+unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, srqn: u32) {
+    with_batch(qp, |soft, b, _, _| {
+        if soft.qp.qp_type() != QpType::XrcSend {
+            return b.fail(libc::EOPNOTSUPP);
+        }
+        if let Some(w) = b.last() {
+            w.xrc_srqn = srqn;
+        }
+    });
 }
 
 /// `wr_set_ud_addr`: the destination of the last WR of a UD QP (the AH, the remote QPN and
@@ -526,6 +540,10 @@ pub(crate) unsafe extern "C" fn op_create_qp_ex(
         }
         // SAFETY: non-NULL; the caller passes a readable ibv_qp_init_attr_ex.
         let a = unsafe { *attr };
+        if a.qp_type == QpType::XrcRecv.ibv() {
+            // SAFETY: `attr` is readable (forwarded).
+            return unsafe { crate::verbs::xrc::create_recv_qp(context, attr) };
+        }
         let known = IBV_QP_INIT_ATTR_PD | INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
         if a.comp_mask & !known != 0 {
             return fail(libc::EOPNOTSUPP);

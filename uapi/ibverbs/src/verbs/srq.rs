@@ -117,25 +117,33 @@ export! { "IBVERBS_1.1";
                 init.attr.max_wr = granted.max_wr;
                 init.attr.max_sge = granted.max_sge;
             }
-            let ibv = ibv_srq {
-                // SAFETY: `pd` is live, so readable.
-                context: unsafe { (*pd).context },
-                srq_context: init.srq_context,
-                pd,
-                handle: srq.handle(),
-                // SAFETY (zeroed): all-zero pthread_mutex_t / pthread_cond_t are the static
-                // initializers on glibc.
-                mutex: unsafe { std::mem::zeroed() },
-                // SAFETY: as above.
-                cond: unsafe { std::mem::zeroed() },
-                events_completed: 0,
-            };
-            let p = Box::into_raw(Box::new(SoftSrq { ibv, srq: Mutex::new(Some(srq)) }));
-            let p = p.cast::<ibv_srq>();
-            SRQS.insert(p);
-            p
+            publish(pd, init.srq_context, srq)
         })
     }
+}
+
+/// The `ibv_srq` of `srq`, just created in the live PD `pd`, now live.
+pub(crate) fn publish(pd: *mut ibv_pd, srq_context: *mut libc::c_void, srq: Srq) -> *mut ibv_srq {
+    let ibv = ibv_srq {
+        // SAFETY: `pd` is live, so readable.
+        context: unsafe { (*pd).context },
+        srq_context,
+        pd,
+        handle: srq.handle(),
+        // SAFETY (zeroed): all-zero pthread_mutex_t / pthread_cond_t are the static
+        // initializers on glibc.
+        mutex: unsafe { std::mem::zeroed() },
+        // SAFETY: as above.
+        cond: unsafe { std::mem::zeroed() },
+        events_completed: 0,
+    };
+    let p = Box::into_raw(Box::new(SoftSrq {
+        ibv,
+        srq: Mutex::new(Some(srq)),
+    }));
+    let p = p.cast::<ibv_srq>();
+    SRQS.insert(p);
+    p
 }
 
 export! { "IBVERBS_1.1";

@@ -13,10 +13,11 @@
 
 use std::os::raw::c_int;
 
-use super::{ah, channel, cq, dm, import, mw, parent_domain, pd, qp, relaxed, srq};
+use super::{ah, channel, cq, dm, import, mw, parent_domain, pd, qp, relaxed, srq, xrc};
 use crate::abi::context::ibv_context;
 use crate::abi::objects::{
     ibv_ah, ibv_comp_channel, ibv_cq, ibv_dm, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_srq, ibv_td,
+    ibv_xrcd,
 };
 use crate::live::Live;
 
@@ -67,6 +68,12 @@ pub(crate) unsafe fn destroy_all(ctx: *mut ibv_context) {
             ctx,
             |p: *mut ibv_srq| (*p).context,
             |p| srq::ibv_destroy_srq(p),
+        );
+        destroy(
+            &xrc::XRCDS,
+            ctx,
+            |p: *mut ibv_xrcd| (*p).context,
+            |p| xrc::op_close_xrcd(p),
         );
         destroy(
             &cq::CQS,
