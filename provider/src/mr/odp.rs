@@ -58,8 +58,9 @@ pub const ODP_SUPPORT_SRQ_RECV: u32 = 1 << 5;
 /// The general ODP capabilities (`ibv_odp_caps.general_caps`).
 pub const ODP_GENERAL_CAPS: u64 = ODP_SUPPORT | ODP_SUPPORT_IMPLICIT;
 
-/// What an ODP region supports per transport (`rc_odp_caps`, `uc_odp_caps`, `ud_odp_caps`):
-/// each transport's own operations, since an ODP region is accessed like any other.
+/// What an ODP region supports per transport (`rc_odp_caps`, `uc_odp_caps`, `ud_odp_caps`,
+/// `xrc_odp_caps`): each transport's own operations, since an ODP region is accessed like
+/// any other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OdpTransportCaps {
     /// RC: every operation.
@@ -68,6 +69,8 @@ pub struct OdpTransportCaps {
     pub uc: u32,
     /// UD: SEND only.
     pub ud: u32,
+    /// XRC: RC's operations, its receives always from an XRC SRQ.
+    pub xrc: u32,
 }
 
 /// softrnic's per-transport ODP capabilities.
@@ -80,6 +83,11 @@ pub const ODP_TRANSPORT_CAPS: OdpTransportCaps = OdpTransportCaps {
         | ODP_SUPPORT_SRQ_RECV,
     uc: ODP_SUPPORT_SEND | ODP_SUPPORT_RECV | ODP_SUPPORT_WRITE | ODP_SUPPORT_SRQ_RECV,
     ud: ODP_SUPPORT_SEND | ODP_SUPPORT_RECV | ODP_SUPPORT_SRQ_RECV,
+    xrc: ODP_SUPPORT_SEND
+        | ODP_SUPPORT_WRITE
+        | ODP_SUPPORT_READ
+        | ODP_SUPPORT_ATOMIC
+        | ODP_SUPPORT_SRQ_RECV,
 };
 
 /// `enum ibv_advise_mr_advice`.

@@ -10,8 +10,8 @@
 //! `wr_complete` posts with one `post_send` (returning its errno) and `wr_abort` drops; a
 //! builder call that cannot be honoured (no `wr_start`, an opcode the QP was not created
 //! for, an SGE setter before any opcode, inline data beyond
-//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), a bind that cannot be made, TSO, an XRC SRQ number on a QP not XRC)
-//! makes the batch fail: `wr_complete` then posts nothing and returns the errno.
+//! [`softrnic_uapi::MAX_INLINE`] (`ENOMEM`), a bind that cannot be made, TSO, an XRC SRQ
+//! number on a QP that is not XRC) makes the batch fail: `wr_complete` then posts nothing and returns the errno.
 //!
 //! Inline data (`wr_set_inline_data*`) and the 8-byte operand of `wr_atomic_write` are copied
 //! into the WR's `inline_data` when the builder call is made, as verbs requires (the

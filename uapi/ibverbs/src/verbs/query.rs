@@ -105,7 +105,7 @@ pub(crate) fn device_attr_ex(a: &DeviceAttr) -> ibv_device_attr_ex {
         cq_mod_caps: Default::default(),
         max_dm_size: softrnic_uapi::MAX_DM_SIZE as u64,
         pci_atomic_caps: Default::default(),
-        xrc_odp_caps: 0,
+        xrc_odp_caps: ODP_TRANSPORT_CAPS.xrc,
         phys_port_cnt_ex: u32::from(a.phys_port_cnt),
     }
 }
