@@ -5,7 +5,7 @@
 //! that softrnic's `librdmacm.so.1` looks up (`uapi/rdmacm/src/symbols.rs`), with version
 //! `SOFTRNIC_RDMACM_PRIVATE`; every public symbol of the installed rdma-core
 //! `libibverbs.so.1` with its default version (pyverbs, rdma-core's Python bindings, binds
-//! them all when it loads); and that perftest's binaries, which also load `libmlx5.so.1`,
+//! them all when it loads), and of the installed `librdmacm.so.1` in softrnic's; and that perftest's binaries, which also load `libmlx5.so.1`,
 //! `libefa.so.1` and `librdmacm.so.1`, resolve every import with softrnic's directory first
 //! (the vendor stand-ins, `standins/README.md`, and softrnic's `librdmacm.so.1`).
 
@@ -94,12 +94,14 @@ fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
 
 /// rdma-core 44's own `libibverbs.so.1`, as Debian installs it.
 const RDMA_CORE_LIBIBVERBS: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+/// rdma-core's own `librdmacm.so.1` (Debian's `librdmacm1`).
+const RDMA_CORE_LIBRDMACM: &str = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
 
-/// The public symbols an `objdump -T` lists with a default version (`IBVERBS_1.x`, printed
-/// without parentheses): what programs linked against the library bind to. Compatibility
-/// versions (`(IBVERBS_1.0)`), the private node shared with rdma-core's providers and the
-/// version names themselves (`*ABS*` entries) are left out.
-fn default_public_symbols(objdump: &str) -> BTreeSet<(String, String)> {
+/// The public default-version symbols in `objdump -T` output whose version node starts with
+/// `node` (`IBVERBS_1.`, `RDMACM_1.`): compatibility versions (`(IBVERBS_1.0)`), the private
+/// node shared with rdma-core's providers and the version names themselves (`*ABS*`
+/// entries) are left out.
+fn default_public_symbols(objdump: &str, node: &str) -> BTreeSet<(String, String)> {
     objdump
         .lines()
         .filter(|l| !l.contains("*UND*") && !l.contains("*ABS*"))
@@ -107,37 +109,70 @@ fn default_public_symbols(objdump: &str) -> BTreeSet<(String, String)> {
             let mut f = l.split_whitespace().rev();
             let name = f.next()?;
             let ver = f.next()?;
-            ver.starts_with("IBVERBS_1.")
+            ver.starts_with(node)
                 .then(|| (ver.to_string(), name.to_string()))
         })
         .collect()
 }
 
-#[test]
-fn every_default_version_public_symbol_of_rdma_core_is_exported_with_its_version() {
-    let theirs = std::path::Path::new(RDMA_CORE_LIBIBVERBS);
-    if !theirs.exists() {
-        eprintln!("SKIP every_default_version_...: no {RDMA_CORE_LIBIBVERBS} (apt-get install libibverbs1)");
+/// Checks that the library `ours` exports every default-version public symbol (of version
+/// node `node`, `probe` among them) of rdma-core's `theirs`, with its version; says SKIP
+/// without `theirs` (from Debian package `package`) or objdump.
+fn exports_every_symbol_of(
+    test: &str,
+    ours: &Path,
+    theirs: &str,
+    package: &str,
+    node: &str,
+    probe: (&str, &str),
+) {
+    let theirs_path = Path::new(theirs);
+    if !theirs_path.exists() {
+        eprintln!("SKIP {test}: no {theirs} (apt-get install {package})");
         return;
     }
-    let (Some(ours), Some(theirs)) = (
-        dynamic_symbols(&common::built_library()),
-        dynamic_symbols(theirs),
-    ) else {
-        eprintln!("SKIP every_default_version_...: no objdump (apt-get install binutils)");
+    let (Some(ours), Some(theirs_dump)) = (dynamic_symbols(ours), dynamic_symbols(theirs_path))
+    else {
+        eprintln!("SKIP {test}: no objdump (apt-get install binutils)");
         return;
     };
-    let wanted = default_public_symbols(&theirs);
+    let wanted = default_public_symbols(&theirs_dump, node);
     assert!(
-        wanted.contains(&("IBVERBS_1.1".into(), "ibv_open_device".into())),
-        "no default-version symbols read from {RDMA_CORE_LIBIBVERBS}:\n{theirs}"
+        wanted.contains(&(probe.0.into(), probe.1.into())),
+        "no default-version symbols read from {theirs}:\n{theirs_dump}"
     );
-    let exported = default_public_symbols(&ours);
+    let exported = default_public_symbols(&ours, node);
     let missing: Vec<String> = wanted
         .difference(&exported)
         .map(|(v, n)| format!("{n}@@{v}"))
         .collect();
     assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn every_default_version_public_symbol_of_rdma_core_is_exported_with_its_version() {
+    exports_every_symbol_of(
+        "every_default_version_public_symbol_of_rdma_core_is_exported_with_its_version",
+        &common::built_library(),
+        RDMA_CORE_LIBIBVERBS,
+        "libibverbs1",
+        "IBVERBS_1.",
+        ("IBVERBS_1.1", "ibv_open_device"),
+    );
+}
+
+/// The same for `librdmacm.so.1`: every `rdma_*` function (and `rsocket` call) of rdma-core
+/// 44's library is one of softrnic's, with its `RDMACM_1.x` version.
+#[test]
+fn every_default_version_public_symbol_of_librdmacm_is_exported_with_its_version() {
+    exports_every_symbol_of(
+        "every_default_version_public_symbol_of_librdmacm_is_exported_with_its_version",
+        &common::built_rdmacm(),
+        RDMA_CORE_LIBRDMACM,
+        "librdmacm1",
+        "RDMACM_1.",
+        ("RDMACM_1.0", "rdma_create_id"),
+    );
 }
 
 /// The functions softrnic's `librdmacm.so.1` forwards: the lines of its `symbols.rs`.
