@@ -203,14 +203,13 @@ pub(crate) unsafe extern "C" fn op_reg_dm_mr(
 /// `ibv_import_dm`: an `ibv_dm` of `context` for the live DM `handle` of the same device (see
 /// `import`); NULL with `errno` `EINVAL` for a bad context or a handle of no such DM.
 pub(crate) fn import(context: *mut ibv_context, handle: u32) -> *mut ibv_dm {
-    let Some(c) = context::lookup(context) else {
+    if context::lookup(context).is_none() {
         return fail(libc::EINVAL);
-    };
+    }
     let found = DMS.find(|d: *const ibv_dm| {
         // SAFETY: a live DM pointer (the set's lock is held) is the `ibv` field of a SoftDm.
         let d = unsafe { &*d.cast::<SoftDm>() };
-        d.ibv.handle == handle
-            && context::lookup(d.ibv.context).is_some_and(|o| std::ptr::eq(o.dev, c.dev))
+        d.ibv.handle == handle && crate::verbs::import::same_device(d.ibv.context, context)
     });
     let Some(original) = dm_of(found) else {
         return fail(libc::EINVAL);

@@ -52,8 +52,18 @@ fn fail<T>(e: c_int) -> *mut T {
     null_mut()
 }
 
+/// The live MR (registered, not imported) with `handle` on the device of `context`, or NULL.
+fn mr_by_handle(handle: u32, context: *const ibv_context) -> *const ibv_mr {
+    MRS.find(|m: *const ibv_mr| {
+        // SAFETY: a live MR pointer (the set's lock is held) is the `ibv` field of a boxed
+        // SoftMr.
+        let m = unsafe { &*m.cast::<SoftMr>() };
+        m.ibv.handle == handle && same_device(m.ibv.context, context)
+    })
+}
+
 /// Whether the live objects of contexts `a` and `b` are on the same device.
-fn same_device(a: *const ibv_context, b: *const ibv_context) -> bool {
+pub(crate) fn same_device(a: *const ibv_context, b: *const ibv_context) -> bool {
     match (context::lookup(a), context::lookup(b)) {
         (Some(a), Some(b)) => std::ptr::eq(a.dev, b.dev),
         _ => false,
@@ -122,11 +132,7 @@ export! { "IBVERBS_1.10";
         catch(null_mut(), || {
             let Some(soft_pd) = pd_of(pd) else { return fail(libc::EINVAL) };
             let context = soft_pd.ibv.context;
-            let found = MRS.find(|m: *const ibv_mr| {
-                // SAFETY: a live MR pointer is the `ibv` field of a boxed SoftMr.
-                let m = unsafe { &*m.cast::<SoftMr>() };
-                m.ibv.handle == mr_handle && same_device(m.ibv.context, context)
-            });
+            let found = mr_by_handle(mr_handle, context);
             if found.is_null() {
                 return fail(libc::EINVAL);
             }
@@ -171,11 +177,7 @@ pub(crate) fn dereg_imported(mr: *mut ibv_mr) -> Option<c_int> {
     }
     // SAFETY: live, so the `ibv` field of a boxed ImportedMr.
     let (handle, context) = unsafe { ((*mr).handle, (*mr).context) };
-    let original = MRS.find(|m: *const ibv_mr| {
-        // SAFETY: a live MR pointer is the `ibv` field of a boxed SoftMr.
-        let m = unsafe { &*m.cast::<SoftMr>() };
-        m.ibv.handle == handle && same_device(m.ibv.context, context)
-    });
+    let original = mr_by_handle(handle, context);
     let rc = if original.is_null() {
         0
     } else {
