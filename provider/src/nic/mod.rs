@@ -15,6 +15,7 @@ use softrnic_wire::roce::RocePacket;
 pub mod mcast;
 mod owners;
 mod reset;
+mod turns;
 mod xrc;
 
 use crate::cq::{Cq, Notifier};
@@ -32,6 +33,8 @@ use crate::wr::RecvWr;
 use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 use owners::Owners;
 pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
+pub use turns::{window_share, DEVICE_WINDOW_PSNS, QUANTUM};
+use turns::{DeviceWindow, Turns};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
@@ -83,6 +86,8 @@ struct QpEntry {
     qp: Qp,
     send_cq: CqId,
     recv_cq: CqId,
+    /// Counted among the QPs sharing the device's send window ([`turns`]).
+    sending: bool,
 }
 
 impl QpEntry {
@@ -114,6 +119,10 @@ pub struct Nic {
     local: IpAddr,
     mrs: Arc<MrTable>,
     qps: HashMap<u32, QpEntry>,
+    /// The order in which the QPs take turns at the transmit, and the window they share
+    /// ([`turns`]).
+    turns: Turns,
+    window: DeviceWindow,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     /// The open XRC domains ([`crate::xrc`]).
@@ -139,6 +148,8 @@ impl Nic {
             local,
             mrs,
             qps: HashMap::default(),
+            turns: Turns::default(),
+            window: DeviceWindow::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             xrcds: Default::default(),
@@ -429,15 +440,23 @@ impl Nic {
         if let Some(id) = srq {
             qp = qp.with_srq(id);
         }
-        self.qps.insert(
+        self.insert_qp(
             qpn,
             QpEntry {
                 qp,
                 send_cq,
                 recv_cq,
+                sending: false,
             },
         );
         Ok(qpn)
+    }
+
+    /// Adds a new QP (its QPN from [`Nic::alloc_qpn`]).
+    fn insert_qp(&mut self, qpn: u32, mut entry: QpEntry) {
+        entry.qp.share_window(self.window.share());
+        self.qps.insert(qpn, entry);
+        self.turns.add(qpn);
     }
 
     /// A free QP number, if `max_qp` allows one more QP.
@@ -471,9 +490,12 @@ impl Nic {
     /// # Errors
     /// `EINVAL` for an unknown QP.
     pub fn destroy_qp_leaving(&mut self, qpn: u32, left: &mut Vec<IpAddr>) -> Result<()> {
-        self.qps
+        let mut e = self
+            .qps
             .remove(&qpn)
             .ok_or(Error::InvalidArgument("no such QP"))?;
+        self.turns.remove(qpn);
+        self.window.update(&mut e.sending, false);
         self.mcast.detach_all(qpn, left);
         Ok(())
     }
@@ -714,21 +736,29 @@ impl Nic {
         self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()
     }
 
-    /// Appends packets to send to `out` until it holds `max`, taking from each QP in turn.
+    /// Appends packets to send to `out` until it holds `max` or no QP has more, the QPs
+    /// taking turns of up to [`QUANTUM`] packets each, with their shares of the device's
+    /// send window ([`turns`]).
     pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
-        let mrs = &self.mrs;
-        'outer: loop {
-            let mut any = false;
-            for e in self.qps.values_mut() {
-                if out.len() >= max {
-                    break 'outer;
-                }
-                any |= out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t));
-            }
-            if !any {
-                break;
-            }
+        let mut sending = 0;
+        for e in self.qps.values_mut() {
+            e.sending = e.qp.is_sending();
+            sending += usize::from(e.sending);
         }
+        self.window.recount(sending);
+        let (mrs, qps) = (&self.mrs, &mut self.qps);
+        self.turns.pass(|qpn, quantum| {
+            let mut gave = 0;
+            if let Some(e) = qps.get_mut(&qpn) {
+                while gave < quantum
+                    && out.len() < max
+                    && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
+                {
+                    gave += 1;
+                }
+            }
+            (gave, out.len() < max)
+        });
     }
 
     /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it); returns its earliest
@@ -742,6 +772,7 @@ impl Nic {
     ) -> Option<Instant> {
         let mrs = &self.mrs;
         let e = self.qps.get_mut(&qpn)?;
+        self.window.update(&mut e.sending, e.qp.is_sending());
         while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
         e.qp.poll_timeout()
     }

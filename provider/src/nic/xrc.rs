@@ -90,8 +90,9 @@ impl Nic {
             qp,
             send_cq: NO_CQ,
             recv_cq: NO_CQ,
+            sending: false,
         };
-        self.qps.insert(qpn, entry);
+        self.insert_qp(qpn, entry);
         Ok(qpn)
     }
 }

@@ -625,4 +625,16 @@ impl Qp {
     pub fn send_queue_len(&self) -> usize {
         self.req.sq.len()
     }
+
+    /// Whether the requester has work requests to send or to see acknowledged: a QP that
+    /// takes a share of the device's send window (`nic/turns.rs`).
+    pub fn is_sending(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd) && !self.req.sq.is_empty()
+    }
+
+    /// Takes its send window from `share`, which its device sets to each sending QP's part of
+    /// its own (`nic/turns.rs`). Packets already out stay out.
+    pub fn share_window(&mut self, share: crate::rc::WindowShare) {
+        self.req.window = share;
+    }
 }

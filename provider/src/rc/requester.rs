@@ -12,6 +12,8 @@
 //! FLUSH and ATOMIC WRITE (IBTA 1.5): `requester/flush_atomic_write.rs`.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use softrnic_wire::atomic_eth::AtomicEthRepr;
@@ -37,12 +39,43 @@ use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
 mod flush_atomic_write;
 
 /// The most PSNs the requester has outstanding (sent, not acknowledged): a send window that
-/// keeps a burst within what a receiver's socket buffer holds.
+/// keeps a burst within what a receiver's socket buffer holds. The device may give a QP a
+/// smaller one, its share of the device's when several QPs send ([`Requester::window`]).
 pub const WINDOW_PSNS: u32 = 512;
 
-/// AckReq is set on every this-many packets at least, so that ACKs open the window before it
-/// closes (IBTA 9.7.2.1.1 leaves the frequency to the requester; the requester's `build` says
-/// when the last packet of a message asks).
+/// The window of each QP of a device, which the device sets to its QPs' share of its own
+/// (`nic/turns.rs`) and their requesters read: one number for all of them, so that a new QP
+/// starting to send shrinks every other one's window at once.
+#[derive(Debug, Clone)]
+pub struct WindowShare(Arc<AtomicU32>);
+
+impl WindowShare {
+    /// A share of a whole [`WINDOW_PSNS`].
+    pub fn new() -> WindowShare {
+        WindowShare(Arc::new(AtomicU32::new(WINDOW_PSNS)))
+    }
+
+    /// Sets the window of every QP sharing it: `psns`, at most [`WINDOW_PSNS`], at least 1.
+    pub fn set(&self, psns: u32) {
+        self.0
+            .store(psns.clamp(1, WINDOW_PSNS), AtomicOrdering::Relaxed);
+    }
+
+    /// The window.
+    pub fn get(&self) -> u32 {
+        self.0.load(AtomicOrdering::Relaxed)
+    }
+}
+
+impl Default for WindowShare {
+    fn default() -> Self {
+        WindowShare::new()
+    }
+}
+
+/// AckReq is set on every this-many packets at least (a quarter of the window), so that ACKs
+/// open the window before it closes (IBTA 9.7.2.1.1 leaves the frequency to the requester;
+/// the requester's `build` says when the last packet of a message asks).
 pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
 
 /// What the requester sent without AckReq since a packet last asked (see `Requester::build`).
@@ -154,6 +187,8 @@ pub(crate) struct Requester {
     /// What went without AckReq since a packet last asked.
     pub unasked: Unasked,
     pub max_send_wr: usize,
+    /// The most PSNs outstanding: [`WINDOW_PSNS`], or less as the device shares its window.
+    pub window: WindowShare,
 }
 
 impl Requester {
@@ -172,6 +207,7 @@ impl Requester {
             last_go_back: None,
             unasked: Unasked::default(),
             max_send_wr,
+            window: WindowShare::new(),
         }
     }
 
@@ -349,7 +385,7 @@ impl Requester {
         if !start_new && !self.sq[self.cur].started {
             return false;
         }
-        if self.next_psn.distance_from(self.una) >= WINDOW_PSNS {
+        if self.next_psn.distance_from(self.una) >= self.window.get() {
             return false;
         }
         let w = &self.sq[self.cur];
@@ -425,8 +461,8 @@ impl Requester {
     /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
     /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
     /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
-    /// asks). Every [`ACK_REQ_INTERVAL`] packets ask in any case, and READs and atomics always
-    /// ask: their response is the ACK.
+    /// asks). Every [`ACK_REQ_INTERVAL`] packets ask in any case (a quarter of a smaller
+    /// window), and READs and atomics always ask: their response is the ACK.
     fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let xrc_srqn = w.xrc_srqn;
@@ -451,8 +487,9 @@ impl Requester {
             let sq_half = (self.max_send_wr / 2).max(1) as u32;
             let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
-            let ack_req = ctx.is_reliable()
-                && ((seg.last && asks) || self.unasked.packets >= ACK_REQ_INTERVAL);
+            let interval = (self.window.get() / 4).max(1);
+            let ack_req =
+                ctx.is_reliable() && ((seg.last && asks) || self.unasked.packets >= interval);
             if ack_req {
                 self.unasked = Unasked::default();
             } else if seg.last {
