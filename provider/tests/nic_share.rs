@@ -12,9 +12,9 @@ use std::time::Instant;
 use common::wrs::send_wr;
 use common::*;
 use softrnic_provider::mr::{Access, MrTable};
-use softrnic_provider::nic::{window_share, Nic, DEVICE_WINDOW_PSNS, QUANTUM};
+use softrnic_provider::nic::{Nic, QUANTUM};
 use softrnic_provider::qp_state::Mtu;
-use softrnic_provider::rc::{TxQueue, WINDOW_PSNS};
+use softrnic_provider::rc::{TxQueue, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
 use softrnic_provider::wr::{RemoteAddr, SendFlags, SendOpcode, Sge};
 
 /// A NIC with `n` RC QPs to peer QPs 0x100.. on B_ADDR (which never answers), each with
@@ -103,6 +103,15 @@ fn runs(dests: &[u32]) -> Vec<(u32, usize)> {
     runs
 }
 
+/// Packets per destination QP.
+fn per_qp(dests: &[u32]) -> HashMap<u32, usize> {
+    let mut n = HashMap::new();
+    for &q in dests {
+        *n.entry(q).or_default() += 1;
+    }
+    n
+}
+
 #[test]
 fn one_qp_alone_has_its_whole_window() {
     let (mut nic, _, _buf, _mrs) = writers(1, 64);
@@ -113,27 +122,35 @@ fn one_qp_alone_has_its_whole_window() {
 fn four_qps_send_in_quanta_and_share_the_device_window() {
     let (mut nic, _, _buf, _mrs) = writers(4, 64);
     let dests = drain(&mut nic);
-    let share = window_share(4) as usize;
-    assert_eq!(
-        dests.len(),
-        4 * share,
-        "four shares of {DEVICE_WINDOW_PSNS}"
-    );
-    let mut per_qp: HashMap<u32, usize> = HashMap::new();
+    let share = DEVICE_WINDOW_PSNS as usize / 4;
+    assert_eq!(dests.len(), DEVICE_WINDOW_PSNS as usize);
     for (q, n) in runs(&dests) {
-        *per_qp.entry(q).or_default() += n;
         // A turn's quantum, or two turns in a row when the others have nothing left.
         assert!(n % QUANTUM == 0, "a run of {n} packets to QP {q:#x}");
     }
-    assert!(per_qp.values().all(|&n| n == share), "{per_qp:?}");
+    assert!(per_qp(&dests).values().all(|&n| n == share), "{dests:?}");
 }
 
 #[test]
-fn a_qp_that_starts_sending_shrinks_the_windows_of_those_already_sending() {
+fn many_qps_together_stay_within_the_device_window() {
+    let (mut nic, _, _buf, _mrs) = writers(1024, 1);
+    let dests = drain(&mut nic);
+    assert_eq!(
+        dests.len(),
+        DEVICE_WINDOW_PSNS as usize,
+        "not a packet per QP"
+    );
+    // A run each, for as many QPs as the window holds; the others wait their turn.
+    let n = per_qp(&dests);
+    assert_eq!(n.len(), (DEVICE_WINDOW_PSNS / MIN_SHARE_PSNS) as usize);
+    assert!(n.values().all(|&k| k == MIN_SHARE_PSNS as usize), "{n:?}");
+}
+
+#[test]
+fn a_qp_that_goes_back_after_a_timeout_lets_the_others_send() {
     let (mut nic, qpns, _buf, _mrs) = writers(4, 64);
-    // Each QP starts from a post's round, before any full pass: each is counted as it comes
-    // and may send its share of the device's window then; those already sending have more
-    // than their new share out and send no more.
+    // The first QP starts alone, from a post's round before any full pass, and fills the
+    // whole window; the others, counted as they come, find it full.
     let now = Instant::now();
     let mut sent = Vec::new();
     for &q in &qpns {
@@ -141,8 +158,23 @@ fn a_qp_that_starts_sending_shrinks_the_windows_of_those_already_sending() {
         nic.poll_transmit_qp(q, now, &mut out, 4096);
         sent.push(out.len());
     }
-    let share = |n| window_share(n) as usize;
-    assert_eq!(sent, [share(1), share(2), share(3), share(4)]);
-    assert!(share(4) < share(1));
-    assert!(drain(&mut nic).is_empty(), "every QP has its share out");
+    assert_eq!(sent, [WINDOW_PSNS as usize, 0, 0, 0]);
+    assert!(drain(&mut nic).is_empty(), "nothing is acknowledged");
+    // No ACK comes (the peer is dead): at its retransmit timeout the first QP goes back to
+    // resend from its oldest PSN and holds no more than its share of the window.
+    let later = now + std::time::Duration::from_secs(1);
+    nic.handle_timeout(later);
+    let (mut out, mut dests) = (TxQueue::new(), Vec::new());
+    loop {
+        out.clear();
+        nic.poll_transmit(later, &mut out, 32);
+        dests.extend(out.as_slice().iter().map(|t| t.roce.bth.dest_qp));
+        if out.len() < 32 {
+            break;
+        }
+    }
+    let share = DEVICE_WINDOW_PSNS as usize / 4;
+    let n = per_qp(&dests);
+    assert_eq!(n.len(), 4, "every QP sends: {n:?}");
+    assert!(n.values().all(|&k| k == share), "{n:?}");
 }

@@ -127,6 +127,10 @@ enum Command {
         /// Rounds of --host (each figure is the median of its rounds).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
         rounds: u64,
+        /// Instead: RC WRITE 64 KiB throughput with each of these numbers of QPs writing at
+        /// once (e.g. 1,2,4,16,64,256,1024), each next to the first count's figure.
+        #[arg(long, value_parser = perf::qps::parse_counts, conflicts_with = "host")]
+        qps: Option<perf::qps::QpCounts>,
     },
     /// One process of a `perf --host` WRITE pair, driven by the parent on stdin/stdout.
     #[command(hide = true)]
@@ -167,6 +171,12 @@ fn main() -> ExitCode {
         Command::Status { addr, json } => run_status(addr, json),
         Command::Perf {
             secs,
+            json,
+            qps: Some(counts),
+            ..
+        } => run_perf_qps(&counts.0, secs, json),
+        Command::Perf {
+            secs,
             iters,
             json,
             host: false,
@@ -178,6 +188,7 @@ fn main() -> ExitCode {
             json,
             host: true,
             rounds,
+            ..
         } => run_perf_host(secs, iters, rounds, json),
         Command::PerfPair { role, bind, secs } => {
             let role = match role.as_str() {
@@ -288,6 +299,14 @@ fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io:
         rounds: rounds as usize,
     };
     print_report(&perf::host::run(&std::env::current_exe()?, &o)?, json)
+}
+
+fn run_perf_qps(counts: &[usize], duration: Duration, json: bool) -> io::Result<()> {
+    let results = perf::qps::run(counts, duration)?;
+    let report = perf::Report {
+        lines: perf::qps::lines(&results),
+    };
+    print_report(&report, json)
 }
 
 /// A perf report on stdout, as text or one JSON object.

@@ -152,3 +152,26 @@ fn perf_host_json_has_every_pair_count_and_the_pingpong_pair() {
         "host_start_beside_a_pair"
     );
 }
+
+#[test]
+fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--qps", "1,4", "--secs", "0.2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (one, four) = (&v["rc_write_qps_0"], &v["rc_write_qps_1"]);
+    assert_eq!((one["qps"].as_u64(), four["qps"].as_u64()), (Some(1), Some(4)));
+    assert_eq!(four["baseline"], "rc_write_qps_0");
+    assert!(four["ratio"].as_f64().is_some_and(|r| r > 0.0), "{four}");
+    // Every QP wrote: the device shared its transmit between them.
+    assert!(four["min_per_qp"].as_u64().is_some_and(|n| n > 0), "{four}");
+    assert!(four["messages"].as_u64() >= four["min_per_qp"].as_u64().map(|n| 4 * n));
+    let bad = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--qps", "0"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success(), "a count of 0 is refused");
+}

@@ -33,8 +33,8 @@ use crate::wr::RecvWr;
 use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 use owners::Owners;
 pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
-pub use turns::{window_share, DEVICE_WINDOW_PSNS, QUANTUM};
-use turns::{DeviceWindow, Turns};
+pub use turns::QUANTUM;
+use turns::{Senders, Turns};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
@@ -122,7 +122,7 @@ pub struct Nic {
     /// The order in which the QPs take turns at the transmit, and the window they share
     /// ([`turns`]).
     turns: Turns,
-    window: DeviceWindow,
+    senders: Senders,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     /// The open XRC domains ([`crate::xrc`]).
@@ -149,7 +149,7 @@ impl Nic {
             mrs,
             qps: HashMap::default(),
             turns: Turns::default(),
-            window: DeviceWindow::default(),
+            senders: Senders::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             xrcds: Default::default(),
@@ -454,7 +454,7 @@ impl Nic {
 
     /// Adds a new QP (its QPN from [`Nic::alloc_qpn`]).
     fn insert_qp(&mut self, qpn: u32, mut entry: QpEntry) {
-        entry.qp.share_window(self.window.share());
+        entry.qp.share_window(self.senders.window().clone());
         self.qps.insert(qpn, entry);
         self.turns.add(qpn);
     }
@@ -495,7 +495,7 @@ impl Nic {
             .remove(&qpn)
             .ok_or(Error::InvalidArgument("no such QP"))?;
         self.turns.remove(qpn);
-        self.window.update(&mut e.sending, false);
+        self.senders.update(&mut e.sending, false);
         self.mcast.detach_all(qpn, left);
         Ok(())
     }
@@ -745,7 +745,7 @@ impl Nic {
             e.sending = e.qp.is_sending();
             sending += usize::from(e.sending);
         }
-        self.window.recount(sending);
+        self.senders.recount(sending);
         let (mrs, qps) = (&self.mrs, &mut self.qps);
         self.turns.pass(|qpn, quantum| {
             let mut gave = 0;
@@ -762,7 +762,8 @@ impl Nic {
     }
 
     /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it); returns its earliest
-    /// deadline after sending them, which only this QP's packets can have moved.
+    /// deadline after sending them, which only this QP's packets can have moved (or, when
+    /// QPs wait for room in the send window and get a turn too, the device's).
     pub fn poll_transmit_qp(
         &mut self,
         qpn: u32,
@@ -772,9 +773,17 @@ impl Nic {
     ) -> Option<Instant> {
         let mrs = &self.mrs;
         let e = self.qps.get_mut(&qpn)?;
-        self.window.update(&mut e.sending, e.qp.is_sending());
+        self.senders.update(&mut e.sending, e.qp.is_sending());
         while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
-        e.qp.poll_timeout()
+        let due = e.qp.poll_timeout();
+        if !self.senders.window().has_waiting() {
+            return due;
+        }
+        // A QP waits for room in the send window, which this one's ACKs may have made: it
+        // must not wait for the next full pass (`rc/requester/window.rs`). The QPs that send
+        // now may arm their timers.
+        self.poll_transmit(now, out, max);
+        self.poll_timeout()
     }
 
     /// Whether some QP may have packets to send.

@@ -18,55 +18,36 @@
 //! at the first QP would serve the first QPs first in every round and look again at every
 //! idle QP before the busy ones; resuming makes the work of a round its packets plus at most
 //! one look at each QP, and shares the transmit evenly between busy QPs.
-
 //!
 //! # The send window
 //!
-//! A receiver's socket buffer holds what its senders have in flight until it reads it, and
-//! overflows, dropping whole runs, when they have more: every RC QP's window
-//! ([`WINDOW_PSNS`]) fits, but four QPs' windows to one peer did not, and the losses and
-//! go-back-N retransmissions that followed made four QPs slower than one. So the device
-//! shares one window of [`DEVICE_WINDOW_PSNS`] between the QPs that are sending
-//! ([`window_share`]): each gets an equal part, at most a QP's own window, at least one
-//! packet (so that a QP whose peer stopped answering holds up none of the others; with 1024
-//! QPs sending, that is 4 MiB in flight at the largest path MTU). Every full pass over the QPs
-//! counts those sending; between passes a QP found sending that was not is counted at once
-//! and shrinks every share (one number all requesters read, [`WindowShare`]), one that
-//! stopped only at the next pass.
+//! The QPs that are sending share the device's send window (`rc/requester/window.rs`).
+//! Every full pass over the QPs counts those sending; between passes a QP found sending that
+//! was not is counted at once and shrinks every share (one number all requesters read), one
+//! that stopped only at the next pass.
 
-use crate::rc::{WindowShare, WINDOW_PSNS};
+use crate::rc::DeviceWindow;
 
 /// Most packets one QP gives per turn.
 pub const QUANTUM: usize = 16;
 
-/// PSNs the device's QPs may have outstanding together (beyond each one's packet): 4 MiB of
-/// 4096-byte packets, half what a receive socket's buffer holds (`SO_RCVBUF`, 4 MiB asked,
-/// which the kernel doubles for its overhead).
-pub const DEVICE_WINDOW_PSNS: u32 = 1024;
-
-/// The window of each of `sending` QPs (see the module comment).
-pub fn window_share(sending: usize) -> u32 {
-    let n = u32::try_from(sending.max(1)).unwrap_or(u32::MAX);
-    (DEVICE_WINDOW_PSNS / n).clamp(1, WINDOW_PSNS)
-}
-
-/// The device's send window: how many QPs share it and the share each QP's requester reads.
+/// The QPs sending, which share the device's window.
 #[derive(Debug, Default)]
-pub(super) struct DeviceWindow {
-    share: WindowShare,
+pub(super) struct Senders {
+    window: DeviceWindow,
     sending: usize,
 }
 
-impl DeviceWindow {
-    /// The share a new QP reads.
-    pub(super) fn share(&self) -> WindowShare {
-        self.share.clone()
+impl Senders {
+    /// The window the QPs take their places in.
+    pub(super) fn window(&self) -> &DeviceWindow {
+        &self.window
     }
 
     /// A full pass found `sending` QPs sending.
     pub(super) fn recount(&mut self, sending: usize) {
         self.sending = sending;
-        self.share.set(window_share(sending));
+        self.window.share_between(sending);
     }
 
     /// Keeps the count of a QP that was `counted` and now is or is not `sending`.
@@ -78,7 +59,7 @@ impl DeviceWindow {
             } else {
                 self.sending.saturating_sub(1)
             };
-            self.share.set(window_share(self.sending));
+            self.window.share_between(self.sending);
         }
     }
 }
@@ -217,37 +198,22 @@ mod tests {
     }
 
     #[test]
-    fn the_window_is_shared_between_the_qps_sending() {
-        assert_eq!(window_share(0), WINDOW_PSNS);
-        assert_eq!(
-            window_share(1),
-            WINDOW_PSNS,
-            "a QP's own window is the limit"
-        );
-        assert_eq!(window_share(4), DEVICE_WINDOW_PSNS / 4);
-        assert_eq!(window_share(16), DEVICE_WINDOW_PSNS / 16);
-        assert_eq!(window_share(5000), 1, "a packet each at least");
-    }
-
-    #[test]
     fn a_qp_that_starts_sending_shrinks_every_share_at_once() {
-        let mut w = DeviceWindow::default();
-        let (a, b) = (w.share(), w.share());
-        w.recount(1);
-        assert_eq!(a.get(), WINDOW_PSNS);
+        use crate::rc::{DEVICE_WINDOW_PSNS, WINDOW_PSNS};
+        let mut s = Senders::default();
+        let w = s.window().clone();
+        s.recount(1);
+        assert_eq!(w.share(), WINDOW_PSNS);
         let mut counted = [true, false, false, false];
         for c in &mut counted[1..] {
-            w.update(c, true);
+            s.update(c, true);
         }
-        assert_eq!(
-            (a.get(), b.get()),
-            (DEVICE_WINDOW_PSNS / 4, DEVICE_WINDOW_PSNS / 4)
-        );
-        w.update(&mut counted[3], true);
-        assert_eq!(a.get(), DEVICE_WINDOW_PSNS / 4, "counted once");
-        w.update(&mut counted[3], false);
-        w.update(&mut counted[2], false);
-        assert_eq!(b.get(), WINDOW_PSNS.min(DEVICE_WINDOW_PSNS / 2));
+        assert_eq!(w.share(), DEVICE_WINDOW_PSNS / 4);
+        s.update(&mut counted[3], true);
+        assert_eq!(w.share(), DEVICE_WINDOW_PSNS / 4, "counted once");
+        s.update(&mut counted[3], false);
+        s.update(&mut counted[2], false);
+        assert_eq!(w.share(), DEVICE_WINDOW_PSNS / 2);
     }
 
     #[test]

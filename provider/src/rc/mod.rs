@@ -28,5 +28,7 @@ pub mod transmit;
 pub use connect::ConnectAttr;
 pub use context::{Completion, CqSide, QpContext};
 pub use qp::{Qp, QpAttr, QpCaps, QpLimits};
-pub use requester::{WindowShare, ACK_REQ_INTERVAL, WINDOW_PSNS};
+pub use requester::{
+    DeviceWindow, ACK_REQ_INTERVAL, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS,
+};
 pub use transmit::{Chunk, Chunks, Payload, Transmit, TxQueue, MAX_INLINE, MAX_SGE};

@@ -321,6 +321,7 @@ impl Qp {
             self.sq_draining = false;
             self.sqd_notify = false;
         }
+        self.count_window();
         Ok(())
     }
 
@@ -365,6 +366,7 @@ impl Qp {
             }
         }
         self.check_drained();
+        self.count_window();
     }
 
     /// `ibv_post_send` of one WR.
@@ -632,9 +634,24 @@ impl Qp {
         matches!(self.state, QpState::Rts | QpState::Sqd) && !self.req.sq.is_empty()
     }
 
-    /// Takes its send window from `share`, which its device sets to each sending QP's part of
-    /// its own (`nic/turns.rs`). Packets already out stay out.
-    pub fn share_window(&mut self, share: crate::rc::WindowShare) {
-        self.req.window = share;
+    /// Takes its place in its device's send window (`rc/requester/window.rs`).
+    pub fn share_window(&mut self, device: crate::rc::DeviceWindow) {
+        self.req.seat = crate::rc::requester::Seat::new(device);
+        self.count_window();
+    }
+
+    /// Counts the requester's outstanding PSNs in the device's window: none outside RTS and
+    /// SQD, nor for a transport without ACKs.
+    fn count_window(&mut self) {
+        let n = if matches!(self.state, QpState::Rts | QpState::Sqd) && self.ctx.is_reliable() {
+            self.req.next_psn.distance_from(self.req.una)
+        } else {
+            0
+        };
+        self.req.seat.count(n);
+        if self.state != QpState::Rts || self.req.cur >= self.req.sq.len() {
+            // Nothing more to send: it waits for no room.
+            self.req.seat.leave();
+        }
     }
 }

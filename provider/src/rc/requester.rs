@@ -12,8 +12,6 @@
 //! FLUSH and ATOMIC WRITE (IBTA 1.5): `requester/flush_atomic_write.rs`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use softrnic_wire::atomic_eth::AtomicEthRepr;
@@ -37,41 +35,9 @@ use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
 
 mod flush_atomic_write;
+pub mod window;
 
-/// The most PSNs the requester has outstanding (sent, not acknowledged): a send window that
-/// keeps a burst within what a receiver's socket buffer holds. The device may give a QP a
-/// smaller one, its share of the device's when several QPs send ([`Requester::window`]).
-pub const WINDOW_PSNS: u32 = 512;
-
-/// The window of each QP of a device, which the device sets to its QPs' share of its own
-/// (`nic/turns.rs`) and their requesters read: one number for all of them, so that a new QP
-/// starting to send shrinks every other one's window at once.
-#[derive(Debug, Clone)]
-pub struct WindowShare(Arc<AtomicU32>);
-
-impl WindowShare {
-    /// A share of a whole [`WINDOW_PSNS`].
-    pub fn new() -> WindowShare {
-        WindowShare(Arc::new(AtomicU32::new(WINDOW_PSNS)))
-    }
-
-    /// Sets the window of every QP sharing it: `psns`, at most [`WINDOW_PSNS`], at least 1.
-    pub fn set(&self, psns: u32) {
-        self.0
-            .store(psns.clamp(1, WINDOW_PSNS), AtomicOrdering::Relaxed);
-    }
-
-    /// The window.
-    pub fn get(&self) -> u32 {
-        self.0.load(AtomicOrdering::Relaxed)
-    }
-}
-
-impl Default for WindowShare {
-    fn default() -> Self {
-        WindowShare::new()
-    }
-}
+pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
 
 /// AckReq is set on every this-many packets at least (a quarter of the window), so that ACKs
 /// open the window before it closes (IBTA 9.7.2.1.1 leaves the frequency to the requester;
@@ -187,8 +153,8 @@ pub(crate) struct Requester {
     /// What went without AckReq since a packet last asked.
     pub unasked: Unasked,
     pub max_send_wr: usize,
-    /// The most PSNs outstanding: [`WINDOW_PSNS`], or less as the device shares its window.
-    pub window: WindowShare,
+    /// Its place in the device's send window (`window.rs`).
+    pub seat: Seat,
 }
 
 impl Requester {
@@ -207,7 +173,7 @@ impl Requester {
             last_go_back: None,
             unasked: Unasked::default(),
             max_send_wr,
-            window: WindowShare::new(),
+            seat: Seat::default(),
         }
     }
 
@@ -385,7 +351,11 @@ impl Requester {
         if !start_new && !self.sq[self.cur].started {
             return false;
         }
-        if self.next_psn.distance_from(self.una) >= self.window.get() {
+        let starts = !self.sq[self.cur].started;
+        if !self
+            .seat
+            .may_send(self.next_psn.distance_from(self.una), starts)
+        {
             return false;
         }
         let w = &self.sq[self.cur];
@@ -431,6 +401,9 @@ impl Requester {
             self.next_psn = w.first_psn;
         }
         self.build(ctx, out);
+        if ctx.is_reliable() {
+            self.seat.count(self.next_psn.distance_from(self.una));
+        }
         // UC and UD expect no ACK: nothing to time out.
         if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
@@ -462,7 +435,8 @@ impl Requester {
     /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
     /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
     /// asks). Every [`ACK_REQ_INTERVAL`] packets ask in any case (a quarter of a smaller
-    /// window), and READs and atomics always ask: their response is the ACK.
+    /// window, but no fewer than half the smallest), and READs and atomics always ask: their
+    /// response is the ACK.
     fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let xrc_srqn = w.xrc_srqn;
@@ -487,7 +461,7 @@ impl Requester {
             let sq_half = (self.max_send_wr / 2).max(1) as u32;
             let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
-            let interval = (self.window.get() / 4).max(1);
+            let interval = (self.seat.window() / 4).max(MIN_SHARE_PSNS / 2);
             let ack_req =
                 ctx.is_reliable() && ((seg.last && asks) || self.unasked.packets >= interval);
             if ack_req {

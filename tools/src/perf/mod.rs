@@ -13,6 +13,7 @@
 
 pub mod host;
 pub mod pair;
+pub mod qps;
 pub mod raw_udp;
 pub mod rtt;
 mod sock;

@@ -1,0 +1,336 @@
+//! `softrnic perf --qps 1,2,4,16,...`: how throughput scales with the number of QPs. For each
+//! count N, N RC QP pairs between two devices in this process (127.0.0.1 and 127.0.0.2) stream
+//! RDMA WRITEs of 64 KiB at once, and the line gives the aggregate received payload next to
+//! one QP's figure of the same run, with their ratio.
+//!
+//! One thread drives both devices (`Progress::Polling`), as the single-QP `rc_write_bw` line
+//! does. Each QP keeps [`depth`] WRITEs outstanding (16, as one QP has, and fewer per QP when
+//! there are many, so that the device has a similar number of messages queued however many
+//! QPs share them), and posts the next one as soon as one of its own completes: a busy QP is
+//! never short of work, and how the device shares its transmit between them (turns and one
+//! send window, `provider/src/nic/turns.rs`) is what the figure measures. Every QP writes to
+//! the same 64 KiB of the target, as perftest's do.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use softrnic_uapi::{
+    Access, ConnectAttr, Context, OpenOptions, Progress, QpCaps, QpInitAttr, QueuePair, RemoteAddr,
+    SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
+};
+
+use super::{Measurement, Unit};
+use crate::rig::{err, wr};
+
+/// Bytes per WRITE.
+const MSG: usize = 65536;
+
+/// WRITEs each of `qps` QPs keeps outstanding: 16 (one QP's, as in `rc_write_bw`), down to
+/// 2 once 256 messages in all would be exceeded.
+pub fn depth(qps: usize) -> usize {
+    (256 / qps.max(1)).clamp(2, 16)
+}
+
+/// The QP counts `--qps` accepts: 1 to the device's `max_qp` (1024).
+pub const MAX_QPS: usize = 1024;
+
+/// One count's result.
+#[derive(Clone, Copy, Debug)]
+pub struct Scaling {
+    /// QPs writing at once.
+    pub qps: usize,
+    /// Aggregate received payload, 10^9 bits per second.
+    pub gbit_per_s: f64,
+    /// WRITEs completed.
+    pub messages: u64,
+    /// The fewest and the most WRITEs one QP completed (how evenly the device shared).
+    pub min_per_qp: u64,
+    pub max_per_qp: u64,
+}
+
+/// Runs every count of `counts` for `dur` each, on two fresh devices per count, and returns
+/// the results in order.
+///
+/// # Errors
+/// Opening the devices or a QP, or a WRITE that fails.
+pub fn run(counts: &[usize], dur: Duration) -> io::Result<Vec<Scaling>> {
+    let a: IpAddr = "127.0.0.1".parse().expect("literal");
+    let b: IpAddr = "127.0.0.2".parse().expect("literal");
+    counts.iter().map(|&n| one_count(a, b, n, dur)).collect()
+}
+
+/// The report line of each count, the first one (one QP, if asked for) the baseline of the
+/// others.
+pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
+    results
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Measurement {
+            key: KEYS.get(i).copied().unwrap_or("rc_write_qps"),
+            label: format!("RC RDMA WRITE 64 KiB, {} QP{}", s.qps, plural(s.qps)),
+            value: s.gbit_per_s,
+            unit: Unit::GbitPerSec,
+            detail: format!(
+                "{} outstanding per QP; {} to {} WRITEs per QP",
+                depth(s.qps),
+                s.min_per_qp,
+                s.max_per_qp
+            ),
+            baseline: (i > 0).then_some(KEYS[0]),
+            fields: serde_json::Map::from_iter([
+                ("qps".to_owned(), json!(s.qps)),
+                ("gbit_per_s".to_owned(), json!(s.gbit_per_s)),
+                ("messages".to_owned(), json!(s.messages)),
+                ("min_per_qp".to_owned(), json!(s.min_per_qp)),
+                ("max_per_qp".to_owned(), json!(s.max_per_qp)),
+            ]),
+        })
+        .collect()
+}
+
+/// A key per line (a measurement's key is static): `rc_write_qps_<i>` for the i-th count.
+const KEYS: [&str; 12] = [
+    "rc_write_qps_0",
+    "rc_write_qps_1",
+    "rc_write_qps_2",
+    "rc_write_qps_3",
+    "rc_write_qps_4",
+    "rc_write_qps_5",
+    "rc_write_qps_6",
+    "rc_write_qps_7",
+    "rc_write_qps_8",
+    "rc_write_qps_9",
+    "rc_write_qps_10",
+    "rc_write_qps_11",
+];
+
+/// Most counts one `--qps` takes.
+pub const MAX_COUNTS: usize = KEYS.len();
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// One side's device and its QPs.
+struct Side {
+    ctx: Context,
+    qps: Vec<QueuePair>,
+}
+
+fn open(addr: IpAddr, seed: u64) -> io::Result<Context> {
+    Context::open(
+        addr,
+        OpenOptions {
+            progress: Progress::Polling,
+            key_seed: seed,
+        },
+    )
+}
+
+/// `n` QP pairs streaming WRITEs from `a` to `b` for `dur`.
+fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scaling> {
+    if n == 0 || n > MAX_QPS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--qps counts are 1 to {MAX_QPS}, not {n}"),
+        ));
+    }
+    let d = depth(n);
+    let (ca, cb) = (open(a, 11)?, open(b, 12)?);
+    let (pa, pb) = (ca.alloc_pd(), cb.alloc_pd());
+    let src = pa.reg_mr(1 << 20, Access::LOCAL_WRITE).map_err(err)?;
+    let dst = pb
+        .reg_mr(MSG, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .map_err(err)?;
+    let cq_a = ca.create_cq((2 * n * d).max(256)).map_err(err)?;
+    let cq_b = cb.create_cq(256).map_err(err)?;
+    let cap = QpCaps {
+        max_send_wr: d as u32,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let mut sa = Side {
+        ctx: ca.clone(),
+        qps: Vec::with_capacity(n),
+    };
+    let mut sb = Side {
+        ctx: cb.clone(),
+        qps: Vec::with_capacity(n),
+    };
+    for _ in 0..n {
+        sa.qps
+            .push(pa.create_qp(&QpInitAttr::rc(&cq_a, cap)).map_err(err)?);
+        sb.qps
+            .push(pb.create_qp(&QpInitAttr::rc(&cq_b, cap)).map_err(err)?);
+    }
+    let mtu = ca.query_port().active_mtu.min(cb.query_port().active_mtu);
+    for (qa, qb) in sa.qps.iter().zip(&sb.qps) {
+        let attr = ConnectAttr {
+            path_mtu: mtu,
+            ..ConnectAttr::default()
+        };
+        qa.connect(&ConnectAttr {
+            dest: b,
+            dest_qp_num: qb.qp_num(),
+            sq_psn: 0x1234,
+            rq_psn: 0x5678,
+            ..attr
+        })
+        .map_err(err)?;
+        qb.connect(&ConnectAttr {
+            dest: a,
+            dest_qp_num: qa.qp_num(),
+            sq_psn: 0x5678,
+            rq_psn: 0x1234,
+            ..attr
+        })
+        .map_err(err)?;
+    }
+    let remote = RemoteAddr {
+        addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
+    // One WR per QP, built once; each QP reads its own 64 KiB of the source (16 of them).
+    let mut wrs: Vec<SendWr> = (0..n)
+        .map(|i| {
+            wr(
+                0,
+                SendOpcode::RdmaWrite,
+                vec![src.sge((i % 16) * MSG, MSG as u32)],
+                remote,
+            )
+        })
+        .collect();
+    let index: HashMap<u32, usize> = sa
+        .qps
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.qp_num(), i))
+        .collect();
+    let mut done = vec![0u64; n];
+    let mut outstanding = 0usize;
+    let post = |i: usize, wrs: &mut [SendWr], qps: &[QueuePair]| -> io::Result<()> {
+        wrs[i].wr_id = i as u64;
+        qps[i]
+            .post_send(std::slice::from_ref(&wrs[i]))
+            .map_err(|(_, e)| err(e))
+    };
+    let start = Instant::now();
+    for i in 0..n {
+        for _ in 0..d {
+            post(i, &mut wrs, &sa.qps)?;
+            outstanding += 1;
+        }
+    }
+    let mut wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::RdmaWrite, 0); 64];
+    let mut last_progress = Instant::now();
+    while outstanding > 0 {
+        let got = cq_a.poll(&mut wcs).map_err(err)?;
+        sb.ctx.progress();
+        if got > 0 {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > Duration::from_secs(10) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{n} QPs: no completion in 10 s"),
+            ));
+        }
+        let sending = start.elapsed() < dur;
+        for wc in &wcs[..got] {
+            if wc.status != WcStatus::Success {
+                return Err(io::Error::other(format!(
+                    "{n} QPs: a WRITE ended in {:?}",
+                    wc.status
+                )));
+            }
+            let i = *index.get(&wc.qp_num).ok_or_else(|| {
+                io::Error::other(format!("a completion of unknown QP {:#x}", wc.qp_num))
+            })?;
+            done[i] += 1;
+            outstanding -= 1;
+            if sending {
+                post(i, &mut wrs, &sa.qps)?;
+                outstanding += 1;
+            }
+        }
+    }
+    let took = start.elapsed();
+    let messages: u64 = done.iter().sum();
+    drop(sa);
+    drop(sb);
+    Ok(Scaling {
+        qps: n,
+        gbit_per_s: messages as f64 * MSG as f64 * 8.0 / took.as_secs_f64() / 1e9,
+        messages,
+        min_per_qp: done.iter().copied().min().unwrap_or(0),
+        max_per_qp: done.iter().copied().max().unwrap_or(0),
+    })
+}
+
+/// The QP counts of `--qps`, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QpCounts(pub Vec<usize>);
+
+/// Parses `1,2,4,16`: counts from 1 to [`MAX_QPS`], at most [`MAX_COUNTS`] of them.
+///
+/// # Errors
+/// A word that is not such a count, or too many.
+pub fn parse_counts(s: &str) -> Result<QpCounts, String> {
+    let counts = s
+        .split(',')
+        .map(|w| match w.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_QPS).contains(&n) => Ok(n),
+            _ => Err(format!("{w:?} is not a QP count from 1 to {MAX_QPS}")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if counts.len() > MAX_COUNTS {
+        return Err(format!("at most {MAX_COUNTS} counts"));
+    }
+    Ok(QpCounts(counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_keeps_16_per_qp_up_to_256_messages_and_2_at_least() {
+        assert_eq!([1, 16, 32, 64, 256, 1024].map(depth), [16, 16, 8, 4, 2, 2]);
+    }
+
+    #[test]
+    fn counts_parse_within_the_device_limit() {
+        assert_eq!(parse_counts("1,2,4, 16"), Ok(QpCounts(vec![1, 2, 4, 16])));
+        assert!(parse_counts("0").is_err());
+        assert!(parse_counts("1025").is_err());
+        assert!(parse_counts("1,x").is_err());
+        assert!(parse_counts(&["1"; 13].join(",")).is_err());
+    }
+
+    #[test]
+    fn every_line_but_the_first_is_judged_against_the_first() {
+        let s = |qps, gbit_per_s| Scaling {
+            qps,
+            gbit_per_s,
+            messages: 10,
+            min_per_qp: 1,
+            max_per_qp: 2,
+        };
+        let lines = lines(&[s(1, 10.0), s(4, 9.0)]);
+        assert_eq!(lines[0].baseline, None);
+        assert_eq!(lines[1].baseline, Some(lines[0].key));
+        assert_eq!(lines[1].label, "RC RDMA WRITE 64 KiB, 4 QPs");
+        let report = super::super::Report { lines };
+        let r = report.ratio_to_baseline(&report.lines[1]).unwrap();
+        assert!((r - 0.9).abs() < 1e-9);
+    }
+}
