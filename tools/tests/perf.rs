@@ -5,7 +5,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use softrnic_tools::perf::raw_udp::{udp_bandwidth, udp_pingpong, BwConfig, LatConfig};
+use softrnic_tools::perf::raw_udp::{
+    udp_bandwidth, udp_gso_bandwidth, udp_pingpong, BwConfig, GsoConfig, LatConfig,
+};
 
 /// The machine has two cores and every test here keeps both busy: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -53,6 +55,84 @@ fn bandwidth_refuses_impossible_configs() {
         let e = udp_bandwidth(&cfg).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cfg:?}");
     }
+}
+
+fn tiny_gso() -> GsoConfig {
+    GsoConfig {
+        sender: "127.0.72.1:0".parse().unwrap(),
+        receiver: "127.0.72.2:0".parse().unwrap(),
+        warmup: Duration::from_millis(20),
+        duration: Duration::from_millis(200),
+        ..Default::default()
+    }
+}
+
+/// Runs come whole through GRO (more than one segment each), and every segment counts its
+/// full 4112 bytes.
+#[test]
+fn gso_reads_whole_runs_and_counts_every_segment() {
+    let _one = serial();
+    let r = match udp_gso_bandwidth(&tiny_gso()) {
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        r => r.unwrap(),
+    };
+    assert_eq!((r.segment_len, r.segments_per_run), (4112, 15));
+    assert!(r.runs > 0, "{r:?}");
+    assert!(r.largest_run > 1 && r.largest_run <= 15, "{r:?}");
+    assert!(
+        r.datagrams > r.runs,
+        "no run of more than one segment: {r:?}"
+    );
+    assert!(r.datagrams <= r.runs * 15, "{r:?}");
+    assert_eq!(r.bytes, r.datagrams * 4112, "{r:?}");
+    assert_eq!(r.sent, r.sent_runs * 15, "{r:?}");
+    assert!(r.datagrams <= r.sent, "more received than sent: {r:?}");
+    assert_eq!(r.lost, r.sent - r.datagrams, "{r:?}");
+    assert!(r.gbit_per_s.is_finite() && r.gbit_per_s >= 0.0, "{r:?}");
+
+    let m = r.measurement();
+    assert_eq!(m.key, "raw_udp_gso_bw");
+    assert_eq!(m.label, "raw UDP  15 x 4112 B GSO send, GRO receive");
+    assert_eq!(m.fields["runs"], r.runs);
+    assert_eq!(m.fields["datagrams"], r.datagrams);
+}
+
+#[test]
+fn gso_refuses_impossible_configs() {
+    let runs_too_long = GsoConfig {
+        segments: 16,
+        ..tiny_gso()
+    };
+    let no_segment = GsoConfig {
+        segment_len: 0,
+        ..tiny_gso()
+    };
+    let no_batch = GsoConfig {
+        batch: 0,
+        ..tiny_gso()
+    };
+    for cfg in [runs_too_long, no_segment, no_batch] {
+        let e = udp_gso_bandwidth(&cfg).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cfg:?}");
+    }
+}
+
+/// A kernel without UDP GSO or GRO gets a line saying so, with no figure.
+#[test]
+fn a_refused_gso_line_says_why_and_has_no_figure() {
+    let why = std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "the kernel refuses UDP_GRO",
+    );
+    let m = tiny_gso().refused(&why);
+    assert_eq!(m.key, "raw_udp_gso_bw");
+    assert!(m.value.is_nan());
+    assert!(m.detail.contains("UDP_GRO"), "{}", m.detail);
+    assert!(m.fields["gbit_per_s"].is_null());
+    assert_eq!(m.fields["unsupported"], "the kernel refuses UDP_GRO");
 }
 
 #[test]

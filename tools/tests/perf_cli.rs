@@ -37,6 +37,22 @@ fn perf_json_has_baselines_and_rc_lines_with_ratios() {
         bw["datagrams"].as_u64().unwrap() * 4096
     );
 
+    // The GSO baseline, or (an old kernel) a line saying why it is missing.
+    let gso = &v["raw_udp_gso_bw"];
+    let write_base = if gso["gbit_per_s"].is_f64() {
+        for f in ["bytes", "datagrams", "runs", "sent", "lost", "segment_len"] {
+            assert!(gso[f].is_u64(), "{f} in {gso}");
+        }
+        assert_eq!(
+            gso["bytes"].as_u64().unwrap(),
+            gso["datagrams"].as_u64().unwrap() * 4112
+        );
+        "raw_udp_gso_bw"
+    } else {
+        assert!(gso["unsupported"].is_string(), "{gso}");
+        "raw_udp_bw"
+    };
+
     let pp = &v["raw_udp_pingpong"];
     assert_eq!(pp["iters"], 200);
     for f in ["mean_us", "median_us", "p99_us"] {
@@ -46,7 +62,7 @@ fn perf_json_has_baselines_and_rc_lines_with_ratios() {
 
     for (key, field, base) in [
         ("raw_udp_rc_pattern", "mean_us", "raw_udp_pingpong"),
-        ("rc_write_bw", "gbit_per_s", "raw_udp_bw"),
+        ("rc_write_bw", "gbit_per_s", write_base),
         ("rc_send_pingpong", "mean_us", "raw_udp_pingpong"),
         ("rc_send_pingpong_1t", "mean_us", "raw_udp_pingpong"),
     ] {
@@ -72,24 +88,35 @@ fn perf_text_prints_one_line_per_measurement() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 6, "{text}");
+    assert_eq!(lines.len(), 7, "{text}");
     assert!(
         lines[0].starts_with("raw UDP  4 KiB sendmmsg/recvmmsg:"),
         "{text}"
     );
     assert!(lines[0].contains(" Gbit/s ("), "{text}");
     assert!(
-        lines[1].starts_with("raw UDP  64 B busy-poll ping-pong:"),
+        lines[1].starts_with("raw UDP  15 x 4112 B GSO send, GRO receive:"),
         "{text}"
     );
-    assert!(lines[1].contains(" us mean RTT (median "), "{text}");
-    assert!(lines[2].starts_with("raw UDP  RC's datagrams"), "{text}");
-    assert!(lines[2].contains("x raw_udp_pingpong"), "{text}");
-    assert!(lines[3].starts_with("RC RDMA WRITE 64 KiB"), "{text}");
-    assert!(lines[3].contains("x raw_udp_bw"), "{text}");
+    let gso = lines[1].contains(" runs, ");
+    assert!(gso || lines[1].contains("not measured"), "{text}");
+    assert!(
+        lines[2].starts_with("raw UDP  64 B busy-poll ping-pong:"),
+        "{text}"
+    );
+    assert!(lines[2].contains(" us mean RTT (median "), "{text}");
+    assert!(lines[3].starts_with("raw UDP  RC's datagrams"), "{text}");
+    assert!(lines[3].contains("x raw_udp_pingpong"), "{text}");
+    assert!(lines[4].starts_with("RC RDMA WRITE 64 KiB"), "{text}");
+    let write_base = if gso {
+        "x raw_udp_gso_bw"
+    } else {
+        "x raw_udp_bw"
+    };
+    assert!(lines[4].contains(write_base), "{text}");
     for (line, name) in [
-        (4, "RC SEND 64 B ping-pong:"),
-        (5, "RC SEND 64 B ping-pong, 1 thread:"),
+        (5, "RC SEND 64 B ping-pong:"),
+        (6, "RC SEND 64 B ping-pong, 1 thread:"),
     ] {
         assert!(lines[line].starts_with(name), "{text}");
         assert!(lines[line].contains("; median "), "{text}");

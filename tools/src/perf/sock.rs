@@ -1,5 +1,5 @@
-//! The few socket calls std lacks, for the raw UDP baseline: `sendmmsg`, `recvmmsg` and socket
-//! buffer sizes. Each call is one syscall on memory the caller prepared; nothing here allocates.
+//! The few socket calls std lacks, for the raw UDP baseline: `sendmmsg`, `recvmmsg`, socket
+//! buffer sizes and UDP's own options. Each call is one syscall on memory the caller prepared; nothing here allocates.
 
 use std::io;
 use std::mem::size_of;
@@ -79,18 +79,28 @@ pub(crate) fn grow_buffer(s: &UdpSocket, which: Buffer, bytes: usize) -> io::Res
         Buffer::Recv => (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
     };
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    if setsockopt(s, force, v).is_err() {
-        setsockopt(s, plain, v)?;
+    if setsockopt(s, libc::SOL_SOCKET, force, v).is_err() {
+        setsockopt(s, libc::SOL_SOCKET, plain, v)?;
     }
     getsockopt(s, plain).map(|v| v as usize)
 }
 
-fn setsockopt(s: &UdpSocket, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+/// Sets the UDP-level (`SOL_UDP`) option `name` to `v`: `UDP_SEGMENT`, `UDP_GRO`.
+pub(crate) fn set_udp_option(s: &UdpSocket, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    setsockopt(s, libc::SOL_UDP, name, v)
+}
+
+fn setsockopt(
+    s: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: v outlives the call and its size is passed.
     let r = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
-            libc::SOL_SOCKET,
+            level,
             name,
             (&v as *const libc::c_int).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,

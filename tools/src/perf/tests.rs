@@ -56,3 +56,20 @@ fn sizes_print_in_kib_when_whole() {
     assert_eq!(size_text(64), "64 B");
     assert_eq!(size_text(1500), "1500 B");
 }
+
+#[test]
+fn a_line_not_measured_says_so_and_gives_no_ratio() {
+    let report = Report {
+        lines: vec![
+            line("base", "base", f64::NAN, None),
+            line("other", "rc", 2.0, Some("base")),
+        ],
+    };
+    let mut out = Vec::new();
+    report.print(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "base: not measured (d)");
+    assert_eq!(lines[1], "rc:   2.00 Gbit/s (d)  (no base to compare with)");
+    assert!(report.to_json()["other"]["ratio"].is_null());
+}
