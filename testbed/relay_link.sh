@@ -7,7 +7,8 @@
 #
 # Runs SERVER_CMD in sr74b, waits a moment, runs CLIENT_CMD in sr74a, waits for both, prints
 # the relay's counters and each end's drop counters, and removes everything on exit. Extra
-# RELAY_ARGS (e.g. --no-vnet) go to the relay. Needs root.
+# RELAY_ARGS (e.g. --no-vnet) go to the relay. OFFLOAD_OFF (e.g. 'tx off gso off tso off')
+# are ethtool -K features set on both ends: frames as on a wire. Needs root.
 #
 # usage: testbed/relay_link.sh 'SERVER_CMD' 'CLIENT_CMD' [RELAY_ARGS...]
 #   e.g. testbed/relay_link.sh \
@@ -16,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "relay_link: needs root (network namespaces)" >&2; exit 2; }
-[ $# -ge 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 SERVER=$1 CLIENT=$2
 shift 2
 RELAY=${RELAY:-target/release/packet-relay}
