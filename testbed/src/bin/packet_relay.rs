@@ -57,7 +57,7 @@ fn run() -> io::Result<()> {
             "--vnet" => vnet = true,
             "--every" => {
                 let s = it.next().and_then(|s| s.parse::<f64>().ok());
-                every = Some(Duration::from_secs_f64(s.ok_or_else(|| usage())?));
+                every = Some(Duration::from_secs_f64(s.ok_or_else(usage)?));
             }
             _ => names.push(a.clone()),
         }
