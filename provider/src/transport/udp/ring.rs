@@ -51,7 +51,6 @@
 //!   is given back at once.
 //!
 //! A full ring drops frames (the kernel counts them); RC recovers them as it recovers any loss.
-//! So the ring has as many slots as the socket's buffer holds datagrams (see [`BLOCKS`]).
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -69,13 +68,8 @@ use crate::host::block::{QpnBlock, BLOCK_BITS};
 const FRAME_LEN: usize = 8192;
 /// Bytes per ring block (a page multiple; slots do not cross blocks).
 const BLOCK_LEN: usize = 1 << 16;
-/// Blocks in the ring: 8 slots each, 4096 in all, 32 MiB. As many datagrams as the receive
-/// socket's buffer holds of one-packet messages ([`RX_BUFFER`](super::RX_BUFFER) bytes of
-/// 1 KiB datagrams): a burst the socket path would absorb (the responses of the READs a
-/// requester keeps outstanding, from a peer whose runs the link cut into packets) must not
-/// be lost here, where each loss costs RC a retry. A ring of 512 dropped frames of such
-/// bursts, and READ across a relayed link ran up to ten times slower than on the socket.
-const BLOCKS: usize = 512;
+/// Blocks in the ring: 8 slots each, 512 in all, 4 MiB.
+const BLOCKS: usize = 64;
 /// The longest UDP datagram (header included) a slot takes whole, with room before it for
 /// the slot header, the virtio header, a link header and IPv4 with options; longer ones go
 /// through the socket (see the module comment).
