@@ -1,1 +1,1 @@
-//! softrnic-testbed: not yet written (see the open issues).
+//! softrnic-testbed: test rigs (`testbed/*.sh`) and their helper programs (`src/bin/`).

@@ -1,0 +1,221 @@
+//! A userspace link between two interfaces: every frame one receives is sent out of the
+//! other, through two `AF_PACKET` sockets, in a namespace of its own between two veth pairs
+//! (`testbed/relay_link.sh`). It stands where a switch or an impairment box would (this
+//! kernel has no `sch_netem`), so a transfer crosses a hop that is not the kernel's own
+//! forwarding.
+//!
+//! * **Segmentation runs** cross a veth whole (a UDP GSO send is cut only where it leaves the
+//!   host). With `--vnet` (the default) both sockets carry a virtio header
+//!   (`PACKET_VNET_HDR`), so a run is received whole with its segment size and sent on as
+//!   the same run, as a bridge forwards it. With `--no-vnet` a run arrives as one frame
+//!   longer than the MTU with nothing saying it is a run; the kernel refuses to send it
+//!   (`EMSGSIZE`) and it is counted as dropped: a link that loses every run.
+//! * **Counters**: frames and bytes each way and the frames that could not be sent, printed
+//!   on `SIGINT`/`SIGTERM` (and every `--every` seconds when given).
+//!
+//! usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS]
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Set by the signal handler: print the counters and stop.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// One direction's counters.
+#[derive(Default)]
+struct Counts {
+    frames: u64,
+    bytes: u64,
+    runs: u64,
+    dropped: u64,
+}
+
+/// `struct virtio_net_hdr`'s size.
+const VNET_HDR_LEN: usize = 10;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("packet-relay: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> io::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut names = Vec::new();
+    let mut vnet = true;
+    let mut every = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--no-vnet" => vnet = false,
+            "--vnet" => vnet = true,
+            "--every" => {
+                let s = it.next().and_then(|s| s.parse::<f64>().ok());
+                every = Some(Duration::from_secs_f64(s.ok_or_else(usage)?));
+            }
+            _ => names.push(a.clone()),
+        }
+    }
+    let [a, b] = names.as_slice() else {
+        return Err(usage());
+    };
+    let socks = [open(a, vnet)?, open(b, vnet)?];
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let mut counts = [Counts::default(), Counts::default()];
+    let mut buf = vec![0u8; VNET_HDR_LEN + 65_536 + 256];
+    let mut fds = socks.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let mut last = Instant::now();
+    while !STOP.load(Ordering::Relaxed) {
+        // SAFETY: `fds` is an array of two pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, 200) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for from in 0..2 {
+            if fds[from].revents & libc::POLLIN == 0 {
+                continue;
+            }
+            // Drain what is there, then look at the other side.
+            for _ in 0..64 {
+                // SAFETY: `buf` is writable for its length.
+                let n = unsafe {
+                    libc::recv(
+                        socks[from],
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if n <= 0 {
+                    break;
+                }
+                let n = n as usize;
+                let c = &mut counts[from];
+                c.frames += 1;
+                c.bytes += n as u64;
+                if vnet && n >= VNET_HDR_LEN && buf[1] != 0 {
+                    c.runs += 1;
+                }
+                // SAFETY: `buf[..n]` is initialised.
+                let s = unsafe { libc::send(socks[1 - from], buf.as_ptr().cast(), n, 0) };
+                if s < 0 {
+                    c.dropped += 1;
+                }
+            }
+        }
+        if every.is_some_and(|e| last.elapsed() >= e) {
+            report(&[a, b], &counts);
+            last = Instant::now();
+        }
+    }
+    report(&[a, b], &counts);
+    Ok(())
+}
+
+fn usage() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS]",
+    )
+}
+
+fn report(names: &[&String; 2], counts: &[Counts; 2]) {
+    for (from, c) in counts.iter().enumerate() {
+        eprintln!(
+            "packet-relay: {} -> {}: {} frames ({} runs), {} bytes, {} not sent",
+            names[from],
+            names[1 - from],
+            c.frames,
+            c.runs,
+            c.bytes,
+            c.dropped
+        );
+    }
+}
+
+/// A packet socket bound to interface `name` that receives every frame arriving on it (not
+/// those it sends itself), with a virtio header before each frame if `vnet`.
+fn open(name: &str, vnet: bool) -> io::Result<libc::c_int> {
+    let cname = std::ffi::CString::new(name).map_err(|_| usage())?;
+    // SAFETY: a plain call on a NUL-terminated name.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: a plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, libc::c_int::from(proto)) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let one: libc::c_int = 1;
+    let set = |name: libc::c_int| {
+        // SAFETY: `one` is a c_int of the size passed.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                name,
+                (&one as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    set(libc::PACKET_IGNORE_OUTGOING)?;
+    if vnet {
+        set(libc::PACKET_VNET_HDR)?;
+    }
+    // A bigger receive buffer than the default: a burst of runs fits while the other side
+    // is being served.
+    let big: libc::c_int = 8 << 20;
+    // SAFETY: `big` is a c_int of the size passed.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&big as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    // SAFETY: all-zero is a valid sockaddr_ll; the fields bind reads are set.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = index as libc::c_int;
+    // SAFETY: `sll` is a valid sockaddr_ll of the length passed.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
