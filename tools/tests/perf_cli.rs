@@ -190,7 +190,10 @@ fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let (one, four) = (&v["rc_write_qps_0"], &v["rc_write_qps_1"]);
-    assert_eq!((one["qps"].as_u64(), four["qps"].as_u64()), (Some(1), Some(4)));
+    assert_eq!(
+        (one["qps"].as_u64(), four["qps"].as_u64()),
+        (Some(1), Some(4))
+    );
     assert_eq!(four["baseline"], "rc_write_qps_0");
     assert!(four["ratio"].as_f64().is_some_and(|r| r > 0.0), "{four}");
     // Every QP wrote: the device shared its transmit between them.
