@@ -39,10 +39,22 @@ pub mod window;
 
 pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
 
-/// AckReq is set on every this-many packets at least (a quarter of the window), so that ACKs
-/// open the window before it closes (IBTA 9.7.2.1.1 leaves the frequency to the requester;
-/// the requester's `build` says when the last packet of a message asks).
-pub const ACK_REQ_INTERVAL: u32 = WINDOW_PSNS / 4;
+/// AckReq is set on every this-many packets at least with a whole window (see
+/// [`ack_req_interval`]).
+pub const ACK_REQ_INTERVAL: u32 = ack_req_interval(WINDOW_PSNS);
+
+/// How many packets go without AckReq at most with a window of `window` PSNs: a quarter of
+/// it, so that ACKs open the window before it closes, but no fewer than half the smallest
+/// share (IBTA 9.7.2.1.1 leaves the frequency to the requester; the requester's `build` says
+/// when the last packet of a message asks).
+pub const fn ack_req_interval(window: u32) -> u32 {
+    let quarter = window / 4;
+    if quarter > MIN_SHARE_PSNS / 2 {
+        quarter
+    } else {
+        MIN_SHARE_PSNS / 2
+    }
+}
 
 /// What the requester sent without AckReq since a packet last asked (see `Requester::build`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -401,9 +413,6 @@ impl Requester {
             self.next_psn = w.first_psn;
         }
         self.build(ctx, out);
-        if ctx.is_reliable() {
-            self.seat.count(self.next_psn.distance_from(self.una));
-        }
         // UC and UD expect no ACK: nothing to time out.
         if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
@@ -434,9 +443,8 @@ impl Requester {
     /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
     /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
     /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
-    /// asks). Every [`ACK_REQ_INTERVAL`] packets ask in any case (a quarter of a smaller
-    /// window, but no fewer than half the smallest), and READs and atomics always ask: their
-    /// response is the ACK.
+    /// asks). Every [`ack_req_interval`] packets of the QP's window ask in any case, and READs
+    /// and atomics always ask: their response is the ACK.
     fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let xrc_srqn = w.xrc_srqn;
@@ -461,7 +469,7 @@ impl Requester {
             let sq_half = (self.max_send_wr / 2).max(1) as u32;
             let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
-            let interval = (self.seat.window() / 4).max(MIN_SHARE_PSNS / 2);
+            let interval = ack_req_interval(self.seat.window());
             let ack_req =
                 ctx.is_reliable() && ((seg.last && asks) || self.unasked.packets >= interval);
             if ack_req {
