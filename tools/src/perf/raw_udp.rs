@@ -34,8 +34,12 @@ pub use pingpong::{udp_pingpong, LatConfig, LatResult};
 pub use rc_pattern::{udp_rc_pattern_pingpong, PatternConfig, PatternResult};
 
 use std::io;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::Duration;
+
+use crate::perf::sock::{self, Buffer};
 
 use serde_json::{Map, Value};
 
@@ -65,4 +69,88 @@ fn into_map(v: Value) -> Map<String, Value> {
 
 fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// The two sockets of a throughput baseline: the sender's, connected to the receiver's and
+/// back, with the buffer sizes the kernel granted.
+struct Flow {
+    tx: UdpSocket,
+    rx: UdpSocket,
+    sndbuf: usize,
+    rcvbuf: usize,
+}
+
+/// Binds `sender` and `receiver`, connects each to the other, asks for `buffer` bytes of
+/// send and receive buffer, and makes every blocking call time out after `poll` (after which
+/// its thread looks at the clock and at the other thread).
+fn flow(
+    sender: SocketAddr,
+    receiver: SocketAddr,
+    buffer: usize,
+    poll: Duration,
+) -> io::Result<Flow> {
+    let tx = UdpSocket::bind(sender)?;
+    let rx = UdpSocket::bind(receiver)?;
+    tx.connect(rx.local_addr()?)?;
+    rx.connect(tx.local_addr()?)?;
+    let sndbuf = sock::grow_buffer(&tx, Buffer::Send, buffer)?;
+    let rcvbuf = sock::grow_buffer(&rx, Buffer::Recv, buffer)?;
+    tx.set_write_timeout(Some(poll))?;
+    rx.set_read_timeout(Some(poll))?;
+    Ok(Flow {
+        tx,
+        rx,
+        sndbuf,
+        rcvbuf,
+    })
+}
+
+/// Runs `send` and `receive` on two threads named `names` and returns both results. The
+/// flag `receive` is given is set once the sender is done, also when it fails or panics (or
+/// never starts), so the receiver always ends.
+fn sender_and_receiver<S: Send, R: Send>(
+    names: (&str, &str),
+    send: impl FnOnce() -> io::Result<S> + Send,
+    receive: impl FnOnce(&AtomicBool) -> io::Result<R> + Send,
+) -> io::Result<(S, R)> {
+    let sender_done = AtomicBool::new(false);
+    thread::scope(|s| {
+        let receiver = thread::Builder::new()
+            .name(names.1.into())
+            .spawn_scoped(s, || receive(&sender_done))?;
+        let sender = thread::Builder::new()
+            .name(names.0.into())
+            .spawn_scoped(s, || {
+                let _done = SetOnDrop(&sender_done);
+                send()
+            });
+        let sent = match sender {
+            Ok(t) => join(t),
+            Err(e) => {
+                sender_done.store(true, Ordering::Release);
+                Err(e)
+            }
+        };
+        let got = join(receiver);
+        Ok((sent?, got?))
+    })
+}
+
+/// `lost / sent`, 0 when nothing was sent.
+fn loss_ratio(lost: u64, sent: u64) -> f64 {
+    if sent == 0 {
+        0.0
+    } else {
+        lost as f64 / sent as f64
+    }
+}
+
+/// `bytes` over `elapsed` in 10^9 bits per second, 0 over no time.
+fn gbit_per_s(bytes: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1e9
+    } else {
+        0.0
+    }
 }

@@ -27,7 +27,7 @@ use super::sock::read_sockaddr;
 
 /// `UDP_GRO` (linux/udp.h): the socket option, and the control message with a run's segment
 /// size.
-pub(super) const UDP_GRO: libc::c_int = 104;
+pub const UDP_GRO: libc::c_int = 104;
 
 /// The largest UDP payload (IPv6 jumbograms aside).
 const RUN_MAX: usize = 65_535;
@@ -150,14 +150,14 @@ impl LongRuns {
         self.len = n;
         self.next = 0;
         self.truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
-        self.segment = segment_size(&msg).unwrap_or(n).max(1);
+        self.segment = gro_segment_size(&msg).unwrap_or(n).max(1);
         self.src = read_sockaddr(&addr).unwrap_or(self.src);
         Ok(true)
     }
 }
 
 /// The segment size a `UDP_GRO` control message of `msg` gives, if any.
-fn segment_size(msg: &libc::msghdr) -> Option<usize> {
+pub fn gro_segment_size(msg: &libc::msghdr) -> Option<usize> {
     // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
     // `msg_controllen`; the data of a UDP_GRO message is one int.
     unsafe {

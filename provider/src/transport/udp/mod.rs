@@ -93,7 +93,7 @@ mod mcast;
 mod ring;
 mod send;
 mod sock;
-use long_runs::UDP_GRO;
+pub use long_runs::{gro_segment_size, UDP_GRO};
 use ring::RxRing;
 use send::TxSocket;
 #[cfg(test)]
@@ -272,10 +272,10 @@ const _: () = assert!(unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as us
 
 /// `UDP_SEGMENT` (linux/udp.h): the socket option and control message that give a datagram's
 /// segment size, which makes the kernel send it as a segmentation run (UDP GSO, Linux 4.18).
-const UDP_SEGMENT: libc::c_int = 103;
+pub const UDP_SEGMENT: libc::c_int = 103;
 
 /// The kernel's most segments in one run (`UDP_MAX_SEGMENTS`, 64 before Linux 6.9).
-const MAX_SEGMENTS: usize = 64;
+pub const MAX_SEGMENTS: usize = 64;
 
 // SAFETY: the raw pointers in `iovs` and `hdrs` are meaningful only during one call, which
 // writes every entry it passes to the kernel first; between calls they are never followed.

@@ -3,13 +3,14 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{into_map, invalid, join, SetOnDrop, MAX_DATAGRAM};
-use crate::perf::sock::{self, Buffer};
+use super::{
+    flow, gbit_per_s, into_map, invalid, loss_ratio, sender_and_receiver, Flow, MAX_DATAGRAM,
+};
+use crate::perf::sock;
 use crate::perf::{size_text, Measurement, Unit};
 
 /// Most datagrams per `sendmmsg` / `recvmmsg` (the kernel's `UIO_MAXIOV`).
@@ -85,11 +86,7 @@ pub struct BwResult {
 impl BwResult {
     /// `lost / sent`, 0 when nothing was sent.
     pub fn loss_ratio(&self) -> f64 {
-        if self.sent == 0 {
-            0.0
-        } else {
-            self.lost as f64 / self.sent as f64
-        }
+        loss_ratio(self.lost, self.sent)
     }
 
     /// The report line `raw_udp_bw`.
@@ -131,50 +128,25 @@ pub fn udp_bandwidth(cfg: &BwConfig) -> io::Result<BwResult> {
     if !(1..=MAX_DATAGRAM).contains(&cfg.datagram_len) || !(1..=MAX_BATCH).contains(&cfg.batch) {
         return Err(invalid("datagram_len must be 1..=65507 and batch 1..=1024"));
     }
-    let tx = UdpSocket::bind(cfg.sender)?;
-    let rx = UdpSocket::bind(cfg.receiver)?;
-    tx.connect(rx.local_addr()?)?;
-    rx.connect(tx.local_addr()?)?;
-    let sndbuf = sock::grow_buffer(&tx, Buffer::Send, cfg.socket_buffer)?;
-    let rcvbuf = sock::grow_buffer(&rx, Buffer::Recv, cfg.socket_buffer)?;
-    tx.set_write_timeout(Some(POLL))?;
-    rx.set_read_timeout(Some(POLL))?;
+    let Flow {
+        tx,
+        rx,
+        sndbuf,
+        rcvbuf,
+    } = flow(cfg.sender, cfg.receiver, cfg.socket_buffer, POLL)?;
+    let (sent, got) = sender_and_receiver(
+        ("udp-bw-tx", "udp-bw-rx"),
+        || send(&tx, cfg),
+        |sender_done| receive(&rx, cfg, sender_done),
+    )?;
 
-    let sender_done = AtomicBool::new(false);
-    let (sent, got) = thread::scope(|s| {
-        let receiver = thread::Builder::new()
-            .name("udp-bw-rx".into())
-            .spawn_scoped(s, || receive(&rx, cfg, &sender_done))?;
-        let sender = thread::Builder::new()
-            .name("udp-bw-tx".into())
-            .spawn_scoped(s, || {
-                let _done = SetOnDrop(&sender_done);
-                send(&tx, cfg)
-            });
-        let sent = match sender {
-            Ok(t) => join(t),
-            Err(e) => {
-                sender_done.store(true, Ordering::Release);
-                Err(e)
-            }
-        };
-        let got = join(receiver);
-        Ok::<_, io::Error>((sent?, got?))
-    })?;
-
-    let rate_bytes = got.bytes - got.first_batch_bytes;
-    let secs = got.elapsed.as_secs_f64();
     Ok(BwResult {
         datagram_len: cfg.datagram_len,
         sent,
         datagrams: got.datagrams,
         bytes: got.bytes,
         elapsed: got.elapsed,
-        gbit_per_s: if secs > 0.0 {
-            rate_bytes as f64 * 8.0 / secs / 1e9
-        } else {
-            0.0
-        },
+        gbit_per_s: gbit_per_s(got.bytes - got.first_batch_bytes, got.elapsed),
         lost: sent.saturating_sub(got.datagrams),
         sndbuf,
         rcvbuf,

@@ -19,23 +19,17 @@ use std::io;
 use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use softrnic_provider::transport::udp::{gro_segment_size, MAX_SEGMENTS, UDP_GRO, UDP_SEGMENT};
 
-use super::{into_map, invalid, join, SetOnDrop, MAX_DATAGRAM};
-use crate::perf::sock::{self, Buffer};
+use super::{
+    flow, gbit_per_s, into_map, invalid, loss_ratio, sender_and_receiver, Flow, MAX_DATAGRAM,
+};
+use crate::perf::sock;
 use crate::perf::{size_text, Measurement, Unit};
 
-/// `UDP_SEGMENT` (linux/udp.h): the segment size the kernel cuts a socket's datagrams into
-/// (UDP GSO, Linux 4.18).
-const UDP_SEGMENT: libc::c_int = 103;
-/// `UDP_GRO` (linux/udp.h): the socket option that lets a socket read joined runs (Linux
-/// 5.0), and the control message giving a run's segment size.
-const UDP_GRO: libc::c_int = 104;
-/// The kernel's most segments in one run (`UDP_MAX_SEGMENTS`, 64 before Linux 6.9).
-const MAX_SEGMENTS: usize = 64;
 /// Room for a joined run: the largest UDP payload.
 const RUN_MAX: usize = 65_535;
 /// Most runs per `sendmmsg` / `recvmmsg`.
@@ -152,11 +146,7 @@ pub struct GsoResult {
 impl GsoResult {
     /// `lost / sent`, 0 when nothing was sent.
     pub fn loss_ratio(&self) -> f64 {
-        if self.sent == 0 {
-            0.0
-        } else {
-            self.lost as f64 / self.sent as f64
-        }
+        loss_ratio(self.lost, self.sent)
     }
 
     /// The report line `raw_udp_gso_bw`.
@@ -214,43 +204,22 @@ pub fn udp_gso_bandwidth(cfg: &GsoConfig) -> io::Result<GsoResult> {
              and batch 1..=64",
         ));
     }
-    let tx = UdpSocket::bind(cfg.sender)?;
-    let rx = UdpSocket::bind(cfg.receiver)?;
-    tx.connect(rx.local_addr()?)?;
-    rx.connect(tx.local_addr()?)?;
+    let Flow {
+        tx,
+        rx,
+        sndbuf,
+        rcvbuf,
+    } = flow(cfg.sender, cfg.receiver, cfg.socket_buffer, POLL)?;
     let segment = libc::c_int::try_from(cfg.segment_len).unwrap_or(libc::c_int::MAX);
     sock::set_udp_option(&tx, UDP_SEGMENT, segment).map_err(|e| refused("UDP_SEGMENT", e))?;
     sock::set_udp_option(&rx, UDP_GRO, 1).map_err(|e| refused("UDP_GRO", e))?;
-    let sndbuf = sock::grow_buffer(&tx, Buffer::Send, cfg.socket_buffer)?;
-    let rcvbuf = sock::grow_buffer(&rx, Buffer::Recv, cfg.socket_buffer)?;
-    tx.set_write_timeout(Some(POLL))?;
-    rx.set_read_timeout(Some(POLL))?;
-
-    let sender_done = AtomicBool::new(false);
-    let (sent_runs, got) = thread::scope(|s| {
-        let receiver = thread::Builder::new()
-            .name("udp-gro-rx".into())
-            .spawn_scoped(s, || receive(&rx, cfg, &sender_done))?;
-        let sender = thread::Builder::new()
-            .name("udp-gso-tx".into())
-            .spawn_scoped(s, || {
-                let _done = SetOnDrop(&sender_done);
-                send(&tx, cfg)
-            });
-        let sent = match sender {
-            Ok(t) => join(t),
-            Err(e) => {
-                sender_done.store(true, Ordering::Release);
-                Err(e)
-            }
-        };
-        let got = join(receiver);
-        Ok::<_, io::Error>((sent?, got?))
-    })?;
+    let (sent_runs, got) = sender_and_receiver(
+        ("udp-gso-tx", "udp-gro-rx"),
+        || send(&tx, cfg),
+        |sender_done| receive(&rx, cfg, sender_done),
+    )?;
 
     let sent = sent_runs * cfg.segments as u64;
-    let rate_bytes = got.bytes - got.first_batch_bytes;
-    let secs = got.elapsed.as_secs_f64();
     Ok(GsoResult {
         segment_len: cfg.segment_len,
         segments_per_run: cfg.segments,
@@ -261,11 +230,7 @@ pub fn udp_gso_bandwidth(cfg: &GsoConfig) -> io::Result<GsoResult> {
         largest_run: got.largest_run,
         bytes: got.bytes,
         elapsed: got.elapsed,
-        gbit_per_s: if secs > 0.0 {
-            rate_bytes as f64 * 8.0 / secs / 1e9
-        } else {
-            0.0
-        },
+        gbit_per_s: gbit_per_s(got.bytes - got.first_batch_bytes, got.elapsed),
         lost: sent.saturating_sub(got.datagrams),
         sndbuf,
         rcvbuf,
@@ -340,23 +305,6 @@ struct ControlBuf([u8; 32]);
 // SAFETY: CMSG_SPACE only computes a length.
 const _: () = assert!(unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize <= 32);
 
-/// The segment size a `UDP_GRO` control message of `msg` gives, if any.
-fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
-    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
-    // `msg_controllen`; the data of a UDP_GRO message is one int.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
-                let size = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                return usize::try_from(size).ok().filter(|&s| s > 0);
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-    None
-}
-
 /// What the receiver counted of the measured segments.
 struct Received {
     datagrams: u64,
@@ -416,7 +364,7 @@ fn receive(rx: &UdpSocket, cfg: &GsoConfig, sender_done: &AtomicBool) -> io::Res
                 continue;
             }
             // Without a control message the kernel did not join anything: one datagram.
-            let seg = gro_segment(&h.msg_hdr).unwrap_or(len);
+            let seg = gro_segment_size(&h.msg_hdr).unwrap_or(len);
             let mut run_segments = 0u64;
             let mut at = 0;
             while at < len {
