@@ -131,6 +131,15 @@ enum Command {
         /// once (e.g. 1,2,4,16,64,256,1024), each next to the first count's figure.
         #[arg(long, value_parser = perf::qps::parse_counts, conflicts_with = "host")]
         qps: Option<perf::qps::QpCounts>,
+        /// Instead: perftest's ib_send_lat, ib_write_lat and ib_read_lat (64 B, through the
+        /// drop-in library, default progress) next to the raw UDP ping-pong, in --rounds
+        /// rounds of --iters iterations.
+        #[arg(long, conflicts_with_all = ["host", "qps"])]
+        perftest: bool,
+        /// The two addresses (devices) of --perftest: server, client.
+        #[arg(long, num_args = 2, value_names = ["SERVER", "CLIENT"],
+              default_values = ["127.0.0.1", "127.0.0.2"])]
+        addrs: Vec<std::net::IpAddr>,
     },
     /// One process of a `perf --host` WRITE pair, driven by the parent on stdin/stdout.
     #[command(hide = true)]
@@ -175,6 +184,14 @@ fn main() -> ExitCode {
             qps: Some(counts),
             ..
         } => run_perf_qps(&counts.0, secs, json),
+        Command::Perf {
+            iters,
+            json,
+            rounds,
+            perftest: true,
+            addrs,
+            ..
+        } => run_perf_perftest(iters, rounds, &addrs, json),
         Command::Perf {
             secs,
             iters,
@@ -299,6 +316,22 @@ fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io:
         rounds: rounds as usize,
     };
     print_report(&perf::host::run(&std::env::current_exe()?, &o)?, json)
+}
+
+fn run_perf_perftest(
+    iters: u64,
+    rounds: u64,
+    addrs: &[std::net::IpAddr],
+    json: bool,
+) -> io::Result<()> {
+    let o = perf::perftest::Options {
+        iters: u32::try_from(iters)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?,
+        rounds: rounds as usize,
+        server: addrs[0],
+        client: addrs[1],
+    };
+    print_report(&perf::perftest::run(&std::env::current_exe()?, &o)?, json)
 }
 
 fn run_perf_qps(counts: &[usize], duration: Duration, json: bool) -> io::Result<()> {

@@ -205,3 +205,53 @@ fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
         .unwrap();
     assert!(!bad.status.success(), "a count of 0 is refused");
 }
+
+#[test]
+fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
+    if !std::path::Path::new("/usr/bin/ib_send_lat").exists() {
+        eprintln!("SKIPPED: /usr/bin/ib_send_lat missing (apt-get install perftest)");
+        return;
+    }
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args([
+            "perf",
+            "--perftest",
+            "--iters",
+            "200",
+            "--rounds",
+            "1",
+            "--json",
+        ])
+        .args(["--addrs", "127.0.23.1", "127.0.23.2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("libsoftrnic_ibverbs.so is not in") {
+        eprintln!("SKIPPED: the drop-in library is not built ({stderr})");
+        return;
+    }
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rtt = v["raw_udp_rtt"]["median_us"].as_f64().unwrap();
+    let one_way = v["raw_udp_one_way"]["median_us"].as_f64().unwrap();
+    assert_eq!(one_way, rtt / 2.0);
+    for (key, baseline) in [
+        ("perftest_send_lat", "raw_udp_one_way"),
+        ("perftest_write_lat", "raw_udp_one_way"),
+        ("perftest_read_lat", "raw_udp_rtt"),
+    ] {
+        let line = &v[key];
+        assert_eq!(line["baseline"], baseline, "{line}");
+        let typical = line["typical_us"].as_f64().unwrap();
+        let base = v[baseline]["median_us"].as_f64().unwrap();
+        assert!(
+            typical > 0.0 && line["min_us"].as_f64().unwrap() <= typical,
+            "{line}"
+        );
+        let ratio = line["ratio"].as_f64().unwrap();
+        assert!((ratio - typical / base).abs() < 1e-9, "{line}");
+        let tail = line["p99_over_typical"].as_f64().unwrap();
+        assert!((tail - line["p99_us"].as_f64().unwrap() / typical).abs() < 1e-9);
+    }
+}

@@ -16,6 +16,7 @@
 
 pub mod host;
 pub mod pair;
+pub mod perftest;
 pub mod qps;
 pub mod raw_udp;
 pub mod rtt;
@@ -171,6 +172,8 @@ pub enum Unit {
     UsPerIter,
     /// Milliseconds a step took: lower is better.
     Ms,
+    /// A latency in microseconds: lower is better.
+    Us,
 }
 
 impl Unit {
@@ -183,6 +186,7 @@ impl Unit {
             Unit::MeanRttUs => format!("{v:.1} us mean RTT"),
             Unit::UsPerIter => format!("{v:.2} us/iter"),
             Unit::Ms => format!("{v:.1} ms"),
+            Unit::Us => format!("{v:.2} us"),
         }
     }
 }

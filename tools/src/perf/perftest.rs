@@ -1,0 +1,301 @@
+//! `softrnic perf --perftest`: the latency a user of perftest sees. perftest's own
+//! `ib_send_lat`, `ib_write_lat` and `ib_read_lat` (RC, 64 bytes) run unmodified through the
+//! drop-in `libibverbs.so.1` (`softrnic run`), a server and a client on two addresses
+//! (127.0.0.1 and 127.0.0.2 by default), with the default progress; each is judged against the raw kernel UDP busy-poll
+//! ping-pong ([`super::raw_udp::udp_pingpong`]) measured in the same rounds.
+//!
+//! perftest prints, per tool, the minimum, the *typical* (the median), the mean and the 99th
+//! percentile. For SEND and WRITE that is a one-way latency (half a round trip), judged
+//! against half the raw round trip; an RDMA READ is a whole round trip, judged against the
+//! raw round trip. The tail is judged against the tool's own typical figure (`p99 / typical`):
+//! a busy poller that shares two cores with its progress thread and its peer must not see
+//! the scheduler's millisecond slices in its tail.
+//!
+//! The machine's speed drifts, so the tests run in rounds, every test once per round, and each
+//! figure is the median of its rounds.
+
+use std::io;
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Map;
+
+use super::raw_udp;
+use super::{Measurement, Report, Unit};
+
+/// What `softrnic perf --perftest` runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Iterations of each perftest tool, and round trips of the raw ping-pong, per round.
+    pub iters: u32,
+    /// Rounds (see the module comment).
+    pub rounds: usize,
+    /// The server's and the client's addresses (their devices).
+    pub server: IpAddr,
+    pub client: IpAddr,
+}
+
+/// A perftest latency tool, its report key, and whether its figure is a whole round trip.
+struct Tool {
+    program: &'static str,
+    key: &'static str,
+    round_trip: bool,
+}
+
+const TOOLS: [Tool; 3] = [
+    Tool {
+        program: "ib_send_lat",
+        key: "perftest_send_lat",
+        round_trip: false,
+    },
+    Tool {
+        program: "ib_write_lat",
+        key: "perftest_write_lat",
+        round_trip: false,
+    },
+    Tool {
+        program: "ib_read_lat",
+        key: "perftest_read_lat",
+        round_trip: true,
+    },
+];
+
+/// The figures of one perftest run, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Latency {
+    pub min: f64,
+    pub typical: f64,
+    pub avg: f64,
+    pub p99: f64,
+}
+
+/// Runs every tool of the module comment with `bin` (this `softrnic` executable).
+///
+/// # Errors
+/// perftest is not installed, a tool failed, or its output had no result line.
+pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
+    if !Path::new("/usr/bin/ib_send_lat").exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "perftest is not installed (Debian: apt-get install perftest)",
+        ));
+    }
+    let mut raw_rtt = Vec::new();
+    let mut runs: [Vec<Latency>; TOOLS.len()] = Default::default();
+    for round in 0..o.rounds {
+        let raw = raw_udp::udp_pingpong(&raw_udp::LatConfig {
+            iters: o.iters as usize,
+            ..Default::default()
+        })?;
+        raw_rtt.push(raw.rtt.median_us);
+        for (i, tool) in TOOLS.iter().enumerate() {
+            // A port of its own per run: a server that has just exited leaves its port in
+            // TIME_WAIT.
+            let port = 18_700 + (round * TOOLS.len() + i) as u16;
+            runs[i].push(run_tool(bin, tool.program, port, o)?);
+        }
+    }
+    let rtt = median(&raw_rtt);
+    let mut report = Report::default();
+    report
+        .lines
+        .push(raw_line("raw_udp_rtt", "round trip", rtt));
+    report.lines.push(raw_line(
+        "raw_udp_one_way",
+        "one way (half the round trip)",
+        rtt / 2.0,
+    ));
+    for (tool, runs) in TOOLS.iter().zip(&runs) {
+        report.lines.push(tool_line(tool, runs));
+    }
+    Ok(report)
+}
+
+/// A raw UDP baseline line: the median of the rounds' median round trips, or half of it.
+fn raw_line(key: &'static str, what: &str, us: f64) -> Measurement {
+    Measurement {
+        key,
+        label: format!("raw UDP 64 B busy-poll ping-pong, {what}"),
+        value: us,
+        unit: Unit::Us,
+        detail: "median".to_owned(),
+        baseline: None,
+        fields: Map::from_iter([("median_us".to_owned(), us.into())]),
+    }
+}
+
+/// A tool's line: its typical figure (the median of the rounds') against the raw baseline,
+/// with its tail.
+fn tool_line(tool: &Tool, runs: &[Latency]) -> Measurement {
+    let pick = |f: fn(&Latency) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+    let l = Latency {
+        min: pick(|l| l.min),
+        typical: pick(|l| l.typical),
+        avg: pick(|l| l.avg),
+        p99: pick(|l| l.p99),
+    };
+    let tail = l.p99 / l.typical;
+    Measurement {
+        key: tool.key,
+        label: format!("perftest {} -s 64 (typical)", tool.program),
+        value: l.typical,
+        unit: Unit::Us,
+        detail: format!(
+            "min {:.2}, avg {:.2}, p99 {:.2} = {tail:.1}x typical; median of {} rounds",
+            l.min,
+            l.avg,
+            l.p99,
+            runs.len()
+        ),
+        baseline: Some(if tool.round_trip {
+            "raw_udp_rtt"
+        } else {
+            "raw_udp_one_way"
+        }),
+        fields: Map::from_iter([
+            ("min_us".to_owned(), l.min.into()),
+            ("typical_us".to_owned(), l.typical.into()),
+            ("avg_us".to_owned(), l.avg.into()),
+            ("p99_us".to_owned(), l.p99.into()),
+            ("p99_over_typical".to_owned(), tail.into()),
+            ("rounds".to_owned(), runs.len().into()),
+        ]),
+    }
+}
+
+/// Runs `program` as server and client through `bin run`, each on its own address; the
+/// client's figures.
+fn run_tool(bin: &Path, program: &str, port: u16, o: &Options) -> io::Result<Latency> {
+    let args = |addr: IpAddr| {
+        let mut c = Command::new(bin);
+        c.args(["run", "--addr", &addr.to_string(), "--", program])
+            .args(["-x", "1", "-s", "64", "-p", &port.to_string()])
+            .args(["-n", &o.iters.to_string()])
+            .stdin(Stdio::null());
+        c
+    };
+    let mut server = args(o.server)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    // The server listens for the client's TCP exchange once its device is open.
+    std::thread::sleep(Duration::from_millis(500));
+    let client = args(o.client).arg(o.server.to_string()).output();
+    let served = server.wait()?;
+    let client = client?;
+    let out = String::from_utf8_lossy(&client.stdout);
+    if !client.status.success() || !served.success() {
+        return Err(io::Error::other(format!(
+            "{program} failed (client {}, server {served}): {}",
+            client.status,
+            String::from_utf8_lossy(&client.stderr)
+        )));
+    }
+    parse(&out).ok_or_else(|| io::Error::other(format!("{program}: no result line in {out:?}")))
+}
+
+/// The result line of perftest's latency report: the line after the header that names
+/// `t_typical` (`#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%`).
+pub fn parse(out: &str) -> Option<Latency> {
+    let mut lines = out.lines().skip_while(|l| !l.contains("t_typical"));
+    lines.next()?;
+    let v: Vec<f64> = lines
+        .next()?
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    (v.len() >= 8).then(|| Latency {
+        min: v[2],
+        typical: v[4],
+        avg: v[5],
+        p99: v[7],
+    })
+}
+
+/// The median of `v` (the mean of the middle two for an even count); NaN when empty.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tail of `ib_write_lat`'s report as perftest 4.5 prints it.
+    const REPORT: &str = "\
+---------------------------------------------------------------------------------------
+ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] 
+ 64      20000          12.41          4281.10      31.75    \t       64.12       \t225.22 \t\t1484.27 \t\t2538.27
+---------------------------------------------------------------------------------------
+";
+
+    #[test]
+    fn the_result_line_follows_the_header() {
+        let l = parse(REPORT).expect("a result line");
+        assert_eq!(
+            l,
+            Latency {
+                min: 12.41,
+                typical: 31.75,
+                avg: 64.12,
+                p99: 1484.27
+            }
+        );
+        assert_eq!(parse("no report here"), None);
+        assert_eq!(parse(" t_typical\n not numbers\n"), None);
+    }
+
+    #[test]
+    fn the_median_of_the_rounds() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn a_tool_line_is_judged_against_its_baseline_and_its_own_typical() {
+        let runs = [
+            Latency {
+                min: 1.0,
+                typical: 4.0,
+                avg: 5.0,
+                p99: 8.0,
+            },
+            Latency {
+                min: 2.0,
+                typical: 6.0,
+                avg: 7.0,
+                p99: 30.0,
+            },
+            Latency {
+                min: 1.5,
+                typical: 5.0,
+                avg: 6.0,
+                p99: 10.0,
+            },
+        ];
+        let m = tool_line(&TOOLS[2], &runs);
+        assert_eq!(m.value, 5.0);
+        assert_eq!(m.baseline, Some("raw_udp_rtt"));
+        assert_eq!(m.fields["p99_over_typical"], 2.0);
+        let mut report = Report::default();
+        report
+            .lines
+            .push(raw_line("raw_udp_rtt", "round trip", 4.0));
+        report.lines.push(m);
+        assert_eq!(report.ratio_to_baseline(&report.lines[1]), Some(1.25));
+        assert_eq!(
+            tool_line(&TOOLS[0], &runs).baseline,
+            Some("raw_udp_one_way")
+        );
+    }
+}
