@@ -4,7 +4,10 @@
 //! * [`Progress::Thread`] — a background thread per device receives, runs timers and sends,
 //!   sleeping in `ppoll(2)` on the transport's descriptor until the next deadline (at most
 //!   1 ms, so that deadlines set by other threads are met). RDMA WRITEs land while the
-//!   application does nothing, as programs that spin on memory expect.
+//!   application does nothing, as programs that spin on memory expect. While the
+//!   application busy-polls, its polls make the progress and the thread keeps out of their
+//!   way (see `run`, the thread): which of the two makes progress is decided as the program
+//!   runs, not by the user.
 //! * [`Progress::Polling`] — progress happens inside the caller's `poll_cq` (and right after
 //!   each post), which on a 2-core machine avoids a spinning thread competing with the
 //!   application's own. A program may stop polling at any time, though (wait for its peer on
@@ -80,6 +83,15 @@ pub(super) struct Inner {
     pub(super) dirty: AtomicBool,
     /// Rounds of progress that received, counted (the idle watchdog looks for a change).
     pub(super) rounds: AtomicU64,
+    /// The application's polls (`poll_cq` finding its CQ empty), counted.
+    polls: AtomicU64,
+    /// When the application last polled, in nanoseconds since `epoch` (written every
+    /// [`STAMP_EVERY`]-th poll): the progress thread leaves the packets to an application
+    /// that polls (see [`run`]).
+    last_poll: AtomicU64,
+    epoch: Instant,
+    /// Rounds the progress thread made, counted.
+    thread_rounds: AtomicU64,
 }
 
 /// The NIC, locked by [`Device::nic`]; dropping it marks the device dirty (before unlocking,
@@ -140,6 +152,10 @@ impl Device {
             stop: AtomicBool::new(false),
             dirty: AtomicBool::new(true),
             rounds: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            last_poll: AtomicU64::new(0),
+            epoch: Instant::now(),
+            thread_rounds: AtomicU64::new(0),
         });
         let thread = {
             let inner = inner.clone();
@@ -198,6 +214,16 @@ impl Device {
     /// NIC left alone if nothing came, nothing is due and the device is clean). Called from
     /// `poll_cq` (polling mode).
     pub fn progress(&self) -> Moved {
+        // Counted without a locked read-modify-write: two threads polling at once may count
+        // one poll, and a change is all the progress thread looks for.
+        let inner = &*self.inner;
+        let polls = inner.polls.load(Ordering::Relaxed).wrapping_add(1);
+        inner.polls.store(polls, Ordering::Relaxed);
+        if polls % STAMP_EVERY == 0 {
+            inner
+                .last_poll
+                .store(inner.since_epoch(Instant::now()), Ordering::Relaxed);
+        }
         self.round(Round::Poll)
     }
 
@@ -318,6 +344,13 @@ impl Device {
         lock(&self.inner.io).transport.stats()
     }
 
+    /// The rounds of progress the progress thread has made (none in polling mode, whose idle
+    /// watchdog's rounds are not counted): how often it did work the application's polls
+    /// did not.
+    pub fn thread_rounds(&self) -> u64 {
+        self.inner.thread_rounds.load(Ordering::Relaxed)
+    }
+
     /// The emitter's counters.
     pub fn emit_stats(&self) -> super::EmitStats {
         lock(&self.inner.io).emitter.stats()
@@ -366,17 +399,83 @@ fn watchdog(inner: &Inner) {
     }
 }
 
-/// The progress thread.
+impl Inner {
+    /// `t` in nanoseconds since the device started.
+    fn since_epoch(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// Whether the application polled within `recent` before `now`.
+    pub(super) fn polled_within(&self, recent: Duration, now: Instant) -> bool {
+        let last = self.last_poll.load(Ordering::Relaxed);
+        last != 0 && self.since_epoch(now).saturating_sub(last) < recent.as_nanos() as u64
+    }
+}
+
+/// The application's polls stamp the time every this-many: a busy poller's empty `poll_cq`
+/// takes a few hundred nanoseconds here, and a clock read costs a tenth of that.
+const STAMP_EVERY: u64 = 4;
+
+/// An application that polled this recently, and at least [`BUSY_POLLS`] times since the
+/// progress thread last looked, is taken to be busy-polling. One that waits for completion
+/// events polls its CQ empty once per event and is not.
+const POLLING: Duration = Duration::from_micros(50);
+
+/// See [`POLLING`]: a busy poller makes that many polls in a few microseconds.
+const BUSY_POLLS: u64 = 32;
+
+/// How soon the progress thread looks again whether the application still polls, after it
+/// first found it polling; each time it still is, the thread looks twice as late, up to
+/// [`WATCH_POLLING_MAX`]. Each look preempts a busy core for a moment (a few microseconds
+/// here), and an application that stops polling with packets pending waits up to the
+/// current interval for the thread.
+pub const WATCH_POLLING: Duration = Duration::from_micros(100);
+
+/// The longest the progress thread goes without looking while the application polls.
+pub const WATCH_POLLING_MAX: Duration = Duration::from_micros(250);
+
+/// The progress thread. It sleeps until a packet comes or a deadline is due, then makes a
+/// round of progress; but while the application busy-polls the device (its `poll_cq` calls
+/// make the rounds: receive, timers, transmit), the thread keeps out of the way: it does
+/// not wake for packets and looks only every [`WATCH_POLLING`] whether the application
+/// still polls. A wake per packet would put a context switch on a busy core (on two cores,
+/// a spinning application and its peer leave no core free), and a round the thread made
+/// would take the packets from under the application's polls (which then find nothing
+/// until the thread has run) and send the ACKs the application's next post would carry.
+/// Once the application stops polling (to spin on memory for an RDMA WRITE, to block on
+/// something else), packets wake the thread again.
 fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
+    let mut seen = inner.polls.load(Ordering::Relaxed);
+    let mut watch = WATCH_POLLING;
     while !inner.stop.load(Ordering::Acquire) {
-        let moved = progress(inner, &mut lock(&inner.io), Round::Thread).packets;
-        if moved > 0 || lock(&inner.nic).wants_transmit() {
+        let polls = inner.polls.load(Ordering::Relaxed);
+        let busy = polls.wrapping_sub(seen) >= BUSY_POLLS;
+        seen = polls;
+        if busy && inner.polled_within(POLLING, Instant::now()) {
+            std::thread::park_timeout(watch);
+            watch = (watch * 2).min(WATCH_POLLING_MAX);
+            continue;
+        }
+        watch = WATCH_POLLING;
+        inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
+        let (moved, deferred) = {
+            let mut io = lock(&inner.io);
+            let moved = progress(inner, &mut io, Round::Thread).packets;
+            (moved, io.deferred_until())
+        };
+        // A deferred transmit waits for the application's post (see `round.rs`).
+        if deferred.is_none() && (moved > 0 || lock(&inner.nic).wants_transmit()) {
             continue;
         }
         let now = Instant::now();
-        let sleep = lock(&inner.nic).poll_timeout().map_or(MAX_SLEEP, |t| {
-            t.saturating_duration_since(now).min(MAX_SLEEP)
-        });
+        let due = lock(&inner.nic).poll_timeout();
+        let sleep = [due, deferred]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(MAX_SLEEP, |t| {
+                t.saturating_duration_since(now).min(MAX_SLEEP)
+            });
         if sleep.is_zero() {
             continue;
         }

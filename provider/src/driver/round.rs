@@ -9,12 +9,16 @@
 //! `CLOCK_EVERY`-th time). A round of progress clears the mark before it looks at the QPs, so
 //! a change made meanwhile marks the device again and is picked up by the next round.
 //!
-//! Latency: a poll that receives packets which complete work requests returns those
-//! completions *before* sending what the packets called for (typically the responder's ACK),
-//! the application usually answers with a post, and the ACK then leaves in the same
-//! `sendmmsg` as the answer. A round that completes nothing sends it in any case, and so does
-//! the fourth such round in a row, so an ACK waits at most a few rounds of the caller's
-//! polling.
+//! Latency: a poll that receives packets which complete work requests, or SENDs and RDMA
+//! WRITEs (which the application may learn of from its memory), returns *before* sending what
+//! the packets called for (typically the responder's ACK): the application usually answers
+//! with a post, and the ACK then leaves in the same `sendmmsg` as the answer. In a ping-pong
+//! of RDMA WRITEs (perftest's `ib_write_lat`) each side's poll for its send completion then
+//! receives the peer's WRITE with the ACK it waits for, and nothing is left for the progress
+//! thread to do. The deferred transmit waits for a post at most [`DEFER_LIMIT`] (rounds that
+//! receive nothing send it after that) and at most the fourth receiving round in a row. The
+//! progress thread defers the same way for an application that polled a moment ago
+//! ([`ANSWERING`]) and now spins on its memory.
 //!
 //! A round only looks at the QPs it has reason to: those its packets went to, those a post
 //! changed, and those owed a transmit by earlier rounds. Every QP is looked at (a full pass:
@@ -29,6 +33,8 @@ use std::time::{Duration, Instant};
 use super::device::{lock, Inner, BATCH};
 use super::emit::Emitter;
 use super::ingress::{IcrcGuesses, Rejected};
+use softrnic_wire::opcode::Operation;
+
 use crate::nic::mcast::MULTICAST_QPN;
 use crate::nic::Nic;
 use crate::rc::TxQueue;
@@ -37,6 +43,21 @@ use crate::transport::{RecvBatch, Transport};
 /// Poll rounds in a row that may return completions before transmitting (see the module
 /// comment): enough for a send completion and a receive arriving in two batches.
 const MAX_DEFERRED: u8 = 3;
+
+/// How long the transmit a poll round deferred may wait for the application's post: the
+/// packets that complete a request often arrive a batch or two after the request (a peer's
+/// answer and its ACK leave in one `sendmmsg`, and the receiver may look between the two),
+/// and the ACK of a request the application learns of from memory (an RDMA WRITE) goes
+/// best with its answer too. An application that does not answer lets it go after this.
+/// Long enough for an answer that a preemption delays (an ACK sent ahead of the answer
+/// makes the peer stop polling before the answer comes, and then the peer's progress
+/// thread must wake for it), short against any ACK timeout (4 us x 2^timeout, 67 ms for
+/// perftest's 14).
+const DEFER_LIMIT: Duration = Duration::from_micros(50);
+
+/// An application that polled this recently is taken to answer what it receives: the
+/// progress thread defers the transmit of a round as a poll round does.
+const ANSWERING: Duration = Duration::from_micros(200);
 
 /// While a timer is armed, a poll round that receives nothing reads the clock (to see whether
 /// the timer is due) only every this-many rounds: an empty round is then a receive call and
@@ -53,6 +74,8 @@ pub(super) struct Io {
     txs: TxQueue,
     /// Consecutive poll rounds that returned completions without transmitting.
     tx_deferred: u8,
+    /// Until when the deferred transmit may wait for a post (see [`DEFER_LIMIT`]).
+    deferred_until: Option<Instant>,
     /// No later than the QPs' earliest deadline: exact after a full pass, which recomputes
     /// it; a QP's round only brings it forward (a deadline it moves back makes one early
     /// look, and a full pass).
@@ -117,6 +140,11 @@ impl QpSet {
 }
 
 impl Io {
+    /// Until when a deferred transmit waits for a post (see [`DEFER_LIMIT`]), if one does.
+    pub(super) fn deferred_until(&self) -> Option<Instant> {
+        self.deferred_until
+    }
+
     /// The scratch state of a device sending with `emitter` over `transport`.
     pub(super) fn new(transport: Box<dyn Transport + Send>, emitter: Emitter) -> Io {
         Io {
@@ -125,6 +153,7 @@ impl Io {
             batch: RecvBatch::new(BATCH, 4096 + 512),
             txs: TxQueue::new(),
             tx_deferred: 0,
+            deferred_until: None,
             next_due: None,
             unclocked: 0,
             touched: QpSet::new(),
@@ -157,21 +186,36 @@ pub(super) enum Round {
     Flush,
 }
 
-/// Receives one batch into the NIC: (packets received, completions they produced, the time
-/// they were handled at). The clock is only read when packets came. `io.touched` says which
-/// QPs the packets went to; only their completions are moved to the CQs (a packet changes
-/// no other QP).
-fn receive(inner: &Inner, io: &mut Io) -> (usize, usize, Option<Instant>) {
+/// What one received batch brought.
+#[derive(Debug, Clone, Copy, Default)]
+struct Received {
+    packets: usize,
+    /// Completions the packets produced.
+    completed: usize,
+    /// SENDs and RDMA WRITEs, which the responders answer with plain ACKs (a READ or atomic
+    /// request's answer, which its requester waits for, is not one to hold back).
+    acked_requests: usize,
+    /// When they were handled (the clock is only read when packets came).
+    at: Option<Instant>,
+}
+
+/// Receives one batch into the NIC. `io.touched` says which QPs the packets went to; only
+/// their completions are moved to the CQs (a packet changes no other QP).
+fn receive(inner: &Inner, io: &mut Io) -> Received {
     io.touched.clear();
     match io.transport.recv_batch(&mut io.batch) {
         Ok(n) if n > 0 => {
             let now = Instant::now();
             let mut nic = lock(&inner.nic);
+            let mut acked_requests = 0;
             for pkt in io.batch.iter() {
                 match io.guesses.accept(&pkt) {
                     Ok((p, verified)) => {
                         let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
                         io.touched.add(p.repr.bth.dest_qp);
+                        acked_requests += usize::from(p.repr.bth.opcode.info().is_some_and(|i| {
+                            matches!(i.operation, Operation::Send | Operation::RdmaWrite)
+                        }));
                         nic.handle_packet_to(now, &p, verified, src, dst);
                     }
                     Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
@@ -187,9 +231,14 @@ fn receive(inner: &Inner, io: &mut Io) -> (usize, usize, Option<Instant>) {
                     .map(|&q| nic.route_qp_completions(q))
                     .sum()
             };
-            (n, completed, Some(now))
+            Received {
+                packets: n,
+                completed,
+                acked_requests,
+                at: Some(now),
+            }
         }
-        _ => (0, 0, None),
+        _ => Received::default(),
     }
 }
 
@@ -207,15 +256,28 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         inner
             .rounds
             .store(rounds.wrapping_add(1), Ordering::Relaxed);
-        let (received, completed, at) = receive(inner, io);
-        moved.packets += received;
-        clock = at;
-        if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
-            // The transmit of the QPs the packets went to is owed: the next round makes it,
+        let got = receive(inner, io);
+        moved.packets += got.packets;
+        clock = got.at;
+        // Whether the application will likely answer what came: it polls, or the thread
+        // makes the round for an application that polled a moment ago and now spins on
+        // memory for an RDMA WRITE (see the module comment).
+        let may_defer = match round {
+            Round::Poll => true,
+            Round::Thread => {
+                inner.polled_within(ANSWERING, *clock.get_or_insert_with(Instant::now))
+            }
+            Round::Flush => false,
+        };
+        if may_defer && got.completed + got.acked_requests > 0 && io.tx_deferred < MAX_DEFERRED {
+            // The transmit of the QPs the packets went to is owed: a later round makes it,
             // unless posts' rounds send all of it first.
             let Io { owed, touched, .. } = io;
             owed.add_all(touched);
             io.tx_deferred += 1;
+            if let Some(at) = got.at {
+                io.deferred_until.get_or_insert(at + DEFER_LIMIT);
+            }
             if inner.dirty.load(Ordering::Acquire) {
                 // A change through the API may have given any QP completions or packets: the
                 // completions move now (or every poll_cq would move them all again), the
@@ -226,8 +288,16 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
             }
             return moved;
         }
+        if got.packets == 0 && io.tx_deferred > 0 && !inner.dirty.load(Ordering::Acquire) {
+            // The owed transmit waits for the application's post, a while.
+            let now = *clock.get_or_insert_with(Instant::now);
+            if io.deferred_until.is_some_and(|t| now < t) {
+                moved.looked = false;
+                return moved;
+            }
+        }
         if round == Round::Poll
-            && received == 0
+            && got.packets == 0
             && io.tx_deferred == 0
             && !inner.dirty.load(Ordering::Acquire)
         {
@@ -264,12 +334,14 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
             io.owed.qpns = qpns;
             io.owed.clear();
             io.tx_deferred = 0;
+            io.deferred_until = None;
             return moved;
         }
     }
     // Cleared before the pass looks at the QPs (see the module comment).
     inner.dirty.store(false, Ordering::Release);
     io.tx_deferred = 0;
+    io.deferred_until = None;
     io.owed.clear();
     if round == Round::Flush {
         // Before a QP is destroyed: the ACKs it holds leave now (else the peer retries
@@ -295,6 +367,7 @@ pub(super) fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32, now: Instant) ->
         io.owed.remove(qpn);
         if io.owed.is_empty() {
             io.tx_deferred = 0;
+            io.deferred_until = None;
         }
     }
     passes(inner, io, |nic, txs, max, next_due| {

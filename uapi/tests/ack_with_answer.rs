@@ -1,0 +1,123 @@
+//! Who carries the ACKs of a request-response exchange (`driver/round.rs`, `driver/device.rs`):
+//! a round of progress that receives an RDMA WRITE owes its ACK to the application's next post
+//! (the two leave together), or sends it alone once the application has not answered for a
+//! few microseconds; and while the application busy-polls, the progress thread leaves the
+//! packets to its polls instead of waking for each one.
+
+mod common;
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use common::{connect, side_on, signaled_send, Side};
+use softrnic_provider::transport::{Fabric, FabricConfig};
+use softrnic_uapi::{
+    Access, MemoryRegion, Progress, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcStatus,
+};
+
+const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 34, 1));
+const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 34, 2));
+
+/// Two connected sides on a fresh fabric, each with a region every remote may write.
+fn pair(progress: Progress) -> (Side, MemoryRegion, Side, MemoryRegion) {
+    let fabric = Fabric::new(FabricConfig::default(), 34);
+    let a = side_on(Box::new(fabric.attach(A).unwrap()), progress, 1);
+    let b = side_on(Box::new(fabric.attach(B).unwrap()), progress, 2);
+    connect(&a, A, &b, B);
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let (ma, mb) = (
+        a.pd.reg_mr(4096, rw).unwrap(),
+        b.pd.reg_mr(4096, rw).unwrap(),
+    );
+    (a, ma, b, mb)
+}
+
+/// A signaled RDMA WRITE of 8 bytes from `from` to `to`.
+fn write(s: &Side, id: u64, from: &MemoryRegion, to: &MemoryRegion) {
+    let wr = SendWr {
+        flags: SendFlags::SIGNALED,
+        remote: RemoteAddr {
+            addr: to.addr(),
+            rkey: to.rkey(),
+        },
+        ..SendWr::new(id, SendOpcode::RdmaWrite, vec![from.sge(0, 8)])
+    };
+    s.qp.post_send(&[wr]).unwrap();
+}
+
+/// Packets `s`'s device has handed its transport.
+fn sent(s: &Side) -> u64 {
+    s.ctx.device().emit_stats().sent
+}
+
+/// Polls `s`'s device (its application's `poll_cq` finding nothing) until a round receives.
+fn poll_until_received(s: &Side) {
+    let guard = Instant::now() + Duration::from_secs(10);
+    while s.ctx.device().progress().packets == 0 {
+        assert!(Instant::now() < guard, "nothing came in 10 s");
+    }
+}
+
+#[test]
+fn the_ack_of_a_write_leaves_with_the_answer_or_alone_once_none_comes() {
+    let (a, ma, b, mb) = pair(Progress::Polling);
+    // The answered WRITE: B's poll takes it in and sends nothing; B's answer carries the ACK.
+    write(&a, 1, &ma, &mb);
+    let before = sent(&b);
+    poll_until_received(&b);
+    assert_eq!(sent(&b), before, "the ACK waits for B's answer");
+    write(&b, 2, &mb, &ma);
+    assert_eq!(sent(&b) - before, 2, "B's WRITE and the ACK of A's");
+    let wc = a.one();
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+
+    // The unanswered WRITE: once B's application has not answered for a while, the ACK
+    // leaves alone (on a later poll, or the idle watchdog's round), and A's WRITE completes.
+    write(&a, 3, &ma, &mb);
+    let before = sent(&b);
+    poll_until_received(&b);
+    let guard = Instant::now() + Duration::from_secs(10);
+    while sent(&b) == before {
+        assert!(Instant::now() < guard, "the ACK never left");
+        b.ctx.device().progress();
+    }
+    assert_eq!(sent(&b) - before, 1, "the ACK alone");
+    // A's completions: its WRITE 3 (B's WRITE 2 completed on B's CQ, not polled here).
+    let wc = a.one();
+    assert_eq!((wc.wr_id, wc.status), (3, WcStatus::Success));
+}
+
+#[test]
+fn the_progress_thread_leaves_the_packets_to_a_busy_poller() {
+    const MESSAGES: u64 = 200;
+    let (a, ma, b, mb) = pair(Progress::Thread);
+    let rounds_before = b.ctx.device().thread_rounds();
+    std::thread::scope(|s| {
+        // B's application: busy-polls its CQ for each SEND, and posts the next receive.
+        s.spawn(|| {
+            for i in 0..MESSAGES {
+                b.qp.post_recv(&[RecvWr {
+                    wr_id: i,
+                    sg_list: vec![mb.sge(0, 64)],
+                }])
+                .unwrap();
+                let wc = b.one();
+                assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+            }
+        });
+        // A: one SEND at a time, each once B has had time to post its receive.
+        for i in 0..MESSAGES {
+            std::thread::sleep(Duration::from_micros(200));
+            a.qp.post_send(&[signaled_send(i, ma.sge(0, 64))]).unwrap();
+            assert_eq!(a.one().status, WcStatus::Success);
+        }
+    });
+    // A thread that woke for every packet makes a round (or more) per message. This one
+    // leaves them to B's polls, but for the first ones (before it sees B polling) and for
+    // those that come while B's thread is preempted for long (on a loaded machine).
+    let rounds = b.ctx.device().thread_rounds() - rounds_before;
+    assert!(
+        rounds < MESSAGES,
+        "B's progress thread made {rounds} rounds for {MESSAGES} messages B polled for"
+    );
+}
