@@ -34,7 +34,7 @@ use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 use owners::Owners;
 pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
 pub use turns::QUANTUM;
-use turns::{Senders, Turns};
+use turns::{After, Senders, Turn, Turns};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
@@ -112,6 +112,27 @@ fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
         }
     }
     n
+}
+
+/// Where `qp` stands after a turn in which it gave `whole` quantum or less.
+fn after_turn(qp: &Qp, whole: bool) -> After {
+    if qp.waits_for_room() {
+        After::WaitsForRoom
+    } else if whole && qp.wants_transmit() {
+        After::More
+    } else {
+        // It has nothing more, or waits for an event of its own: an ACK of the packets it
+        // has out (which make room), a READ response, a timer.
+        After::Done
+    }
+}
+
+/// The earlier of two deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The sans-IO NIC of one device.
@@ -708,18 +729,22 @@ impl Nic {
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        for qpn in targets {
-            if let Some(e) = self.qps.get_mut(qpn) {
+        for &qpn in targets {
+            if let Some(e) = self.qps.get_mut(&qpn) {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
+                // It may have something to send now: an answer, or room for requests.
+                self.turns.schedule(qpn);
             }
         }
     }
 
-    /// Runs the QPs' due timers.
+    /// Runs the QPs' due timers; a QP whose timer fired may have something to send (a
+    /// retransmission, a held ACK).
     pub fn handle_timeout(&mut self, now: Instant) {
-        for e in self.qps.values_mut() {
+        for (&qpn, e) in self.qps.iter_mut() {
             if e.qp.poll_timeout().is_some_and(|t| t <= now) {
                 e.qp.handle_timeout(now);
+                self.turns.schedule(qpn);
             }
         }
     }
@@ -738,32 +763,67 @@ impl Nic {
 
     /// Appends packets to send to `out` until it holds `max` or no QP has more, the QPs
     /// taking turns of up to [`QUANTUM`] packets each, with their shares of the device's
-    /// send window ([`turns`]).
+    /// send window ([`turns`]). A full pass: every QP is counted, and every one that has
+    /// something to send is offered a turn.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
         let mut sending = 0;
-        for e in self.qps.values_mut() {
-            e.sending = e.qp.is_sending();
-            sending += usize::from(e.sending);
-        }
-        self.senders.recount(sending);
-        let (mrs, qps) = (&self.mrs, &mut self.qps);
-        self.turns.pass(|qpn, quantum| {
-            let mut gave = 0;
-            if let Some(e) = qps.get_mut(&qpn) {
-                while gave < quantum
-                    && out.len() < max
-                    && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
-                {
-                    gave += 1;
-                }
-            }
-            (gave, out.len() < max)
+        let Nic { qps, turns, .. } = self;
+        turns.schedule_each(|qpn| {
+            qps.get_mut(&qpn).is_some_and(|e| {
+                e.sending = e.qp.is_sending();
+                sending += usize::from(e.sending);
+                e.qp.wants_transmit()
+            })
         });
+        self.senders.recount(sending);
+        self.take_turns(now, out, max);
     }
 
-    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it); returns its earliest
-    /// deadline after sending them, which only this QP's packets can have moved (or, when
-    /// QPs wait for room in the send window and get a turn too, the device's).
+    /// Offers turns to the QPs scheduled since the last pass and to those waiting for room
+    /// in the send window ([`turns`]); returns the earliest deadline of the QPs it looked
+    /// at (the only ones whose deadlines it can have moved).
+    fn take_turns(&mut self, now: Instant, out: &mut TxQueue, max: usize) -> Option<Instant> {
+        let Nic {
+            mrs,
+            qps,
+            turns,
+            senders,
+            ..
+        } = self;
+        let mut due = None;
+        turns.pass(|qpn, quantum, waited| {
+            let mut gave = 0;
+            let Some(e) = qps.get_mut(&qpn) else {
+                return Turn {
+                    gave,
+                    room: out.len() < max,
+                    after: After::Done,
+                };
+            };
+            if waited {
+                e.qp.offer_room();
+            }
+            while gave < quantum
+                && out.len() < max
+                && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
+            {
+                gave += 1;
+            }
+            senders.update(&mut e.sending, e.qp.is_sending());
+            due = earliest(due, e.qp.poll_timeout());
+            Turn {
+                gave,
+                room: out.len() < max,
+                after: after_turn(&e.qp, gave == quantum),
+            }
+        });
+        due
+    }
+
+    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it, or a packet for it);
+    /// then the QPs scheduled meanwhile and those waiting for room in the send window, which
+    /// this one's ACKs may have made, take their turns ([`turns`]). Returns the earliest
+    /// deadline of the QPs it looked at, the only ones whose deadlines it can have moved.
     pub fn poll_transmit_qp(
         &mut self,
         qpn: u32,
@@ -775,15 +835,15 @@ impl Nic {
         let e = self.qps.get_mut(&qpn)?;
         self.senders.update(&mut e.sending, e.qp.is_sending());
         while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
+        self.senders.update(&mut e.sending, e.qp.is_sending());
         let due = e.qp.poll_timeout();
-        if !self.senders.window().has_waiting() {
+        if e.qp.waits_for_room() {
+            self.turns.wait(qpn);
+        }
+        if self.turns.is_idle() {
             return due;
         }
-        // A QP waits for room in the send window, which this one's ACKs may have made: it
-        // must not wait for the next full pass (`rc/requester/window.rs`). The QPs that send
-        // now may arm their timers.
-        self.poll_transmit(now, out, max);
-        self.poll_timeout()
+        earliest(due, self.take_turns(now, out, max))
     }
 
     /// Whether some QP may have packets to send.
