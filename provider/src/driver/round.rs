@@ -17,11 +17,13 @@
 //! polling.
 //!
 //! A round only looks at the QPs it has reason to: those its packets went to, those a post
-//! changed, and those owed a transmit by earlier rounds. Every QP is looked at (a full pass:
-//! timers, completions, transmit, deadlines) only after a change through the API (the dirty
-//! mark), when the earliest deadline the device knows of is due, for a multicast packet, by
-//! the progress thread and before a QP is destroyed. So a round trip costs the same with one
-//! QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`).
+//! changed, those owed a transmit by earlier rounds, those whose timers are due (which the
+//! NIC keeps in a heap, `nic/deadlines.rs`) and those waiting for room in the send window
+//! (`nic/turns.rs`). Every QP is looked at (a full pass: timers, completions, transmit,
+//! deadlines) only after a change through the API (the dirty mark), for a multicast packet,
+//! by the progress thread and before a QP is destroyed. So a round trip costs the same with
+//! one QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`), and a
+//! round of 1024 busy QPs' ACKs costs what its packets do.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -53,9 +55,9 @@ pub(super) struct Io {
     txs: TxQueue,
     /// Consecutive poll rounds that returned completions without transmitting.
     tx_deferred: u8,
-    /// No later than the QPs' earliest deadline: exact after a full pass, which recomputes
-    /// it; a QP's round only brings it forward (a deadline it moves back makes one early
-    /// look, and a full pass).
+    /// No later than the QPs' earliest deadline: the NIC's after a full pass or a round of
+    /// timers (`nic/deadlines.rs`); a QP's round only brings it forward (a deadline it moves
+    /// back makes one early round of timers, which looks at the QPs it names only).
     next_due: Option<Instant>,
     /// Empty poll rounds since one last read the clock (see [`CLOCK_EVERY`]).
     unclocked: u8,
@@ -248,15 +250,16 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         }
     }
     let now = clock.unwrap_or_else(Instant::now);
-    if round == Round::Poll
-        && io.next_due.is_none_or(|t| t > now)
-        && !inner.dirty.load(Ordering::Acquire)
-    {
-        // Nothing changed but the QPs packets went to: they alone may have something to
-        // send (an ACK, a READ response), and their deadlines join the device's.
+    if round == Round::Poll && !inner.dirty.load(Ordering::Acquire) {
+        // Nothing changed but the QPs packets went to and those whose timers are due: they
+        // alone may have something to send (an ACK, a READ response, a retransmission), and
+        // their deadlines join the device's.
         let Io { owed, touched, .. } = io;
         owed.add_all(touched);
         if !owed.all {
+            if io.next_due.is_some_and(|t| t <= now) {
+                moved.packets += run_timers(inner, io, now);
+            }
             let qpns = std::mem::take(&mut io.owed.qpns);
             for &q in &qpns {
                 moved.packets += transmit_qp(inner, io, q, now);
@@ -283,6 +286,18 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         *next_due = nic.poll_timeout();
     });
     moved
+}
+
+/// Runs the due timers, which the NIC finds without looking at the other QPs, and sends
+/// what the QPs whose timers fired have (and the QPs waiting for room in the send window,
+/// which a retransmit timeout may have made); the device's deadline is then exact again.
+/// Returns the packets sent.
+fn run_timers(inner: &Inner, io: &mut Io, now: Instant) -> usize {
+    passes(inner, io, |nic, txs, max, next_due| {
+        nic.handle_timeout(now);
+        nic.poll_transmit_scheduled(now, txs, max);
+        *next_due = nic.poll_timeout();
+    })
 }
 
 /// A round for QP `qpn` alone (a post's, see [`Device::post_send`], or for the QPs a batch

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use softrnic_wire::roce::RocePacket;
 
+mod deadlines;
 pub mod mcast;
 mod owners;
 mod reset;
@@ -30,6 +31,7 @@ use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
+use deadlines::Deadlines;
 use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 use owners::Owners;
 pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
@@ -144,6 +146,8 @@ pub struct Nic {
     /// ([`turns`]).
     turns: Turns,
     senders: Senders,
+    /// The QPs' timers ([`deadlines`]).
+    deadlines: Deadlines,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     /// The open XRC domains ([`crate::xrc`]).
@@ -171,6 +175,7 @@ impl Nic {
             qps: HashMap::default(),
             turns: Turns::default(),
             senders: Senders::default(),
+            deadlines: Deadlines::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             xrcds: Default::default(),
@@ -478,6 +483,7 @@ impl Nic {
         entry.qp.share_window(self.senders.window().clone());
         self.qps.insert(qpn, entry);
         self.turns.add(qpn);
+        self.deadlines.add(qpn);
     }
 
     /// A free QP number, if `max_qp` allows one more QP.
@@ -516,6 +522,7 @@ impl Nic {
             .remove(&qpn)
             .ok_or(Error::InvalidArgument("no such QP"))?;
         self.turns.remove(qpn);
+        self.deadlines.remove(qpn);
         self.senders.update(&mut e.sending, false);
         self.mcast.detach_all(qpn, left);
         Ok(())
@@ -588,16 +595,23 @@ impl Nic {
         Ok(self.qp_and_mrs(qpn)?.0)
     }
 
-    /// QP `qpn` and the key table, borrowed together (a post needs both).
+    /// QP `qpn` and the key table, borrowed together (a post needs both). The QP's timers
+    /// are read again before the device next looks for due ones ([`deadlines`]).
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
     pub fn qp_and_mrs(&mut self, qpn: u32) -> Result<(&mut Qp, &MrTable)> {
-        let Nic { qps, mrs, .. } = self;
+        let Nic {
+            qps,
+            mrs,
+            deadlines,
+            ..
+        } = self;
         let qp = qps
             .get_mut(&qpn)
             .map(|e| &mut e.qp)
             .ok_or(Error::InvalidArgument("no such QP"))?;
+        deadlines.lend(qpn);
         Ok((qp, mrs))
     }
 
@@ -734,19 +748,38 @@ impl Nic {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
                 // It may have something to send now: an answer, or room for requests.
                 self.turns.schedule(qpn);
+                self.deadlines.note(qpn, e.qp.poll_timeout());
             }
         }
     }
 
-    /// Runs the QPs' due timers; a QP whose timer fired may have something to send (a
-    /// retransmission, a held ACK).
+    /// Runs the QPs' due timers, looking only at the QPs that have one ([`deadlines`]). A
+    /// QP whose timer fired may have something to send (a retransmission, a held ACK): it is
+    /// scheduled a turn; its completions (an error's) move to their CQs.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for (&qpn, e) in self.qps.iter_mut() {
+        self.note_lent();
+        let due = self.deadlines.expire(now);
+        let mut events = false;
+        for &qpn in &due {
+            let Some(e) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
             if e.qp.poll_timeout().is_some_and(|t| t <= now) {
                 e.qp.handle_timeout(now);
                 self.turns.schedule(qpn);
+                events |= e.qp.has_event();
+                route(e, &mut self.cqs);
             }
+            self.deadlines.note(qpn, e.qp.poll_timeout());
         }
+        self.deadlines.give_back(due);
+        self.signal_events(events);
+    }
+
+    /// Notes the deadlines of the QPs lent out since ([`deadlines`]).
+    fn note_lent(&mut self) {
+        let Nic { qps, deadlines, .. } = self;
+        deadlines.note_lent(|qpn| qps.get(&qpn).and_then(|e| e.qp.poll_timeout()));
     }
 
     /// Lets every QP's held ACK leave with the next transmit (see `rc/ack_coalesce.rs`).
@@ -756,9 +789,12 @@ impl Nic {
         }
     }
 
-    /// The earliest deadline of all QPs.
+    /// No later than the earliest deadline of all QPs: at it, [`Nic::handle_timeout`] runs
+    /// their due timers, or finds a QP whose timer stopped or moved later ([`deadlines`]).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()
+        let qps = &self.qps;
+        self.deadlines
+            .next(|qpn| qps.get(&qpn).and_then(|e| e.qp.poll_timeout()))
     }
 
     /// Appends packets to send to `out` until it holds `max` or no QP has more, the QPs
@@ -767,27 +803,41 @@ impl Nic {
     /// something to send is offered a turn.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
         let mut sending = 0;
-        let Nic { qps, turns, .. } = self;
+        self.note_lent();
+        let Nic {
+            qps,
+            turns,
+            deadlines,
+            ..
+        } = self;
         turns.schedule_each(|qpn| {
             qps.get_mut(&qpn).is_some_and(|e| {
                 e.sending = e.qp.is_sending();
                 sending += usize::from(e.sending);
+                deadlines.note(qpn, e.qp.poll_timeout());
                 e.qp.wants_transmit()
             })
         });
         self.senders.recount(sending);
-        self.take_turns(now, out, max);
+        self.poll_transmit_scheduled(now, out, max);
     }
 
-    /// Offers turns to the QPs scheduled since the last pass and to those waiting for room
-    /// in the send window ([`turns`]); returns the earliest deadline of the QPs it looked
-    /// at (the only ones whose deadlines it can have moved).
-    fn take_turns(&mut self, now: Instant, out: &mut TxQueue, max: usize) -> Option<Instant> {
+    /// [`Nic::poll_transmit`] of the QPs scheduled since the last pass (by a packet, a post's
+    /// round, a timer) and those waiting for room in the send window ([`turns`]) only;
+    /// returns the earliest deadline of the QPs it looked at (the only ones whose deadlines
+    /// it can have moved).
+    pub fn poll_transmit_scheduled(
+        &mut self,
+        now: Instant,
+        out: &mut TxQueue,
+        max: usize,
+    ) -> Option<Instant> {
         let Nic {
             mrs,
             qps,
             turns,
             senders,
+            deadlines,
             ..
         } = self;
         let mut due = None;
@@ -810,6 +860,7 @@ impl Nic {
                 gave += 1;
             }
             senders.update(&mut e.sending, e.qp.is_sending());
+            deadlines.note(qpn, e.qp.poll_timeout());
             due = earliest(due, e.qp.poll_timeout());
             Turn {
                 gave,
@@ -837,13 +888,14 @@ impl Nic {
         while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
         self.senders.update(&mut e.sending, e.qp.is_sending());
         let due = e.qp.poll_timeout();
+        self.deadlines.note(qpn, due);
         if e.qp.waits_for_room() {
             self.turns.wait(qpn);
         }
         if self.turns.is_idle() {
             return due;
         }
-        earliest(due, self.take_turns(now, out, max))
+        earliest(due, self.poll_transmit_scheduled(now, out, max))
     }
 
     /// Whether some QP may have packets to send.
