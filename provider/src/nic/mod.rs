@@ -119,7 +119,9 @@ fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
 /// Where `qp` stands after a turn in which it gave `whole` quantum or less.
 fn after_turn(qp: &Qp, whole: bool) -> After {
     if qp.waits_for_room() {
-        After::WaitsForRoom
+        After::WaitsForRoom {
+            first: qp.resumes(),
+        }
     } else if whole && qp.wants_transmit() {
         After::More
     } else {
@@ -890,7 +892,7 @@ impl Nic {
         let due = e.qp.poll_timeout();
         self.deadlines.note(qpn, due);
         if e.qp.waits_for_room() {
-            self.turns.wait(qpn);
+            self.turns.wait(qpn, e.qp.resumes());
         }
         if self.turns.is_idle() {
             return due;

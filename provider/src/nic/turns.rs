@@ -29,8 +29,9 @@
 //! turns from its front, in the order they began to wait, until the first that still finds
 //! no room (the window rule is the same for all of them: where one has none, the next has
 //! none either). A pass so looks at one waiting QP more than it serves. Only such a turn
-//! offers a waiting QP room (`rc/requester/window.rs`): one looked at for an event of its own
-//! does not go ahead of those that waited longer.
+//! offers a waiting QP room to start a message (`rc/requester/window.rs`): one looked at for
+//! an event of its own does not go ahead of those that waited longer. A QP that waits to
+//! resend a message it began goes to the front.
 //!
 //! A pass stops when the driver's batch is full; a turn cut short by it is resumed first by
 //! the next pass. A full pass ([`crate::nic::Nic::poll_transmit`], after a change through the
@@ -99,8 +100,9 @@ pub(super) struct Turn {
 pub(super) enum After {
     /// It gave a whole quantum and may have more: another turn.
     More,
-    /// It has nothing out and waits for room in the device's send window.
-    WaitsForRoom,
+    /// It has nothing out and waits for room in the device's send window; `first`: before
+    /// the others (it resends).
+    WaitsForRoom { first: bool },
     /// Nothing more until its next event.
     Done,
 }
@@ -169,12 +171,22 @@ impl Turns {
         }
     }
 
-    /// QP `qpn` waits for room in the send window: it joins the waiting queue, if not in it
-    /// (a QP already there keeps its place).
-    pub(super) fn wait(&mut self, qpn: u32) {
-        if let Some(p) = self.places.get_mut(&qpn) {
-            if !p.waiting {
-                p.waiting = true;
+    /// QP `qpn` waits for room in the send window: it joins the end of the waiting queue, or
+    /// its front if `first`; a QP already there keeps its place, unless it is to go first.
+    pub(super) fn wait(&mut self, qpn: u32, first: bool) {
+        let Some(p) = self.places.get_mut(&qpn) else {
+            return;
+        };
+        if p.waiting && first && self.waiting.front() != Some(&qpn) {
+            // Rare (a QP going back to resend): a walk of the queue.
+            self.waiting.retain(|&q| q != qpn);
+            p.waiting = false;
+        }
+        if !p.waiting {
+            p.waiting = true;
+            if first {
+                self.waiting.push_front(qpn);
+            } else {
                 self.waiting.push_back(qpn);
             }
         }
@@ -208,12 +220,12 @@ impl Turns {
             }
             match t.after {
                 After::More => self.schedule(qpn),
-                After::WaitsForRoom if waited && t.gave == 0 => {
+                After::WaitsForRoom { .. } if waited && t.gave == 0 => {
                     // Still no room: neither for the QPs waiting behind it.
                     self.rejoin_front(qpn, true);
                     waiting_open = false;
                 }
-                After::WaitsForRoom => self.wait(qpn),
+                After::WaitsForRoom { first } => self.wait(qpn, first),
                 After::Done => {}
             }
             if !t.room {
@@ -286,7 +298,7 @@ mod tests {
                 } else if gave == quantum {
                     After::More
                 } else if gave == 0 {
-                    After::WaitsForRoom
+                    After::WaitsForRoom { first: false }
                 } else {
                     After::Done // (the rest waits for its own ACKs)
                 };
@@ -405,6 +417,19 @@ mod tests {
         sim.looks.clear();
         assert_eq!(runs(&sim.pass(&mut t, 64)), [(0, 16), (3, 16)]);
         assert_eq!(sim.looks, [0, 3, 4]);
+    }
+
+    #[test]
+    fn a_qp_that_resends_waits_first() {
+        let mut t = Turns::default();
+        (0..4).for_each(|q| t.add(q));
+        (0..3).for_each(|q| t.wait(q, false));
+        t.wait(2, true);
+        t.wait(3, true);
+        t.wait(3, true);
+        let mut sim = Sim::new(&[1; 4]);
+        sim.pass(&mut t, 32);
+        assert_eq!(sim.looks, [3, 2, 0, 1]);
     }
 
     #[test]

@@ -640,6 +640,12 @@ impl Qp {
         self.req.seat.waits()
     }
 
+    /// Whether the requester waits for room to resume a message it began (to resend it):
+    /// the device offers it room before the QPs waiting to start one.
+    pub fn resumes(&self) -> bool {
+        self.req.seat.resumes()
+    }
+
     /// The device offers the requester, if it waits for room, room in the send window.
     pub fn offer_room(&mut self) {
         self.req.seat.offer();

@@ -19,10 +19,13 @@
 //!   the one they are sending and let the window drain to the waiting ones. Without that, the
 //!   QPs that got in first refilled their shares as each ACK came and the others starved (16
 //!   to 6666 WRITEs per QP in one run of `softrnic perf --qps 16`).
-//! * A waiting QP takes room only when the device *offers* it some ([`Seat::offer`]), which
-//!   it does in the order the QPs began to wait (`nic/turns.rs`). A waiting QP that took room
-//!   whenever it was looked at (a post to it, its ACK) went ahead of those waiting longer:
-//!   with 1024 QPs, some completed thousands of WRITEs and some two.
+//! * A waiting QP takes room to start a message only when the device *offers* it some
+//!   ([`Seat::offer`]), which it does in the order the QPs began to wait (`nic/turns.rs`). A
+//!   waiting QP that took room whenever it was looked at (a post to it, its ACK) went ahead
+//!   of those waiting longer: with 1024 QPs, some completed thousands of WRITEs and some two.
+//!   One that waits to resume a message it began (after going back to resend) needs no
+//!   offer, and the device puts it first ([`Seat::resumes`]): its peer is waiting for those
+//!   packets, and behind a thousand others its retransmit timer would run out.
 //!
 //! A QP counts the PSNs from its oldest unacknowledged one to its next one to send: after a
 //! retransmit timeout it goes back to resend from the oldest, and counts none until it has
@@ -108,6 +111,8 @@ pub struct Seat {
     state: Turn,
     /// The device offered this waiting requester room.
     offered: bool,
+    /// The waiting requester's next packet continues a message.
+    resumes: bool,
 }
 
 /// Where a requester stands in the device's window.
@@ -130,6 +135,7 @@ impl Seat {
             mine: 0,
             state: Turn::Idle,
             offered: false,
+            resumes: false,
         }
     }
 
@@ -152,8 +158,9 @@ impl Seat {
                 // A message begun is finished; a new one waits while others do.
                 Turn::Sending => !starts || !others_wait,
                 Turn::Idle => !others_wait,
-                Turn::Waiting => self.offered,
+                Turn::Waiting => self.offered || !starts,
             };
+        self.resumes = !starts;
         let next = match (may, outstanding) {
             (true, _) => Turn::Sending,
             (false, 0) => Turn::Waiting,
@@ -168,6 +175,11 @@ impl Seat {
     /// [`Seat::may_send`] said no).
     pub fn waits(&self) -> bool {
         self.state == Turn::Waiting
+    }
+
+    /// Whether the requester waits for room to resume a message it began (to resend it).
+    pub fn resumes(&self) -> bool {
+        self.state == Turn::Waiting && self.resumes
     }
 
     /// The device offers this requester, if it waits, room: it may send as soon as the
@@ -286,6 +298,24 @@ mod tests {
         assert!(d.has_waiting() && e.waits());
         drop(e);
         assert!(!d.has_waiting(), "a dropped seat waits no more");
+    }
+
+    #[test]
+    fn a_qp_resuming_its_message_needs_no_offer() {
+        let d = DeviceWindow::new();
+        d.share_between(2);
+        let (mut a, mut b) = (Seat::new(d.clone()), Seat::new(d.clone()));
+        a.count(DEVICE_WINDOW_PSNS);
+        // b went back to resend a message it began, and finds the window full.
+        assert!(!b.may_send(0, false));
+        assert!(b.waits() && b.resumes());
+        a.count(0);
+        assert!(b.may_send(0, false), "room: it resends, unoffered");
+        assert!(!b.resumes());
+        // One that waits to start a new message is not resuming one.
+        a.count(DEVICE_WINDOW_PSNS);
+        assert!(!b.may_send(0, true));
+        assert!(b.waits() && !b.resumes());
     }
 
     #[test]
