@@ -241,11 +241,15 @@ fn waiting_qps_get_the_room_acks_make_in_the_order_they_began_to_wait() {
     assert_eq!(per_qp(&first).len(), 32);
     // QP 0's message is acknowledged, and a post to the last QP is the first to be looked
     // at (as a post's round does): it waited longest but one, and does not take the room;
-    // the first waiting QP does, and QP 0 waits behind the others for its second message.
+    // the first waiting QP does. In its own round, QP 0 waits behind the others for its
+    // second message.
     peers.ack(&mut nic, &qpns, 0, now);
     out.clear();
     nic.poll_transmit_qp(qpns[39], now, &mut out, 4096);
     assert_eq!(runs(&peers.receive(&out)), [(0x100 + 32, 16)]);
+    out.clear();
+    nic.poll_transmit_qp(qpns[0], now, &mut out, 4096);
+    assert!(out.is_empty());
     // ACKs of one message at a time, each followed by its QP's round: every QP that waited
     // sends before any other sends its second message.
     let mut order = Vec::new();

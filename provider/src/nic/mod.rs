@@ -748,8 +748,6 @@ impl Nic {
         for &qpn in targets {
             if let Some(e) = self.qps.get_mut(&qpn) {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
-                // It may have something to send now: an answer, or room for requests.
-                self.turns.schedule(qpn);
                 self.deadlines.note(qpn, e.qp.poll_timeout());
             }
         }
@@ -824,10 +822,11 @@ impl Nic {
         self.poll_transmit_scheduled(now, out, max);
     }
 
-    /// [`Nic::poll_transmit`] of the QPs scheduled since the last pass (by a packet, a post's
-    /// round, a timer) and those waiting for room in the send window ([`turns`]) only;
+    /// [`Nic::poll_transmit`] of the QPs scheduled since the last pass (by a timer, or a
+    /// turn cut short) and those waiting for room in the send window ([`turns`]) only;
     /// returns the earliest deadline of the QPs it looked at (the only ones whose deadlines
-    /// it can have moved).
+    /// it can have moved). A QP a packet went to, or a post to, is not scheduled: it is for
+    /// [`Nic::poll_transmit_qp`].
     pub fn poll_transmit_scheduled(
         &mut self,
         now: Instant,

@@ -16,8 +16,9 @@
 //! # Who is offered a turn
 //!
 //! As a NIC's doorbells do, an event names the QP that may now have something to send: a
-//! post to it, a packet for it, one of its timers. Such a QP is *scheduled*: it joins the
-//! end of the *ready* queue (once). A pass offers turns from the front of that queue; a QP
+//! post to it or a packet for it, which give it a round of its own (the driver's, with
+//! `Nic::poll_transmit_qp`), or one of its timers, which *schedules* it: it joins the end of
+//! the *ready* queue (once). A pass offers turns from the front of that queue; a QP
 //! that gave a whole quantum goes back to its end (it may have more), one that gave less has
 //! nothing more for now and leaves it, until its next event. So the work of a pass is its
 //! packets plus one look at each QP something happened to, however many QPs the device has
