@@ -12,9 +12,10 @@
 //! Latency: a poll that receives packets which complete work requests returns those
 //! completions *before* sending what the packets called for (typically the responder's ACK),
 //! the application usually answers with a post, and the ACK then leaves in the same
-//! `sendmmsg` as the answer. A round that completes nothing sends it in any case, and so does
-//! the fourth such round in a row, so an ACK waits at most a few rounds of the caller's
-//! polling.
+//! `sendmmsg` as the answer. A round that completes nothing sends it in any case, and so do
+//! the fourth such round in a row and one in which a timer is due, so an ACK waits at most a
+//! few rounds of the caller's polling, and a timer is not put off by another QP's stream of
+//! completions.
 //!
 //! A round only looks at the QPs it has reason to: those its packets went to, those a post
 //! changed, those owed a transmit by earlier rounds, those whose timers are due (which the
@@ -212,7 +213,7 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         let (received, completed, at) = receive(inner, io);
         moved.packets += received;
         clock = at;
-        if round == Round::Poll && completed > 0 && io.tx_deferred < MAX_DEFERRED {
+        if round == Round::Poll && defers(completed, io.tx_deferred, io.next_due, at) {
             // The transmit of the QPs the packets went to is owed: the next round makes it,
             // unless posts' rounds send all of it first.
             let Io { owed, touched, .. } = io;
@@ -286,6 +287,17 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         *next_due = nic.poll_timeout();
     });
     moved
+}
+
+/// Whether a poll round that received at `at`, which completed `completed` work requests
+/// after `deferred` rounds in a row that did, returns them before transmitting (see the
+/// module comment): not the fourth such round, nor one in which the device's deadline
+/// `next_due` is due. (A busy QP's completions in every round, each answered by a post that
+/// paid what was owed, kept another QP's retransmit timer from running for as long as they
+/// came: one of two QPs completed a tenth of what the other did.)
+fn defers(completed: usize, deferred: u8, next_due: Option<Instant>, at: Option<Instant>) -> bool {
+    let timer_due = next_due.is_some_and(|t| at.is_some_and(|now| t <= now));
+    completed > 0 && deferred < MAX_DEFERRED && !timer_due
 }
 
 /// Runs the due timers, which the NIC finds without looking at the other QPs, and sends
@@ -378,6 +390,18 @@ fn send_queued(inner: &Inner, io: &mut Io) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_defers_its_transmit_for_its_completions_but_not_past_a_due_timer() {
+        let now = Instant::now();
+        let later = Some(now + Duration::from_millis(1));
+        let (now, due) = (Some(now), Some(now - Duration::from_millis(1)));
+        assert!(defers(1, 0, None, now));
+        assert!(defers(3, MAX_DEFERRED - 1, later, now));
+        assert!(!defers(0, 0, None, now), "nothing completed");
+        assert!(!defers(1, MAX_DEFERRED, None, now), "deferred enough");
+        assert!(!defers(1, 0, due, now), "a timer is due");
+    }
 
     #[test]
     fn a_qp_set_holds_each_qpn_once_and_gives_up_to_all_rather_than_grow() {
