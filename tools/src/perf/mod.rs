@@ -116,12 +116,12 @@ pub fn run(opts: &Options) -> io::Result<Report> {
     report.lines.push(lat.measurement());
     report.lines.push(pattern.measurement());
     report.lines.push(Measurement {
-        key: "rc_write_bw",
+        key: "rc_write_bw".into(),
         label: "RC RDMA WRITE 64 KiB, PMTU 4096, 1 QP".to_owned(),
         value: gbit,
         unit: Unit::GbitPerSec,
         detail: "16 outstanding, one thread polls both devices".to_owned(),
-        baseline: Some(write_baseline),
+        baseline: Some(write_baseline.into()),
         fields: Map::from_iter([("gbit_per_s".to_owned(), gbit.into())]),
     });
     // How the devices receive: a packet ring where the process may, else their sockets.
@@ -147,14 +147,14 @@ pub fn run(opts: &Options) -> io::Result<Report> {
 }
 
 /// An RC ping-pong line, judged against the raw UDP ping-pong.
-fn rc_pingpong_line(key: &'static str, label: &str, rtt: &rtt::Rtt, how: &str) -> Measurement {
+fn rc_pingpong_line(key: &str, label: &str, rtt: &rtt::Rtt, how: &str) -> Measurement {
     Measurement {
-        key,
+        key: key.to_owned(),
         label: label.to_owned(),
         value: rtt.mean_us,
         unit: Unit::MeanRttUs,
         detail: format!("{how}; {}", rtt.detail()),
-        baseline: Some("raw_udp_pingpong"),
+        baseline: Some("raw_udp_pingpong".into()),
         fields: rtt.fields(),
     }
 }
@@ -191,7 +191,7 @@ impl Unit {
 #[derive(Clone, Debug)]
 pub struct Measurement {
     /// Stable name, the key in JSON: `raw_udp_bw`, `raw_udp_pingpong`.
-    pub key: &'static str,
+    pub key: String,
     /// What was measured, as printed: `raw UDP  4 KiB sendmmsg/recvmmsg`.
     pub label: String,
     /// The headline figure, in `unit`; not finite (NaN) when it could not be measured, and
@@ -201,7 +201,7 @@ pub struct Measurement {
     /// Printed in parentheses after the figure.
     pub detail: String,
     /// The key of the line this one is compared with: the raw UDP line for an RC line.
-    pub baseline: Option<&'static str>,
+    pub baseline: Option<String>,
     /// Every figure of the measurement, for `--json`.
     pub fields: Map<String, Value>,
 }
@@ -227,7 +227,7 @@ impl Report {
 
     /// `m`'s figure over that of its baseline line, if it has one and it was measured.
     pub fn ratio_to_baseline(&self, m: &Measurement) -> Option<f64> {
-        ratio(m.value, self.get(m.baseline?)?.value)
+        ratio(m.value, self.get(m.baseline.as_deref()?)?.value)
     }
 
     /// One line per measurement, labels aligned, with the ratio to the baseline where there is
@@ -244,7 +244,7 @@ impl Report {
                 m.unit.format(m.value),
                 m.detail
             )?;
-            if let Some(b) = m.baseline {
+            if let Some(b) = &m.baseline {
                 match self.ratio_to_baseline(m) {
                     Some(r) => write!(out, "  = {r:.2}x {b}")?,
                     None => write!(out, "  (no {b} to compare with)")?,
@@ -263,11 +263,11 @@ impl Report {
             let mut o = Map::new();
             o.insert("label".into(), m.label.clone().into());
             o.extend(m.fields.clone());
-            if let Some(b) = m.baseline {
-                o.insert("baseline".into(), b.into());
+            if let Some(b) = &m.baseline {
+                o.insert("baseline".into(), b.clone().into());
                 o.insert("ratio".into(), self.ratio_to_baseline(m).into());
             }
-            all.insert(m.key.into(), Value::Object(o));
+            all.insert(m.key.clone(), Value::Object(o));
         }
         Value::Object(all)
     }

@@ -4,14 +4,14 @@ use serde_json::Map;
 
 use super::{ratio, size_text, Measurement, Report, Unit};
 
-fn line(key: &'static str, label: &str, value: f64, baseline: Option<&'static str>) -> Measurement {
+fn line(key: &str, label: &str, value: f64, baseline: Option<&str>) -> Measurement {
     Measurement {
-        key,
+        key: key.into(),
         label: label.into(),
         value,
         unit: Unit::GbitPerSec,
         detail: "d".into(),
-        baseline,
+        baseline: baseline.map(str::to_owned),
         fields: Map::new(),
     }
 }

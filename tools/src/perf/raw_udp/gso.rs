@@ -95,7 +95,7 @@ impl GsoConfig {
     /// refuses `UDP_SEGMENT` or `UDP_GRO`): says so, with no figure.
     pub fn refused(&self, why: &io::Error) -> Measurement {
         Measurement {
-            key: "raw_udp_gso_bw",
+            key: "raw_udp_gso_bw".into(),
             label: self.label(),
             value: f64::NAN,
             unit: Unit::GbitPerSec,
@@ -173,7 +173,7 @@ impl GsoResult {
             ..GsoConfig::default()
         };
         Measurement {
-            key: "raw_udp_gso_bw",
+            key: "raw_udp_gso_bw".into(),
             label: cfg.label(),
             value: self.gbit_per_s,
             unit: Unit::GbitPerSec,
