@@ -78,7 +78,7 @@ pub fn run(opts: &Options) -> io::Result<Report> {
     let a = "127.0.0.1".parse().expect("literal");
     let b = "127.0.0.2".parse().expect("literal");
     let mut rig = crate::rig::Rig::new(a, b, 4 << 20, softrnic_uapi::Progress::Polling)?;
-    let gbit = crate::demo::write_throughput(&rig, opts.duration)?;
+    let gbit = crate::demo::write_throughput(&rig, crate::demo::WRITE_MSG, opts.duration)?;
     let mut ns: [Vec<u64>; 4] = Default::default();
     for round in 0..LATENCY_ROUNDS {
         // The rounds share the round trips out; the first ones take the remainder.
