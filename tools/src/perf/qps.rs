@@ -96,6 +96,9 @@ fn key(i: usize) -> String {
     format!("rc_write_qps_{i}")
 }
 
+/// The counts `--all` measures when `--qps` does not say.
+pub const DEFAULT_COUNTS: [usize; 6] = [1, 4, 16, 64, 256, 1024];
+
 /// Most counts one `--qps` takes.
 pub const MAX_COUNTS: usize = 12;
 

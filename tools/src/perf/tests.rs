@@ -51,10 +51,13 @@ fn a_line_with_a_baseline_prints_its_ratio_and_labels_align() {
 }
 
 #[test]
-fn sizes_print_in_kib_when_whole() {
+fn sizes_print_in_mib_or_kib_when_whole() {
     assert_eq!(size_text(4096), "4 KiB");
     assert_eq!(size_text(64), "64 B");
     assert_eq!(size_text(1500), "1500 B");
+    assert_eq!(size_text(1 << 20), "1 MiB");
+    assert_eq!(size_text(1536 * 1024), "1536 KiB");
+    assert_eq!(size_text(0), "0 B");
 }
 
 #[test]
