@@ -254,6 +254,18 @@ def value_of(line):
     return headline(line)[0] if line else None
 
 
+def panel_group(x_name, panel, frame, marks, legend):
+    """A panel's `<g>`: its frame ((title, x label, x ticks), see `Panel.frame`), its marks
+    (series and references, drawn in order) and its legend."""
+    return [
+        f"<g class='panel' data-x={quoteattr(x_name)}>",
+        *panel.frame(*frame),
+        *marks,
+        *panel.legend(legend),
+        "</g>",
+    ]
+
+
 def sizes_panel(report, left):
     """Throughput against message size: softrnic and the raw limit for the same packets."""
     rc = lines_by(report, "rc_write_size_", "message_len")
@@ -263,22 +275,21 @@ def sizes_panel(report, left):
     rc = [(n, value_of(line)) for n, line in rc]
     ys = [y for _, y in rc + raw if y is not None]
     panel = Panel(left, [n for n, _ in rc], max(ys, default=1.0))
-    out = ["<g class='panel' data-x='message size'>"]
-    out += panel.frame(
-        "against message size (1 QP)",
-        "message size (log scale)",
-        [(n, size_text(n)) for n, _ in rc],
-    )
-    out += panel.series("raw UDP GSO+GRO, same packets", raw, RAW, LIMIT_DASH)
-    out += panel.series("softrnic RC RDMA WRITE", rc, SOFTRNIC)
-    out += panel.legend(
+    return panel_group(
+        "message size",
+        panel,
+        (
+            "against message size (1 QP)",
+            "message size (log scale)",
+            [(n, size_text(n)) for n, _ in rc],
+        ),
+        panel.series("raw UDP GSO+GRO, same packets", raw, RAW, LIMIT_DASH)
+        + panel.series("softrnic RC RDMA WRITE", rc, SOFTRNIC),
         [
             ("softrnic RC RDMA WRITE, 16 outstanding", SOFTRNIC, None),
             ("raw UDP GSO+GRO of the same packets (kernel limit)", RAW, LIMIT_DASH),
-        ]
+        ],
     )
-    out.append("</g>")
-    return out
 
 
 def qps_panel(report, left):
@@ -293,24 +304,23 @@ def qps_panel(report, left):
         raw = value_of(report.get("raw_udp_gso_size_65536"))
     ys = [y for _, y in points if y is not None] + [v for v in (one, raw) if v is not None]
     panel = Panel(left, [n for n, _ in points], max(ys, default=1.0))
-    out = ["<g class='panel' data-x='QPs'>"]
-    out += panel.frame(
-        "against QPs writing at once (64 KiB)",
-        "QPs (log scale)",
-        [(n, str(n)) for n, _ in points],
-    )
-    out += panel.reference("raw UDP GSO+GRO, 64 KiB runs", raw, RAW, LIMIT_DASH)
-    out += panel.reference("softrnic, 1 QP", one, ONE_QP, ONE_QP_DASH)
-    out += panel.series("softrnic RC RDMA WRITE, all QPs", points, SOFTRNIC)
-    out += panel.legend(
+    return panel_group(
+        "QPs",
+        panel,
+        (
+            "against QPs writing at once (64 KiB)",
+            "QPs (log scale)",
+            [(n, str(n)) for n, _ in points],
+        ),
+        panel.reference("raw UDP GSO+GRO, 64 KiB runs", raw, RAW, LIMIT_DASH)
+        + panel.reference("softrnic, 1 QP", one, ONE_QP, ONE_QP_DASH)
+        + panel.series("softrnic RC RDMA WRITE, all QPs", points, SOFTRNIC),
         [
             ("softrnic RC RDMA WRITE, aggregate of all QPs", SOFTRNIC, None),
             ("softrnic, 1 QP", ONE_QP, ONE_QP_DASH),
             ("raw UDP GSO+GRO, 64 KiB runs (kernel limit)", RAW, LIMIT_DASH),
-        ]
+        ],
     )
-    out.append("</g>")
-    return out
 
 
 def svg(report):

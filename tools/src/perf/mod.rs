@@ -116,6 +116,34 @@ fn rc_write_line(key: &str, msg: usize, gbit: f64, baseline: &str) -> Measuremen
     }
 }
 
+/// Parses a comma-separated list of whole numbers, each within `range`, at most `most` of
+/// them (`--qps 1,4,16`, `--sizes 4096,65536`); `what` names one in the errors.
+///
+/// # Errors
+/// A word that is not such a number, or too many.
+fn parse_list(
+    s: &str,
+    range: std::ops::RangeInclusive<usize>,
+    most: usize,
+    what: &str,
+) -> Result<Vec<usize>, String> {
+    let list = s
+        .split(',')
+        .map(|w| match w.trim().parse::<usize>() {
+            Ok(n) if range.contains(&n) => Ok(n),
+            _ => Err(format!(
+                "{w:?} is not a {what} from {} to {}",
+                range.start(),
+                range.end()
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if list.len() > most {
+        return Err(format!("at most {most} {what}s"));
+    }
+    Ok(list)
+}
+
 /// The unit of a measurement's headline figure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {

@@ -22,7 +22,7 @@ use softrnic_uapi::{
     SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
-use super::{Measurement, Unit};
+use super::{parse_list, Measurement, Unit};
 use crate::rig::{err, wr};
 
 /// Bytes per WRITE.
@@ -277,17 +277,7 @@ pub struct QpCounts(pub Vec<usize>);
 /// # Errors
 /// A word that is not such a count, or too many.
 pub fn parse_counts(s: &str) -> Result<QpCounts, String> {
-    let counts = s
-        .split(',')
-        .map(|w| match w.trim().parse::<usize>() {
-            Ok(n) if (1..=MAX_QPS).contains(&n) => Ok(n),
-            _ => Err(format!("{w:?} is not a QP count from 1 to {MAX_QPS}")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if counts.len() > MAX_COUNTS {
-        return Err(format!("at most {MAX_COUNTS} counts"));
-    }
-    Ok(QpCounts(counts))
+    parse_list(s, 1..=MAX_QPS, MAX_COUNTS, "QP count").map(QpCounts)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use std::io;
 use std::time::Duration;
 
 use super::raw_udp::{udp_gso_bandwidth, GsoConfig};
-use super::{loopback_rig, rc_write_line, size_text, warmup, Measurement, RIG_MEM};
+use super::{loopback_rig, parse_list, rc_write_line, size_text, warmup, Measurement, RIG_MEM};
 use crate::demo;
 
 /// The largest message `--sizes` takes: one the rig's buffer holds.
@@ -78,18 +78,7 @@ pub struct MessageSizes(pub Vec<usize>);
 /// # Errors
 /// A word that is not such a size, one given twice, or too many.
 pub fn parse_sizes(s: &str) -> Result<MessageSizes, String> {
-    let sizes = s
-        .split(',')
-        .map(|w| match w.trim().parse::<usize>() {
-            Ok(n) if (1..=MAX_SIZE).contains(&n) => Ok(n),
-            _ => Err(format!(
-                "{w:?} is not a message size from 1 to {MAX_SIZE} bytes"
-            )),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if sizes.len() > MAX_SIZES {
-        return Err(format!("at most {MAX_SIZES} sizes"));
-    }
+    let sizes = parse_list(s, 1..=MAX_SIZE, MAX_SIZES, "message size")?;
     if let Some(n) = sizes
         .iter()
         .enumerate()
