@@ -37,7 +37,8 @@ use crate::rig::Rig;
 /// What `softrnic perf` runs.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// How long each throughput test sends (a raw one after a warm-up, see [`warmup`]).
+    /// How long each throughput test sends (a raw one after a warm-up of a quarter of it, at
+    /// most 200 ms).
     pub duration: Duration,
     /// Round trips measured by each latency test.
     pub iters: usize,
