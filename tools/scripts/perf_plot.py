@@ -149,7 +149,8 @@ def dash_attr(dash):
 
 
 class Panel:
-    """One plot: a log2 x axis over the data's x values, a linear y axis from 0."""
+    """One plot: a log2 x axis over the data's x values, a linear y axis from 0 to a round
+    number above `y_max`."""
 
     def __init__(self, left, xs, y_max):
         self.left, self.top = left, PANEL_TOP
@@ -266,15 +267,14 @@ def panel_group(x_name, panel, frame, marks, legend):
     ]
 
 
-def sizes_panel(report, left):
+def sizes_panel(report, left, y_max):
     """Throughput against message size: softrnic and the raw limit for the same packets."""
     rc = lines_by(report, "rc_write_size_", "message_len")
     if not rc:
         return []
     raw = [(n, value_of(report.get(line["baseline"]))) for n, line in rc]
     rc = [(n, value_of(line)) for n, line in rc]
-    ys = [y for _, y in rc + raw if y is not None]
-    panel = Panel(left, [n for n, _ in rc], max(ys, default=1.0))
+    panel = Panel(left, [n for n, _ in rc], y_max)
     return panel_group(
         "message size",
         panel,
@@ -292,7 +292,7 @@ def sizes_panel(report, left):
     )
 
 
-def qps_panel(report, left):
+def qps_panel(report, left, y_max):
     """Aggregate throughput against QP count, with one QP's and the raw limit as lines."""
     qps = lines_by(report, "rc_write_qps_", "qps")
     if not qps:
@@ -302,8 +302,7 @@ def qps_panel(report, left):
     raw = value_of(report.get("raw_udp_gso_bw"))
     if raw is None:
         raw = value_of(report.get("raw_udp_gso_size_65536"))
-    ys = [y for _, y in points if y is not None] + [v for v in (one, raw) if v is not None]
-    panel = Panel(left, [n for n, _ in points], max(ys, default=1.0))
+    panel = Panel(left, [n for n, _ in points], y_max)
     return panel_group(
         "QPs",
         panel,
@@ -336,8 +335,14 @@ def svg(report):
     note = " on ".join(part for part in run_record(report.get("run")) if part)
     if note:
         out.append(text(WIDTH / 2, 52, note, size=11, anchor="middle"))
-    out += sizes_panel(report, PANEL_LEFT[0])
-    out += qps_panel(report, PANEL_LEFT[1])
+    # One y scale for both panels, up to the run's largest throughput, so that heights compare.
+    y_max = max(
+        (v["gbit_per_s"] for v in report.values()
+         if isinstance(v, dict) and isinstance(v.get("gbit_per_s"), (int, float))),
+        default=1.0,
+    )
+    out += sizes_panel(report, PANEL_LEFT[0], y_max)
+    out += qps_panel(report, PANEL_LEFT[1], y_max)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
