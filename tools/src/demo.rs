@@ -162,7 +162,7 @@ pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
         && read(sb, 500_000, 8)? == 255u64.to_ne_bytes();
     check("ATOMIC FETCH_AND_ADD +5", ok, &mut checks)?;
 
-    let write_gbit_s = write_throughput(&rig, Duration::from_millis(1000))?;
+    let write_gbit_s = write_throughput(&rig, WRITE_MSG, Duration::from_millis(1000))?;
     let pingpong_us = pingpong(&rig, 2000)?.mean_us;
     Ok(DemoReport {
         checks,
@@ -171,39 +171,61 @@ pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
     })
 }
 
-/// RDMA WRITE of 64 KiB messages, 16 outstanding, for `dur`: Gbit/s of payload.
-pub fn write_throughput(rig: &Rig, dur: Duration) -> io::Result<f64> {
+/// Bytes per message of the demo's and `softrnic perf`'s WRITE throughput lines.
+pub const WRITE_MSG: usize = 65536;
+
+/// RDMA WRITE of `msg`-byte messages, 16 outstanding, for `dur`: Gbit/s of payload.
+pub fn write_throughput(rig: &Rig, msg: usize, dur: Duration) -> io::Result<f64> {
     let remote = RemoteAddr {
         addr: rig.b.mr.addr(),
         rkey: rig.b.mr.rkey(),
     };
-    let (bytes, took) = write_stream(&rig.a, remote, dur)?;
+    let (bytes, took) = write_stream(&rig.a, remote, msg, dur)?;
     Ok(bytes as f64 * 8.0 / took.as_secs_f64() / 1e9)
 }
 
-/// RDMA WRITEs of 64 KiB messages from `side`'s buffer (its first MiB) to `remote` (which
-/// must have 64 KiB), 16 outstanding, for `dur`: the bytes written and the time taken, from
-/// the first post to the last completion.
-pub fn write_stream(side: &Side, remote: RemoteAddr, dur: Duration) -> io::Result<(u64, Duration)> {
-    const MSG: usize = 65536;
-    const DEPTH: usize = 16;
+/// RDMA WRITEs of `msg`-byte messages from `side`'s buffer to `remote` (which must have `msg`
+/// bytes), 16 outstanding, for `dur`: the bytes written and the time taken, from the first
+/// post to the last completion. The messages take turns over the buffer's first MiB (16 of
+/// 64 KiB), or all start at its beginning when one is larger than that.
+///
+/// # Errors
+/// An empty message, one the buffer cannot hold, or a WRITE that fails.
+pub fn write_stream(
+    side: &Side,
+    remote: RemoteAddr,
+    msg: usize,
+    dur: Duration,
+) -> io::Result<(u64, Duration)> {
+    const SOURCE: usize = 1 << 20;
+    const DEPTH: u64 = 16;
+    let len = match u32::try_from(msg) {
+        Ok(len) if msg > 0 && msg <= side.mr.len() => len,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a WRITE of {msg} bytes from a buffer of {}", side.mr.len()),
+            ))
+        }
+    };
+    let slots = (SOURCE / msg).max(1);
     let mut posted = 0u64;
     let mut done = 0u64;
     let start = Instant::now();
     while start.elapsed() < dur || done < posted {
-        while posted - done < DEPTH as u64 && start.elapsed() < dur {
-            let off = (posted as usize % 16) * MSG;
+        while posted - done < DEPTH && start.elapsed() < dur {
+            let off = (posted as usize % slots) * msg;
             side.post(wr(
                 posted,
                 SendOpcode::RdmaWrite,
-                vec![side.mr.sge(off, MSG as u32)],
+                vec![side.mr.sge(off, len)],
                 remote,
             ))?;
             posted += 1;
         }
         done += side.wait(1)?.len() as u64;
     }
-    Ok((done * MSG as u64, start.elapsed()))
+    Ok((done * msg as u64, start.elapsed()))
 }
 
 /// Round trips run before the measured ones (page faults, first packets).

@@ -127,14 +127,25 @@ enum Command {
         /// Rounds of --host (each figure is the median of its rounds).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
         rounds: u64,
-        /// Instead: RC WRITE 64 KiB throughput with each of these numbers of QPs writing at
-        /// once (e.g. 1,2,4,16,64,256,1024), each next to the first count's figure.
+        /// Instead (or with --sizes or --all): RC WRITE 64 KiB throughput with each of these
+        /// numbers of QPs writing at once (e.g. 1,2,4,16,64,256,1024), each next to the first
+        /// count's figure.
         #[arg(long, value_parser = perf::qps::parse_counts, conflicts_with = "host")]
         qps: Option<perf::qps::QpCounts>,
+        /// Instead (or with --qps or --all): RC WRITE throughput for each of these message
+        /// sizes in bytes (e.g. 4096,16384,65536,262144,1048576), one QP, each next to the
+        /// raw UDP GSO+GRO limit for the same packets, measured right before it.
+        #[arg(long, value_parser = perf::sizes::parse_sizes, conflicts_with = "host")]
+        sizes: Option<perf::sizes::MessageSizes>,
+        /// Every set in one run: the default lines, then --sizes and --qps (where not given,
+        /// 4096,16384,65536,262144,1048576 and 1,4,16,64,256,1024), as
+        /// tools/scripts/perf_plot.py draws them.
+        #[arg(long, conflicts_with = "host")]
+        all: bool,
         /// Instead: perftest's ib_send_lat, ib_write_lat and ib_read_lat (64 B, through the
         /// drop-in library, default progress) next to the raw UDP ping-pong, in --rounds
         /// rounds of --iters iterations.
-        #[arg(long, conflicts_with_all = ["host", "qps"])]
+        #[arg(long, conflicts_with_all = ["host", "qps", "sizes", "all"])]
         perftest: bool,
         /// The two addresses (devices) of --perftest: server, client.
         #[arg(long, num_args = 2, value_names = ["SERVER", "CLIENT"],
@@ -179,12 +190,6 @@ fn main() -> ExitCode {
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Status { addr, json } => run_status(addr, json),
         Command::Perf {
-            secs,
-            json,
-            qps: Some(counts),
-            ..
-        } => run_perf_qps(&counts.0, secs, json),
-        Command::Perf {
             iters,
             json,
             rounds,
@@ -196,17 +201,20 @@ fn main() -> ExitCode {
             secs,
             iters,
             json,
-            host: false,
-            ..
-        } => run_perf(secs, iters, json),
-        Command::Perf {
-            secs,
-            iters,
-            json,
             host: true,
             rounds,
             ..
         } => run_perf_host(secs, iters, rounds, json),
+        Command::Perf {
+            secs,
+            iters,
+            json,
+            qps,
+            sizes,
+            all,
+            ..
+        } => perf_options(secs, iters, sizes.map(|s| s.0), qps.map(|c| c.0), all)
+            .and_then(|o| print_report(&perf::run(&o)?, json)),
         Command::PerfPair { role, bind, secs } => {
             let role = match role.as_str() {
                 "writer" => perf::pair::Role::Writer,
@@ -302,10 +310,30 @@ fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {
     out.flush()
 }
 
-fn run_perf(duration: Duration, iters: u64, json: bool) -> io::Result<()> {
+/// What `softrnic perf` measures: the default lines unless only `--sizes` or `--qps` ask for
+/// something else; with `--all`, every set, a list not given taking its default.
+fn perf_options(
+    duration: Duration,
+    iters: u64,
+    sizes: Option<Vec<usize>>,
+    qps: Option<Vec<usize>>,
+    all: bool,
+) -> io::Result<perf::Options> {
     let iters = usize::try_from(iters)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
-    print_report(&perf::run(&perf::Options { duration, iters })?, json)
+    let standard = all || (sizes.is_none() && qps.is_none());
+    let or_default = |given: Option<Vec<usize>>, default: &[usize]| {
+        given
+            .or_else(|| all.then(|| default.to_vec()))
+            .unwrap_or_default()
+    };
+    Ok(perf::Options {
+        duration,
+        iters,
+        standard,
+        sizes: or_default(sizes, &perf::sizes::DEFAULT_SIZES),
+        qps: or_default(qps, &perf::qps::DEFAULT_COUNTS),
+    })
 }
 
 fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io::Result<()> {
@@ -334,19 +362,13 @@ fn run_perf_perftest(
     print_report(&perf::perftest::run(&std::env::current_exe()?, &o)?, json)
 }
 
-fn run_perf_qps(counts: &[usize], duration: Duration, json: bool) -> io::Result<()> {
-    let results = perf::qps::run(counts, duration)?;
-    let report = perf::Report {
-        lines: perf::qps::lines(&results),
-    };
-    print_report(&report, json)
-}
-
-/// A perf report on stdout, as text or one JSON object.
+/// A perf report on stdout, as text or one JSON object (with the `run` it came from).
 fn print_report(report: &perf::Report, json: bool) -> io::Result<()> {
     let mut out = io::stdout().lock();
     if json {
-        writeln!(out, "{}", report.to_json())?;
+        let mut v = report.to_json();
+        v["run"] = perf::machine::record();
+        writeln!(out, "{v}")?;
     } else {
         report.print(&mut out)?;
     }

@@ -120,6 +120,25 @@ fn gso_refuses_impossible_configs() {
     }
 }
 
+/// A message of N bytes is ceil(N / 4096) packets of BTH + 4096 + ICRC bytes (a shorter one
+/// is one packet of its own length), and a run holds at most 15 of them.
+#[test]
+fn a_message_is_sent_as_runs_of_its_packets() {
+    let run = |len| {
+        let c = GsoConfig::for_message(len);
+        (c.segments, c.segment_len)
+    };
+    assert_eq!(run(100), (1, 116));
+    assert_eq!(run(4096), (1, 4112));
+    assert_eq!(run(4097), (2, 4112));
+    assert_eq!(run(16384), (4, 4112));
+    assert_eq!(run(61440), (15, 4112));
+    assert_eq!(run(65536), (15, 4112));
+    assert_eq!(run(1 << 20), (15, 4112));
+    let sixty_four = GsoConfig::for_message(65536);
+    assert_eq!(sixty_four.label(), GsoConfig::default().label());
+}
+
 /// A kernel without UDP GSO or GRO gets a line saying so, with no figure.
 #[test]
 fn a_refused_gso_line_says_why_and_has_no_figure() {

@@ -206,6 +206,128 @@ fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
     assert!(!bad.status.success(), "a count of 0 is refused");
 }
 
+/// Checks the two `--sizes` lines of `size` in `v`: both name the size, RC WRITE moved data
+/// and is judged against the raw line, whose figure is positive and gives the ratio (or, where
+/// the kernel refused GSO or GRO, which says so, and there is no ratio).
+fn check_size_lines(v: &Value, size: u64) {
+    let raw_key = format!("raw_udp_gso_size_{size}");
+    let (raw, rc) = (&v[&raw_key], &v[format!("rc_write_size_{size}")]);
+    assert_eq!(raw["message_len"], size, "{raw}");
+    assert_eq!(rc["message_len"], size, "{rc}");
+    assert_eq!(rc["baseline"], raw_key.as_str(), "{rc}");
+    let gbit = rc["gbit_per_s"].as_f64().unwrap();
+    assert!(gbit > 0.0, "{rc}");
+    let Some(raw_gbit) = raw["gbit_per_s"].as_f64() else {
+        assert!(raw["unsupported"].is_string(), "{raw}");
+        assert!(rc["ratio"].is_null(), "{rc}");
+        return;
+    };
+    assert!(raw_gbit > 0.0, "{raw}");
+    let ratio = rc["ratio"].as_f64().unwrap();
+    assert!((ratio - gbit / raw_gbit).abs() < 1e-9, "{rc}");
+}
+
+#[test]
+fn perf_sizes_gives_each_size_its_raw_limit_and_ratio() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--sizes", "4096,65536", "--secs", "0.2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (size, segments) in [(4096, 1), (65536, 15)] {
+        check_size_lines(&v, size);
+        let raw = &v[format!("raw_udp_gso_size_{size}")];
+        assert_eq!(raw["segments_per_run"], segments, "{raw}");
+    }
+    // --sizes alone: no default line, no QP line; and the run's record.
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    assert!(v["run"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("--sizes 4096,65536"));
+
+    let text = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--sizes", "16384", "--secs", "0.1"])
+        .output()
+        .unwrap();
+    assert!(text.status.success(), "{text:?}");
+    let text = String::from_utf8(text.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("raw UDP  4 x 4112 B GSO send, GRO receive (16 KiB WRITE):"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("RC RDMA WRITE 16 KiB, PMTU 4096, 1 QP:"),
+        "{text}"
+    );
+    let gso = !lines[0].contains("not measured");
+    assert_eq!(lines[1].contains("x raw_udp_gso_size_16384"), gso, "{text}");
+
+    for bad in ["0", "4096,4096", "4194305"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+            .args(["perf", "--sizes", bad])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--sizes {bad} is refused");
+    }
+}
+
+/// `--all`: the default lines, the sizes and the QP counts, all in one JSON object.
+#[test]
+fn perf_all_measures_every_set_in_one_run() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args([
+            "perf", "--all", "--sizes", "4096", "--qps", "1,2", "--secs", "0.1", "--iters", "100",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (key, field) in [
+        ("raw_udp_bw", "gbit_per_s"),
+        ("raw_udp_pingpong", "mean_us"),
+        ("raw_udp_rc_pattern", "mean_us"),
+        ("rc_write_bw", "gbit_per_s"),
+        ("rc_send_pingpong", "mean_us"),
+        ("rc_send_pingpong_1t", "mean_us"),
+        ("rc_write_qps_0", "gbit_per_s"),
+        ("rc_write_qps_1", "gbit_per_s"),
+    ] {
+        assert!(
+            v[key][field].as_f64().is_some_and(|x| x > 0.0),
+            "{key}: {}",
+            v[key]
+        );
+    }
+    assert_eq!(v["rc_write_bw"]["message_len"], 65536);
+    assert_eq!(v["rc_write_qps_1"]["qps"], 2);
+    check_size_lines(&v, 4096);
+    let run = &v["run"];
+    assert!(
+        run["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("softrnic perf --all"),
+        "{run}"
+    );
+    assert!(run["unix_time"].as_u64().is_some_and(|t| t > 0), "{run}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--all", "--host"])
+        .output()
+        .unwrap();
+    assert!(
+        !bad.status.success(),
+        "--all and --host are refused together"
+    );
+}
+
 #[test]
 fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
     if !std::path::Path::new("/usr/bin/ib_send_lat").exists() {

@@ -167,12 +167,12 @@ fn median_line(
 ) -> Measurement {
     let value = median(runs);
     Measurement {
-        key,
+        key: key.to_owned(),
         label: label.to_owned(),
         value,
         unit,
         detail: detail.replace("{}", &runs.len().to_string()),
-        baseline,
+        baseline: baseline.map(str::to_owned),
         fields: Map::from_iter([
             (field.to_owned(), value.into()),
             (format!("rounds_{field}"), runs.to_vec().into()),

@@ -88,7 +88,7 @@ pub fn run(
             addr: peer.addr,
             rkey: peer.rkey,
         };
-        let (bytes, took) = crate::demo::write_stream(&me, remote, secs)?;
+        let (bytes, took) = crate::demo::write_stream(&me, remote, crate::demo::WRITE_MSG, secs)?;
         writeln!(out, "{bytes} {}", took.as_nanos())?;
         out.flush()?;
     }

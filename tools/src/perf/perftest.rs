@@ -116,7 +116,7 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
 /// A raw UDP baseline line: the median of the rounds' median round trips, or half of it.
 fn raw_line(key: &'static str, what: &str, us: f64) -> Measurement {
     Measurement {
-        key,
+        key: key.to_owned(),
         label: format!("raw UDP 64 B busy-poll ping-pong, {what}"),
         value: us,
         unit: Unit::Us,
@@ -138,7 +138,7 @@ fn tool_line(tool: &Tool, runs: &[Latency]) -> Measurement {
     };
     let tail = l.p99 / l.typical;
     Measurement {
-        key: tool.key,
+        key: tool.key.to_owned(),
         label: format!("perftest {} -s 64 (typical)", tool.program),
         value: l.typical,
         unit: Unit::Us,
@@ -149,11 +149,14 @@ fn tool_line(tool: &Tool, runs: &[Latency]) -> Measurement {
             l.p99,
             runs.len()
         ),
-        baseline: Some(if tool.round_trip {
-            "raw_udp_rtt"
-        } else {
-            "raw_udp_one_way"
-        }),
+        baseline: Some(
+            if tool.round_trip {
+                "raw_udp_rtt"
+            } else {
+                "raw_udp_one_way"
+            }
+            .to_owned(),
+        ),
         fields: Map::from_iter([
             ("min_us".to_owned(), l.min.into()),
             ("typical_us".to_owned(), l.typical.into()),
@@ -285,7 +288,7 @@ mod tests {
         ];
         let m = tool_line(&TOOLS[2], &runs);
         assert_eq!(m.value, 5.0);
-        assert_eq!(m.baseline, Some("raw_udp_rtt"));
+        assert_eq!(m.baseline.as_deref(), Some("raw_udp_rtt"));
         assert_eq!(m.fields["p99_over_typical"], 2.0);
         let mut report = Report::default();
         report
@@ -294,7 +297,7 @@ mod tests {
         report.lines.push(m);
         assert_eq!(report.ratio_to_baseline(&report.lines[1]), Some(1.25));
         assert_eq!(
-            tool_line(&TOOLS[0], &runs).baseline,
+            tool_line(&TOOLS[0], &runs).baseline.as_deref(),
             Some("raw_udp_one_way")
         );
     }

@@ -22,7 +22,7 @@ use softrnic_uapi::{
     SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
-use super::{Measurement, Unit};
+use super::{parse_list, Measurement, Unit};
 use crate::rig::{err, wr};
 
 /// Bytes per WRITE.
@@ -69,7 +69,7 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
         .iter()
         .enumerate()
         .map(|(i, s)| Measurement {
-            key: KEYS.get(i).copied().unwrap_or("rc_write_qps"),
+            key: key(i),
             label: format!("RC RDMA WRITE 64 KiB, {} QP{}", s.qps, plural(s.qps)),
             value: s.gbit_per_s,
             unit: Unit::GbitPerSec,
@@ -79,7 +79,7 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
                 s.min_per_qp,
                 s.max_per_qp
             ),
-            baseline: (i > 0).then_some(KEYS[0]),
+            baseline: (i > 0).then(|| key(0)),
             fields: serde_json::Map::from_iter([
                 ("qps".to_owned(), json!(s.qps)),
                 ("gbit_per_s".to_owned(), json!(s.gbit_per_s)),
@@ -91,24 +91,16 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
         .collect()
 }
 
-/// A key per line (a measurement's key is static): `rc_write_qps_<i>` for the i-th count.
-const KEYS: [&str; 12] = [
-    "rc_write_qps_0",
-    "rc_write_qps_1",
-    "rc_write_qps_2",
-    "rc_write_qps_3",
-    "rc_write_qps_4",
-    "rc_write_qps_5",
-    "rc_write_qps_6",
-    "rc_write_qps_7",
-    "rc_write_qps_8",
-    "rc_write_qps_9",
-    "rc_write_qps_10",
-    "rc_write_qps_11",
-];
+/// The key of the line of the `i`-th count: `rc_write_qps_<i>`.
+fn key(i: usize) -> String {
+    format!("rc_write_qps_{i}")
+}
+
+/// The counts `--all` measures when `--qps` does not say.
+pub const DEFAULT_COUNTS: [usize; 6] = [1, 4, 16, 64, 256, 1024];
 
 /// Most counts one `--qps` takes.
-pub const MAX_COUNTS: usize = KEYS.len();
+pub const MAX_COUNTS: usize = 12;
 
 fn plural(n: usize) -> &'static str {
     if n == 1 {
@@ -285,17 +277,7 @@ pub struct QpCounts(pub Vec<usize>);
 /// # Errors
 /// A word that is not such a count, or too many.
 pub fn parse_counts(s: &str) -> Result<QpCounts, String> {
-    let counts = s
-        .split(',')
-        .map(|w| match w.trim().parse::<usize>() {
-            Ok(n) if (1..=MAX_QPS).contains(&n) => Ok(n),
-            _ => Err(format!("{w:?} is not a QP count from 1 to {MAX_QPS}")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if counts.len() > MAX_COUNTS {
-        return Err(format!("at most {MAX_COUNTS} counts"));
-    }
-    Ok(QpCounts(counts))
+    parse_list(s, 1..=MAX_QPS, MAX_COUNTS, "QP count").map(QpCounts)
 }
 
 #[cfg(test)]
@@ -327,7 +309,7 @@ mod tests {
         };
         let lines = lines(&[s(1, 10.0), s(4, 9.0)]);
         assert_eq!(lines[0].baseline, None);
-        assert_eq!(lines[1].baseline, Some(lines[0].key));
+        assert_eq!(lines[1].baseline, Some(lines[0].key.clone()));
         assert_eq!(lines[1].label, "RC RDMA WRITE 64 KiB, 4 QPs");
         let report = super::super::Report { lines };
         let r = report.ratio_to_baseline(&report.lines[1]).unwrap();

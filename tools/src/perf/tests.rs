@@ -4,14 +4,14 @@ use serde_json::Map;
 
 use super::{ratio, size_text, Measurement, Report, Unit};
 
-fn line(key: &'static str, label: &str, value: f64, baseline: Option<&'static str>) -> Measurement {
+fn line(key: &str, label: &str, value: f64, baseline: Option<&str>) -> Measurement {
     Measurement {
-        key,
+        key: key.into(),
         label: label.into(),
         value,
         unit: Unit::GbitPerSec,
         detail: "d".into(),
-        baseline,
+        baseline: baseline.map(str::to_owned),
         fields: Map::new(),
     }
 }
@@ -51,10 +51,13 @@ fn a_line_with_a_baseline_prints_its_ratio_and_labels_align() {
 }
 
 #[test]
-fn sizes_print_in_kib_when_whole() {
+fn sizes_print_in_mib_or_kib_when_whole() {
     assert_eq!(size_text(4096), "4 KiB");
     assert_eq!(size_text(64), "64 B");
     assert_eq!(size_text(1500), "1500 B");
+    assert_eq!(size_text(1 << 20), "1 MiB");
+    assert_eq!(size_text(1536 * 1024), "1536 KiB");
+    assert_eq!(size_text(0), "0 B");
 }
 
 #[test]

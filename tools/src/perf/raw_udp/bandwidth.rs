@@ -104,7 +104,7 @@ impl BwResult {
             "rcvbuf": self.rcvbuf,
         });
         Measurement {
-            key: "raw_udp_bw",
+            key: "raw_udp_bw".into(),
             label: format!(
                 "raw UDP  {} sendmmsg/recvmmsg",
                 size_text(self.datagram_len)

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use softrnic_provider::transport::udp::{gro_segment_size, MAX_SEGMENTS, UDP_GRO, UDP_SEGMENT};
+use softrnic_wire::bth;
+use softrnic_wire::icrc::ICRC_LEN;
 
 use super::{
     flow, gbit_per_s, into_map, invalid, loss_ratio, sender_and_receiver, Flow, MAX_DATAGRAM,
@@ -44,6 +46,13 @@ const END_MARKERS: usize = 4;
 const WARMUP: u8 = 0;
 const MEASURED: u8 = 1;
 const END: u8 = 2;
+
+/// Payload bytes of a full packet at the path MTU the RC lines run at.
+pub const PMTU: usize = 4096;
+/// A full packet's UDP payload: BTH, [`PMTU`] bytes, ICRC (4112 bytes).
+const PACKET_LEN: usize = bth::HEADER_LEN + PMTU + ICRC_LEN;
+/// The most such packets one run holds, under the largest UDP payload (15).
+const MAX_RUN: usize = MAX_DATAGRAM / PACKET_LEN;
 
 /// What [`udp_gso_bandwidth`] runs.
 #[derive(Clone, Debug)]
@@ -71,8 +80,8 @@ impl Default for GsoConfig {
         GsoConfig {
             sender: SocketAddr::from((Ipv4Addr::new(127, 0, 0, 1), 0)),
             receiver: SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), 0)),
-            segment_len: 12 + 4096 + 4,
-            segments: 15,
+            segment_len: PACKET_LEN,
+            segments: MAX_RUN,
             batch: 8,
             warmup: Duration::from_millis(200),
             duration: Duration::from_secs(3),
@@ -82,6 +91,17 @@ impl Default for GsoConfig {
 }
 
 impl GsoConfig {
+    /// The default run, cut to the packets of one RC RDMA WRITE of `len` bytes: a message is
+    /// `ceil(len / 4096)` packets, so a run has that many segments, at most 15; a message
+    /// shorter than a packet is one segment of its own length (BTH, `len` bytes, ICRC).
+    pub fn for_message(len: usize) -> GsoConfig {
+        GsoConfig {
+            segment_len: bth::HEADER_LEN + len.min(PMTU) + ICRC_LEN,
+            segments: len.div_ceil(PMTU).clamp(1, MAX_RUN),
+            ..GsoConfig::default()
+        }
+    }
+
     /// `raw UDP  15 x 4112 B GSO send, GRO receive`.
     pub fn label(&self) -> String {
         format!(
@@ -95,7 +115,7 @@ impl GsoConfig {
     /// refuses `UDP_SEGMENT` or `UDP_GRO`): says so, with no figure.
     pub fn refused(&self, why: &io::Error) -> Measurement {
         Measurement {
-            key: "raw_udp_gso_bw",
+            key: "raw_udp_gso_bw".into(),
             label: self.label(),
             value: f64::NAN,
             unit: Unit::GbitPerSec,
@@ -173,7 +193,7 @@ impl GsoResult {
             ..GsoConfig::default()
         };
         Measurement {
-            key: "raw_udp_gso_bw",
+            key: "raw_udp_gso_bw".into(),
             label: cfg.label(),
             value: self.gbit_per_s,
             unit: Unit::GbitPerSec,

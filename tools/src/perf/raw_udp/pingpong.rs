@@ -55,7 +55,7 @@ impl LatResult {
         let mut fields = self.rtt.fields();
         fields.insert("datagram_len".into(), self.datagram_len.into());
         Measurement {
-            key: "raw_udp_pingpong",
+            key: "raw_udp_pingpong".into(),
             label: format!(
                 "raw UDP  {} busy-poll ping-pong",
                 size_text(self.datagram_len)

@@ -70,12 +70,12 @@ impl PatternResult {
     /// The report line, judged against the plain UDP ping-pong.
     pub fn measurement(&self) -> Measurement {
         Measurement {
-            key: "raw_udp_rc_pattern",
+            key: "raw_udp_rc_pattern".into(),
             label: "raw UDP  RC's datagrams (80 B + 20 B ACK a hop)".to_owned(),
             value: self.rtt.mean_us,
             unit: Unit::MeanRttUs,
             detail: format!("sendmmsg/recvmmsg as softrnic; {}", self.rtt.detail()),
-            baseline: Some("raw_udp_pingpong"),
+            baseline: Some("raw_udp_pingpong".into()),
             fields: self.rtt.fields(),
         }
     }
@@ -332,7 +332,7 @@ mod tests {
         let r = udp_rc_pattern_pingpong(&cfg).unwrap();
         assert_eq!(r.rtt.ns.len(), 200);
         let m = r.measurement();
-        assert_eq!(m.baseline, Some("raw_udp_pingpong"));
+        assert_eq!(m.baseline.as_deref(), Some("raw_udp_pingpong"));
         assert!(m.value > 0.0);
     }
 
