@@ -1,7 +1,8 @@
 //! Who carries the ACKs of a request-response exchange (`driver/round.rs`, `driver/device.rs`):
-//! a round of progress that receives an RDMA WRITE owes its ACK to the application's next post
-//! (the two leave together), or sends it alone once the application has not answered for a
-//! few microseconds; and while the application busy-polls, the progress thread leaves the
+//! a round of progress that receives an RDMA WRITE in a conversation (the QP's own requests
+//! outstanding) owes its ACK to the application's next post (the two leave together), or
+//! sends it alone once the application has not answered for a while; the ACK of a stream
+//! leaves at once; and while the application busy-polls, the progress thread leaves the
 //! packets to its polls instead of waking for each one.
 
 mod common;
@@ -59,21 +60,31 @@ fn poll_until_received(s: &Side) {
 }
 
 #[test]
-fn the_ack_of_a_write_leaves_with_the_answer_or_alone_once_none_comes() {
+fn the_ack_of_a_write_in_a_conversation_leaves_with_the_answer_or_alone_once_none_comes() {
     let (a, ma, b, mb) = pair(Progress::Polling);
-    // The answered WRITE: B's poll takes it in and sends nothing; B's answer carries the ACK.
+    // A stream: B's QP sends nothing, so B's application will not answer: the ACK of A's
+    // WRITE leaves from the round that took it in.
     write(&a, 1, &ma, &mb);
     let before = sent(&b);
     poll_until_received(&b);
-    assert_eq!(sent(&b), before, "the ACK waits for B's answer");
+    assert_eq!(sent(&b) - before, 1, "the ACK at once");
+    assert_eq!(a.one().wr_id, 1);
+
+    // A conversation: B's own WRITE is outstanding (A has not polled, so has not ACKed it),
+    // and the ACK of A's next WRITE waits for B's answer, which carries it.
     write(&b, 2, &mb, &ma);
+    write(&a, 3, &ma, &mb);
+    let before = sent(&b);
+    poll_until_received(&b);
+    assert_eq!(sent(&b), before, "the ACK waits for B's answer");
+    write(&b, 4, &mb, &ma);
     assert_eq!(sent(&b) - before, 2, "B's WRITE and the ACK of A's");
     let wc = a.one();
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    assert_eq!((wc.wr_id, wc.status), (3, WcStatus::Success));
 
-    // The unanswered WRITE: once B's application has not answered for a while, the ACK
-    // leaves alone (on a later poll, or the idle watchdog's round), and A's WRITE completes.
-    write(&a, 3, &ma, &mb);
+    // No answer comes: once B's application has not answered for a while, the ACK leaves
+    // alone (on a later poll, or the idle watchdog's round), and A's WRITE completes.
+    write(&a, 5, &ma, &mb);
     let before = sent(&b);
     poll_until_received(&b);
     let guard = Instant::now() + Duration::from_secs(10);
@@ -82,9 +93,8 @@ fn the_ack_of_a_write_leaves_with_the_answer_or_alone_once_none_comes() {
         b.ctx.device().progress();
     }
     assert_eq!(sent(&b) - before, 1, "the ACK alone");
-    // A's completions: its WRITE 3 (B's WRITE 2 completed on B's CQ, not polled here).
     let wc = a.one();
-    assert_eq!((wc.wr_id, wc.status), (3, WcStatus::Success));
+    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::Success));
 }
 
 #[test]

@@ -10,8 +10,9 @@
 //! a change made meanwhile marks the device again and is picked up by the next round.
 //!
 //! Latency: a poll that receives packets which complete work requests, or SENDs and RDMA
-//! WRITEs (which the application may learn of from its memory), returns *before* sending what
-//! the packets called for (typically the responder's ACK): the application usually answers
+//! WRITEs to a QP whose own requests are outstanding (a conversation, whose application may
+//! learn of a WRITE from its memory), returns *before* sending what the packets called for
+//! (typically the responder's ACK): the application usually answers
 //! with a post, and the ACK then leaves in the same `sendmmsg` as the answer. In a ping-pong
 //! of RDMA WRITEs (perftest's `ib_write_lat`) each side's poll for its send completion then
 //! receives the peer's WRITE with the ACK it waits for, and nothing is left for the progress
@@ -195,9 +196,14 @@ struct Received {
     packets: usize,
     /// Completions the packets produced.
     completed: usize,
-    /// SENDs and RDMA WRITEs, which the responders answer with plain ACKs (a READ or atomic
-    /// request's answer, which its requester waits for, is not one to hold back).
-    acked_requests: usize,
+    /// Whether a SEND or an RDMA WRITE came, which the responders answer with plain ACKs (a
+    /// READ or atomic request's answer, which its requester waits for, is not one to hold
+    /// back).
+    acked_requests: bool,
+    /// ... and came to a QP whose own requests are outstanding: a conversation (a
+    /// ping-pong), whose next post will likely carry the ACK (not a stream to a QP that
+    /// sends nothing, whose application never answers).
+    conversing: bool,
     /// When they were handled (the clock is only read when packets came).
     at: Option<Instant>,
 }
@@ -210,15 +216,15 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
         Ok(n) if n > 0 => {
             let now = Instant::now();
             let mut nic = lock(&inner.nic);
-            let mut acked_requests = 0;
+            let mut acked_requests = false;
             for pkt in io.batch.iter() {
                 match io.guesses.accept(&pkt) {
                     Ok((p, verified)) => {
                         let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
                         io.touched.add(p.repr.bth.dest_qp);
-                        acked_requests += usize::from(p.repr.bth.opcode.info().is_some_and(|i| {
+                        acked_requests |= p.repr.bth.opcode.info().is_some_and(|i| {
                             matches!(i.operation, Operation::Send | Operation::RdmaWrite)
-                        }));
+                        });
                         nic.handle_packet_to(now, &p, verified, src, dst);
                     }
                     Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
@@ -234,10 +240,18 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
                     .map(|&q| nic.route_qp_completions(q))
                     .sum()
             };
+            let conversing = acked_requests
+                && !io.touched.all
+                && io
+                    .touched
+                    .qpns
+                    .iter()
+                    .any(|&q| nic.qp(q).is_ok_and(|qp| qp.send_queue_len() > 0));
             Received {
                 packets: n,
                 completed,
                 acked_requests,
+                conversing,
                 at: Some(now),
             }
         }
@@ -265,14 +279,17 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         // Whether the application will likely answer what came: it polls, or the thread
         // makes the round for an application that polled a moment ago and now spins on
         // memory for an RDMA WRITE (see the module comment).
+        // (After the thread made a round for an application gone to spin on its memory, its
+        // own WRITE is acknowledged already: the conversation is the application's polling.)
         let may_defer = match round {
-            Round::Poll => true,
+            Round::Poll => got.completed > 0 || got.conversing,
             Round::Thread => {
-                inner.polled_within(ANSWERING, *clock.get_or_insert_with(Instant::now))
+                (got.completed > 0 || got.acked_requests)
+                    && inner.polled_within(ANSWERING, *clock.get_or_insert_with(Instant::now))
             }
             Round::Flush => false,
         };
-        if may_defer && got.completed + got.acked_requests > 0 && io.tx_deferred < MAX_DEFERRED {
+        if may_defer && io.tx_deferred < MAX_DEFERRED {
             // The transmit of the QPs the packets went to is owed: a later round makes it,
             // unless posts' rounds send all of it first. Due timers run now: a busy QP's
             // completions in every round, each answered by a post that paid what was owed,
