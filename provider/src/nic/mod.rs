@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use softrnic_wire::roce::RocePacket;
 
-mod deadlines;
 pub mod mcast;
 mod owners;
 mod reset;
@@ -31,12 +30,11 @@ use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
-use deadlines::Deadlines;
 use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 use owners::Owners;
 pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
 pub use turns::QUANTUM;
-use turns::{After, Senders, Turn, Turns};
+use turns::{Senders, Turns};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
@@ -116,29 +114,6 @@ fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
     n
 }
 
-/// Where `qp` stands after a turn in which it gave `whole` quantum or less.
-fn after_turn(qp: &Qp, whole: bool) -> After {
-    if qp.waits_for_room() {
-        After::WaitsForRoom {
-            first: qp.resumes(),
-        }
-    } else if whole && qp.wants_transmit() {
-        After::More
-    } else {
-        // It has nothing more, or waits for an event of its own: an ACK of the packets it
-        // has out (which make room), a READ response, a timer.
-        After::Done
-    }
-}
-
-/// The earlier of two deadlines.
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// The sans-IO NIC of one device.
 pub struct Nic {
     local: IpAddr,
@@ -148,8 +123,6 @@ pub struct Nic {
     /// ([`turns`]).
     turns: Turns,
     senders: Senders,
-    /// The QPs' timers ([`deadlines`]).
-    deadlines: Deadlines,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     /// The open XRC domains ([`crate::xrc`]).
@@ -177,7 +150,6 @@ impl Nic {
             qps: HashMap::default(),
             turns: Turns::default(),
             senders: Senders::default(),
-            deadlines: Deadlines::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             xrcds: Default::default(),
@@ -485,7 +457,6 @@ impl Nic {
         entry.qp.share_window(self.senders.window().clone());
         self.qps.insert(qpn, entry);
         self.turns.add(qpn);
-        self.deadlines.add(qpn);
     }
 
     /// A free QP number, if `max_qp` allows one more QP.
@@ -524,7 +495,6 @@ impl Nic {
             .remove(&qpn)
             .ok_or(Error::InvalidArgument("no such QP"))?;
         self.turns.remove(qpn);
-        self.deadlines.remove(qpn);
         self.senders.update(&mut e.sending, false);
         self.mcast.detach_all(qpn, left);
         Ok(())
@@ -597,23 +567,16 @@ impl Nic {
         Ok(self.qp_and_mrs(qpn)?.0)
     }
 
-    /// QP `qpn` and the key table, borrowed together (a post needs both). The QP's timers
-    /// are read again before the device next looks for due ones ([`deadlines`]).
+    /// QP `qpn` and the key table, borrowed together (a post needs both).
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
     pub fn qp_and_mrs(&mut self, qpn: u32) -> Result<(&mut Qp, &MrTable)> {
-        let Nic {
-            qps,
-            mrs,
-            deadlines,
-            ..
-        } = self;
+        let Nic { qps, mrs, .. } = self;
         let qp = qps
             .get_mut(&qpn)
             .map(|e| &mut e.qp)
             .ok_or(Error::InvalidArgument("no such QP"))?;
-        deadlines.lend(qpn);
         Ok((qp, mrs))
     }
 
@@ -745,41 +708,20 @@ impl Nic {
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        for &qpn in targets {
-            if let Some(e) = self.qps.get_mut(&qpn) {
+        for qpn in targets {
+            if let Some(e) = self.qps.get_mut(qpn) {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
-                self.deadlines.note(qpn, e.qp.poll_timeout());
             }
         }
     }
 
-    /// Runs the QPs' due timers, looking only at the QPs that have one ([`deadlines`]). A
-    /// QP whose timer fired may have something to send (a retransmission, a held ACK): it is
-    /// scheduled a turn; its completions (an error's) move to their CQs.
+    /// Runs the QPs' due timers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.note_lent();
-        let due = self.deadlines.expire(now);
-        let mut events = false;
-        for &qpn in &due {
-            let Some(e) = self.qps.get_mut(&qpn) else {
-                continue;
-            };
+        for e in self.qps.values_mut() {
             if e.qp.poll_timeout().is_some_and(|t| t <= now) {
                 e.qp.handle_timeout(now);
-                self.turns.schedule(qpn);
-                events |= e.qp.has_event();
-                route(e, &mut self.cqs);
             }
-            self.deadlines.note(qpn, e.qp.poll_timeout());
         }
-        self.deadlines.give_back(due);
-        self.signal_events(events);
-    }
-
-    /// Notes the deadlines of the QPs lent out since ([`deadlines`]).
-    fn note_lent(&mut self) {
-        let Nic { qps, deadlines, .. } = self;
-        deadlines.note_lent(|qpn| qps.get(&qpn).and_then(|e| e.qp.poll_timeout()));
     }
 
     /// Lets every QP's held ACK leave with the next transmit (see `rc/ack_coalesce.rs`).
@@ -789,93 +731,39 @@ impl Nic {
         }
     }
 
-    /// No later than the earliest deadline of all QPs: at it, [`Nic::handle_timeout`] runs
-    /// their due timers, or finds a QP whose timer stopped or moved later ([`deadlines`]).
+    /// The earliest deadline of all QPs.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let qps = &self.qps;
-        self.deadlines
-            .next(|qpn| qps.get(&qpn).and_then(|e| e.qp.poll_timeout()))
+        self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()
     }
 
     /// Appends packets to send to `out` until it holds `max` or no QP has more, the QPs
     /// taking turns of up to [`QUANTUM`] packets each, with their shares of the device's
-    /// send window ([`turns`]). A full pass: every QP is counted, and every one that has
-    /// something to send is offered a turn.
+    /// send window ([`turns`]).
     pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
         let mut sending = 0;
-        self.note_lent();
-        let Nic {
-            qps,
-            turns,
-            deadlines,
-            ..
-        } = self;
-        turns.schedule_each(|qpn| {
-            qps.get_mut(&qpn).is_some_and(|e| {
-                e.sending = e.qp.is_sending();
-                sending += usize::from(e.sending);
-                deadlines.note(qpn, e.qp.poll_timeout());
-                e.qp.wants_transmit()
-            })
-        });
+        for e in self.qps.values_mut() {
+            e.sending = e.qp.is_sending();
+            sending += usize::from(e.sending);
+        }
         self.senders.recount(sending);
-        self.poll_transmit_scheduled(now, out, max);
-    }
-
-    /// [`Nic::poll_transmit`] of the QPs scheduled since the last pass (by a timer, or a
-    /// turn cut short) and those waiting for room in the send window ([`turns`]) only;
-    /// returns the earliest deadline of the QPs it looked at (the only ones whose deadlines
-    /// it can have moved). A QP a packet went to, or a post to, is not scheduled: it is for
-    /// [`Nic::poll_transmit_qp`].
-    pub fn poll_transmit_scheduled(
-        &mut self,
-        now: Instant,
-        out: &mut TxQueue,
-        max: usize,
-    ) -> Option<Instant> {
-        let Nic {
-            mrs,
-            qps,
-            turns,
-            senders,
-            deadlines,
-            ..
-        } = self;
-        let mut due = None;
-        turns.pass(|qpn, quantum, waited| {
+        let (mrs, qps) = (&self.mrs, &mut self.qps);
+        self.turns.pass(|qpn, quantum| {
             let mut gave = 0;
-            let Some(e) = qps.get_mut(&qpn) else {
-                return Turn {
-                    gave,
-                    room: out.len() < max,
-                    after: After::Done,
-                };
-            };
-            if waited {
-                e.qp.offer_room();
+            if let Some(e) = qps.get_mut(&qpn) {
+                while gave < quantum
+                    && out.len() < max
+                    && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
+                {
+                    gave += 1;
+                }
             }
-            while gave < quantum
-                && out.len() < max
-                && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
-            {
-                gave += 1;
-            }
-            senders.update(&mut e.sending, e.qp.is_sending());
-            deadlines.note(qpn, e.qp.poll_timeout());
-            due = earliest(due, e.qp.poll_timeout());
-            Turn {
-                gave,
-                room: out.len() < max,
-                after: after_turn(&e.qp, gave == quantum),
-            }
+            (gave, out.len() < max)
         });
-        due
     }
 
-    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it, or a packet for it);
-    /// then the QPs scheduled meanwhile and those waiting for room in the send window, which
-    /// this one's ACKs may have made, take their turns ([`turns`]). Returns the earliest
-    /// deadline of the QPs it looked at, the only ones whose deadlines it can have moved.
+    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it); returns its earliest
+    /// deadline after sending them, which only this QP's packets can have moved (or, when
+    /// QPs wait for room in the send window and get a turn too, the device's).
     pub fn poll_transmit_qp(
         &mut self,
         qpn: u32,
@@ -887,16 +775,15 @@ impl Nic {
         let e = self.qps.get_mut(&qpn)?;
         self.senders.update(&mut e.sending, e.qp.is_sending());
         while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
-        self.senders.update(&mut e.sending, e.qp.is_sending());
         let due = e.qp.poll_timeout();
-        self.deadlines.note(qpn, due);
-        if e.qp.waits_for_room() {
-            self.turns.wait(qpn, e.qp.resumes());
-        }
-        if self.turns.is_idle() {
+        if !self.senders.window().has_waiting() {
             return due;
         }
-        earliest(due, self.poll_transmit_scheduled(now, out, max))
+        // A QP waits for room in the send window, which this one's ACKs may have made: it
+        // must not wait for the next full pass (`rc/requester/window.rs`). The QPs that send
+        // now may arm their timers.
+        self.poll_transmit(now, out, max);
+        self.poll_timeout()
     }
 
     /// Whether some QP may have packets to send.
