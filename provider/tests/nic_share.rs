@@ -16,6 +16,10 @@ use softrnic_provider::nic::{Nic, QUANTUM};
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::rc::{TxQueue, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
 use softrnic_provider::wr::{RemoteAddr, SendFlags, SendOpcode, Sge};
+use softrnic_wire::aeth::{AethRepr, CreditCode, Syndrome};
+use softrnic_wire::bth::BthRepr;
+use softrnic_wire::roce::{RocePacket, RoceRepr};
+use softrnic_wire::{Opcode, Psn};
 
 /// A NIC with `n` RC QPs to peer QPs 0x100.. on B_ADDR (which never answers), each with
 /// `messages` unsignaled 64 KiB RDMA WRITEs posted (PMTU 4096: 16 packets each), and the
@@ -177,4 +181,88 @@ fn a_qp_that_goes_back_after_a_timeout_lets_the_others_send() {
     let n = per_qp(&dests);
     assert_eq!(n.len(), 4, "every QP sends: {n:?}");
     assert!(n.values().all(|&k| k == share), "{n:?}");
+}
+
+/// What the peer of each QP has received: the last PSN and the messages ended, by the peer's
+/// QPN (0x100 + the QP's index).
+#[derive(Default)]
+struct Peers(HashMap<u32, (Psn, u32)>);
+
+impl Peers {
+    /// Takes note of the packets in `out`; returns their peers' QPNs, in order.
+    fn receive(&mut self, out: &TxQueue) -> Vec<u32> {
+        let mut dests = Vec::new();
+        for t in out.as_slice() {
+            let b = t.roce.bth;
+            let (psn, msn) = self.0.entry(b.dest_qp).or_insert((b.psn, 0));
+            *psn = b.psn;
+            *msn += u32::from(b.opcode == Opcode::RC_RDMA_WRITE_LAST);
+            dests.push(b.dest_qp);
+        }
+        dests
+    }
+
+    /// Hands QP `qpns[i]` the ACK of everything its peer has received.
+    fn ack(&self, nic: &mut Nic, qpns: &[u32], i: usize, now: Instant) {
+        let (psn, msn) = self.0[&(0x100 + i as u32)];
+        let mut repr = RoceRepr::new(BthRepr {
+            opcode: Opcode::RC_ACKNOWLEDGE,
+            solicited: false,
+            mig_req: false,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp: qpns[i],
+            ack_req: false,
+            psn,
+        });
+        repr.aeth = Some(AethRepr {
+            syndrome: Syndrome::Ack(CreditCode::UNLIMITED),
+            msn,
+        });
+        let ack = RocePacket {
+            repr,
+            payload: &[],
+            icrc: 0,
+        };
+        nic.handle_packet(now, &ack, true);
+    }
+}
+
+#[test]
+fn waiting_qps_get_the_room_acks_make_in_the_order_they_began_to_wait() {
+    // 40 QPs of two messages each: 32 messages fill the device's window, and the last 8
+    // QPs wait for room.
+    let (mut nic, qpns, _buf, _mrs) = writers(40, 2);
+    let (now, mut out, mut peers) = (Instant::now(), TxQueue::new(), Peers::default());
+    nic.poll_transmit(now, &mut out, 4096);
+    let first = peers.receive(&out);
+    assert_eq!(first.len(), DEVICE_WINDOW_PSNS as usize);
+    assert_eq!(per_qp(&first).len(), 32);
+    // QP 0's message is acknowledged, and a post to the last QP is the first to be looked
+    // at (as a post's round does): it waited longest but one, and does not take the room;
+    // the first waiting QP does. In its own round, QP 0 waits behind the others for its
+    // second message.
+    peers.ack(&mut nic, &qpns, 0, now);
+    out.clear();
+    nic.poll_transmit_qp(qpns[39], now, &mut out, 4096);
+    assert_eq!(runs(&peers.receive(&out)), [(0x100 + 32, 16)]);
+    out.clear();
+    nic.poll_transmit_qp(qpns[0], now, &mut out, 4096);
+    assert!(out.is_empty());
+    // ACKs of one message at a time, each followed by its QP's round: every QP that waited
+    // sends before any other sends its second message.
+    let mut order = Vec::new();
+    for i in (1..32).chain(32..40).chain(0..40) {
+        peers.ack(&mut nic, &qpns, i, now);
+        out.clear();
+        nic.poll_transmit_qp(qpns[i], now, &mut out, 4096);
+        order.extend(runs(&peers.receive(&out)).into_iter().map(|(q, n)| {
+            assert_eq!(n, 16, "a message at a time");
+            q - 0x100
+        }));
+    }
+    let expected: Vec<u32> = (33..40).chain(0..40).collect();
+    assert_eq!(order[..expected.len()], expected[..]);
+    assert!(peers.0.values().all(|&(_, msn)| msn == 2));
 }

@@ -19,14 +19,17 @@
 //! thread to do. The deferred transmit waits for a post at most [`DEFER_LIMIT`] (rounds that
 //! receive nothing send it after that) and at most the fourth receiving round in a row. The
 //! progress thread defers the same way for an application that polled a moment ago
-//! ([`ANSWERING`]) and now spins on its memory.
+//! ([`ANSWERING`]) and now spins on its memory. A round that defers still runs the timers
+//! that are due, which another QP's stream of completions would otherwise put off.
 //!
 //! A round only looks at the QPs it has reason to: those its packets went to, those a post
-//! changed, and those owed a transmit by earlier rounds. Every QP is looked at (a full pass:
-//! timers, completions, transmit, deadlines) only after a change through the API (the dirty
-//! mark), when the earliest deadline the device knows of is due, for a multicast packet, by
-//! the progress thread and before a QP is destroyed. So a round trip costs the same with one
-//! QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`).
+//! changed, those owed a transmit by earlier rounds, those whose timers are due (which the
+//! NIC keeps in a heap, `nic/deadlines.rs`) and those waiting for room in the send window
+//! (`nic/turns.rs`). Every QP is looked at (a full pass: timers, completions, transmit,
+//! deadlines) only after a change through the API (the dirty mark), for a multicast packet,
+//! by the progress thread and before a QP is destroyed. So a round trip costs the same with
+//! one QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`), and a
+//! round of 1024 busy QPs' ACKs costs what its packets do.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -77,9 +80,9 @@ pub(super) struct Io {
     tx_deferred: u8,
     /// Until when the deferred transmit may wait for a post (see [`DEFER_LIMIT`]).
     deferred_until: Option<Instant>,
-    /// No later than the QPs' earliest deadline: exact after a full pass, which recomputes
-    /// it; a QP's round only brings it forward (a deadline it moves back makes one early
-    /// look, and a full pass).
+    /// No later than the QPs' earliest deadline: the NIC's after a full pass or a round of
+    /// timers (`nic/deadlines.rs`); a QP's round only brings it forward (a deadline it moves
+    /// back makes one early round of timers, which looks at the QPs it names only).
     next_due: Option<Instant>,
     /// Empty poll rounds since one last read the clock (see [`CLOCK_EVERY`]).
     unclocked: u8,
@@ -288,7 +291,16 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         };
         if may_defer && io.tx_deferred < MAX_DEFERRED {
             // The transmit of the QPs the packets went to is owed: a later round makes it,
-            // unless posts' rounds send all of it first.
+            // unless posts' rounds send all of it first. Due timers run now: a busy QP's
+            // completions in every round, each answered by a post that paid what was owed,
+            // kept another QP's retransmit timer from running for as long as they came (one
+            // of two QPs completed a fiftieth of what the other did).
+            if let Some(now) = got.at.filter(|&now| timer_due(io.next_due, Some(now))) {
+                // (What the fired timers give to send goes with the owed transmit.)
+                let mut nic = lock(&inner.nic);
+                nic.handle_timeout(now);
+                io.next_due = nic.poll_timeout();
+            }
             let Io { owed, touched, .. } = io;
             owed.add_all(touched);
             io.tx_deferred += 1;
@@ -335,15 +347,16 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         }
     }
     let now = clock.unwrap_or_else(Instant::now);
-    if round == Round::Poll
-        && io.next_due.is_none_or(|t| t > now)
-        && !inner.dirty.load(Ordering::Acquire)
-    {
-        // Nothing changed but the QPs packets went to: they alone may have something to
-        // send (an ACK, a READ response), and their deadlines join the device's.
+    if round == Round::Poll && !inner.dirty.load(Ordering::Acquire) {
+        // Nothing changed but the QPs packets went to and those whose timers are due: they
+        // alone may have something to send (an ACK, a READ response, a retransmission), and
+        // their deadlines join the device's.
         let Io { owed, touched, .. } = io;
         owed.add_all(touched);
         if !owed.all {
+            if timer_due(io.next_due, Some(now)) {
+                moved.packets += run_timers(inner, io, now);
+            }
             let qpns = std::mem::take(&mut io.owed.qpns);
             for &q in &qpns {
                 moved.packets += transmit_qp(inner, io, q, now);
@@ -372,6 +385,24 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         *next_due = nic.poll_timeout();
     });
     moved
+}
+
+/// Whether the device's deadline `next_due` has come at `now` (a round that did not read
+/// the clock knows of none).
+fn timer_due(next_due: Option<Instant>, now: Option<Instant>) -> bool {
+    next_due.is_some_and(|t| now.is_some_and(|now| t <= now))
+}
+
+/// Runs the due timers, which the NIC finds without looking at the other QPs, and sends
+/// what the QPs whose timers fired have (and the QPs waiting for room in the send window,
+/// which a retransmit timeout may have made); the device's deadline is then exact again.
+/// Returns the packets sent.
+fn run_timers(inner: &Inner, io: &mut Io, now: Instant) -> usize {
+    passes(inner, io, |nic, txs, max, next_due| {
+        nic.handle_timeout(now);
+        nic.poll_transmit_scheduled(now, txs, max);
+        *next_due = nic.poll_timeout();
+    })
 }
 
 /// A round for QP `qpn` alone (a post's, see [`Device::post_send`], or for the QPs a batch

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use softrnic_wire::roce::RocePacket;
 
+mod deadlines;
 pub mod mcast;
 mod owners;
 mod reset;
@@ -30,11 +31,12 @@ use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
+use deadlines::Deadlines;
 use mcast::{is_multicast_gid, McastTable, Membership, MULTICAST_QPN};
 use owners::Owners;
 pub use owners::{OwnerId, DEFAULT_OWNER, EVENT_QUEUE_LEN};
 pub use turns::QUANTUM;
-use turns::{Senders, Turns};
+use turns::{After, Senders, Turn, Turns};
 
 /// The first QPN handed out (0 and 1 are the special QPs of IBTA 9.6.1.1; rxe starts at 17).
 pub const FIRST_QPN: u32 = 17;
@@ -114,6 +116,29 @@ fn route(e: &mut QpEntry, cqs: &mut HashMap<u32, Cq>) -> usize {
     n
 }
 
+/// Where `qp` stands after a turn in which it gave `whole` quantum or less.
+fn after_turn(qp: &Qp, whole: bool) -> After {
+    if qp.waits_for_room() {
+        After::WaitsForRoom {
+            first: qp.resumes(),
+        }
+    } else if whole && qp.wants_transmit() {
+        After::More
+    } else {
+        // It has nothing more, or waits for an event of its own: an ACK of the packets it
+        // has out (which make room), a READ response, a timer.
+        After::Done
+    }
+}
+
+/// The earlier of two deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The sans-IO NIC of one device.
 pub struct Nic {
     local: IpAddr,
@@ -123,6 +148,8 @@ pub struct Nic {
     /// ([`turns`]).
     turns: Turns,
     senders: Senders,
+    /// The QPs' timers ([`deadlines`]).
+    deadlines: Deadlines,
     cqs: HashMap<u32, Cq>,
     srqs: SrqTable,
     /// The open XRC domains ([`crate::xrc`]).
@@ -150,6 +177,7 @@ impl Nic {
             qps: HashMap::default(),
             turns: Turns::default(),
             senders: Senders::default(),
+            deadlines: Deadlines::default(),
             cqs: HashMap::default(),
             srqs: SrqTable::new(),
             xrcds: Default::default(),
@@ -457,6 +485,7 @@ impl Nic {
         entry.qp.share_window(self.senders.window().clone());
         self.qps.insert(qpn, entry);
         self.turns.add(qpn);
+        self.deadlines.add(qpn);
     }
 
     /// A free QP number, if `max_qp` allows one more QP.
@@ -495,6 +524,7 @@ impl Nic {
             .remove(&qpn)
             .ok_or(Error::InvalidArgument("no such QP"))?;
         self.turns.remove(qpn);
+        self.deadlines.remove(qpn);
         self.senders.update(&mut e.sending, false);
         self.mcast.detach_all(qpn, left);
         Ok(())
@@ -567,16 +597,23 @@ impl Nic {
         Ok(self.qp_and_mrs(qpn)?.0)
     }
 
-    /// QP `qpn` and the key table, borrowed together (a post needs both).
+    /// QP `qpn` and the key table, borrowed together (a post needs both). The QP's timers
+    /// are read again before the device next looks for due ones ([`deadlines`]).
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
     pub fn qp_and_mrs(&mut self, qpn: u32) -> Result<(&mut Qp, &MrTable)> {
-        let Nic { qps, mrs, .. } = self;
+        let Nic {
+            qps,
+            mrs,
+            deadlines,
+            ..
+        } = self;
         let qp = qps
             .get_mut(&qpn)
             .map(|e| &mut e.qp)
             .ok_or(Error::InvalidArgument("no such QP"))?;
+        deadlines.lend(qpn);
         Ok((qp, mrs))
     }
 
@@ -708,20 +745,41 @@ impl Nic {
         }
         self.rx.delivered += 1;
         self.rx.unverified += u64::from(!verified);
-        for qpn in targets {
-            if let Some(e) = self.qps.get_mut(qpn) {
+        for &qpn in targets {
+            if let Some(e) = self.qps.get_mut(&qpn) {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
+                self.deadlines.note(qpn, e.qp.poll_timeout());
             }
         }
     }
 
-    /// Runs the QPs' due timers.
+    /// Runs the QPs' due timers, looking only at the QPs that have one ([`deadlines`]). A
+    /// QP whose timer fired may have something to send (a retransmission, a held ACK): it is
+    /// scheduled a turn; its completions (an error's) move to their CQs.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for e in self.qps.values_mut() {
+        self.note_lent();
+        let due = self.deadlines.expire(now);
+        let mut events = false;
+        for &qpn in &due {
+            let Some(e) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
             if e.qp.poll_timeout().is_some_and(|t| t <= now) {
                 e.qp.handle_timeout(now);
+                self.turns.schedule(qpn);
+                events |= e.qp.has_event();
+                route(e, &mut self.cqs);
             }
+            self.deadlines.note(qpn, e.qp.poll_timeout());
         }
+        self.deadlines.give_back(due);
+        self.signal_events(events);
+    }
+
+    /// Notes the deadlines of the QPs lent out since ([`deadlines`]).
+    fn note_lent(&mut self) {
+        let Nic { qps, deadlines, .. } = self;
+        deadlines.note_lent(|qpn| qps.get(&qpn).and_then(|e| e.qp.poll_timeout()));
     }
 
     /// Lets every QP's held ACK leave with the next transmit (see `rc/ack_coalesce.rs`).
@@ -731,39 +789,93 @@ impl Nic {
         }
     }
 
-    /// The earliest deadline of all QPs.
+    /// No later than the earliest deadline of all QPs: at it, [`Nic::handle_timeout`] runs
+    /// their due timers, or finds a QP whose timer stopped or moved later ([`deadlines`]).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|e| e.qp.poll_timeout()).min()
+        let qps = &self.qps;
+        self.deadlines
+            .next(|qpn| qps.get(&qpn).and_then(|e| e.qp.poll_timeout()))
     }
 
     /// Appends packets to send to `out` until it holds `max` or no QP has more, the QPs
     /// taking turns of up to [`QUANTUM`] packets each, with their shares of the device's
-    /// send window ([`turns`]).
+    /// send window ([`turns`]). A full pass: every QP is counted, and every one that has
+    /// something to send is offered a turn.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
         let mut sending = 0;
-        for e in self.qps.values_mut() {
-            e.sending = e.qp.is_sending();
-            sending += usize::from(e.sending);
-        }
-        self.senders.recount(sending);
-        let (mrs, qps) = (&self.mrs, &mut self.qps);
-        self.turns.pass(|qpn, quantum| {
-            let mut gave = 0;
-            if let Some(e) = qps.get_mut(&qpn) {
-                while gave < quantum
-                    && out.len() < max
-                    && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
-                {
-                    gave += 1;
-                }
-            }
-            (gave, out.len() < max)
+        self.note_lent();
+        let Nic {
+            qps,
+            turns,
+            deadlines,
+            ..
+        } = self;
+        turns.schedule_each(|qpn| {
+            qps.get_mut(&qpn).is_some_and(|e| {
+                e.sending = e.qp.is_sending();
+                sending += usize::from(e.sending);
+                deadlines.note(qpn, e.qp.poll_timeout());
+                e.qp.wants_transmit()
+            })
         });
+        self.senders.recount(sending);
+        self.poll_transmit_scheduled(now, out, max);
     }
 
-    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it); returns its earliest
-    /// deadline after sending them, which only this QP's packets can have moved (or, when
-    /// QPs wait for room in the send window and get a turn too, the device's).
+    /// [`Nic::poll_transmit`] of the QPs scheduled since the last pass (by a timer, or a
+    /// turn cut short) and those waiting for room in the send window ([`turns`]) only;
+    /// returns the earliest deadline of the QPs it looked at (the only ones whose deadlines
+    /// it can have moved). A QP a packet went to, or a post to, is not scheduled: it is for
+    /// [`Nic::poll_transmit_qp`].
+    pub fn poll_transmit_scheduled(
+        &mut self,
+        now: Instant,
+        out: &mut TxQueue,
+        max: usize,
+    ) -> Option<Instant> {
+        let Nic {
+            mrs,
+            qps,
+            turns,
+            senders,
+            deadlines,
+            ..
+        } = self;
+        let mut due = None;
+        turns.pass(|qpn, quantum, waited| {
+            let mut gave = 0;
+            let Some(e) = qps.get_mut(&qpn) else {
+                return Turn {
+                    gave,
+                    room: out.len() < max,
+                    after: After::Done,
+                };
+            };
+            if waited {
+                e.qp.offer_room();
+            }
+            while gave < quantum
+                && out.len() < max
+                && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t))
+            {
+                gave += 1;
+            }
+            senders.update(&mut e.sending, e.qp.is_sending());
+            deadlines.note(qpn, e.qp.poll_timeout());
+            due = earliest(due, e.qp.poll_timeout());
+            Turn {
+                gave,
+                room: out.len() < max,
+                after: after_turn(&e.qp, gave == quantum),
+            }
+        });
+        due
+    }
+
+    /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it, or a packet for it);
+    /// then the QPs scheduled meanwhile and those waiting for room in the send window, which
+    /// this one's ACKs may have made, take their turns ([`turns`]). Returns the earliest
+    /// deadline of the QPs it looked at, the only ones whose deadlines it can have moved.
     pub fn poll_transmit_qp(
         &mut self,
         qpn: u32,
@@ -775,15 +887,16 @@ impl Nic {
         let e = self.qps.get_mut(&qpn)?;
         self.senders.update(&mut e.sending, e.qp.is_sending());
         while out.len() < max && out.push_with(|t| e.qp.poll_transmit_into(now, mrs, t)) {}
+        self.senders.update(&mut e.sending, e.qp.is_sending());
         let due = e.qp.poll_timeout();
-        if !self.senders.window().has_waiting() {
+        self.deadlines.note(qpn, due);
+        if e.qp.waits_for_room() {
+            self.turns.wait(qpn, e.qp.resumes());
+        }
+        if self.turns.is_idle() {
             return due;
         }
-        // A QP waits for room in the send window, which this one's ACKs may have made: it
-        // must not wait for the next full pass (`rc/requester/window.rs`). The QPs that send
-        // now may arm their timers.
-        self.poll_transmit(now, out, max);
-        self.poll_timeout()
+        earliest(due, self.poll_transmit_scheduled(now, out, max))
     }
 
     /// Whether some QP may have packets to send.

@@ -34,6 +34,7 @@ impl Nic {
             .ok_or(Error::InvalidArgument("no such QP"))?;
         let was_reset = e.qp.state() == QpState::Reset;
         e.qp.modify(attr, mask, limits)?;
+        self.deadlines.note(qpn, e.qp.poll_timeout());
         if !was_reset && e.qp.state() == QpState::Reset {
             for cq in [e.send_cq, e.recv_cq] {
                 if let Some(c) = self.cqs.get_mut(&cq.0) {

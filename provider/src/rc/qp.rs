@@ -634,6 +634,23 @@ impl Qp {
         matches!(self.state, QpState::Rts | QpState::Sqd) && !self.req.sq.is_empty()
     }
 
+    /// Whether the requester has nothing out and waits for room in its device's send window
+    /// (`rc/requester/window.rs`): the device offers it a turn when there is some.
+    pub fn waits_for_room(&self) -> bool {
+        self.req.seat.waits()
+    }
+
+    /// Whether the requester waits for room to resume a message it began (to resend it):
+    /// the device offers it room before the QPs waiting to start one.
+    pub fn resumes(&self) -> bool {
+        self.req.seat.resumes()
+    }
+
+    /// The device offers the requester, if it waits for room, room in the send window.
+    pub fn offer_room(&mut self) {
+        self.req.seat.offer();
+    }
+
     /// Takes its place in its device's send window (`rc/requester/window.rs`).
     pub fn share_window(&mut self, device: crate::rc::DeviceWindow) {
         self.req.seat = crate::rc::requester::Seat::new(device);

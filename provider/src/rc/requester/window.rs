@@ -16,10 +16,16 @@
 //!   share of two PSNs each sent runs of two packets (a system call each) and an ACK for
 //!   each, and moved a quarter of what one QP did; a share is at least one whole run.
 //! * While QPs with nothing out wait for room, the others start no new message: they finish
-//!   the one they are sending and let the window drain to the waiting ones, which the device
-//!   gives turns in order (`nic/turns.rs`). Without that, the QPs that got in first refilled
-//!   their shares as each ACK came and the others starved (16 to 6666 WRITEs per QP in one
-//!   run of `softrnic perf --qps 16`).
+//!   the one they are sending and let the window drain to the waiting ones. Without that, the
+//!   QPs that got in first refilled their shares as each ACK came and the others starved (16
+//!   to 6666 WRITEs per QP in one run of `softrnic perf --qps 16`).
+//! * A waiting QP takes room to start a message only when the device *offers* it some
+//!   ([`Seat::offer`]), which it does in the order the QPs began to wait (`nic/turns.rs`). A
+//!   waiting QP that took room whenever it was looked at (a post to it, its ACK) went ahead
+//!   of those waiting longer: with 1024 QPs, some completed thousands of WRITEs and some two.
+//!   One that waits to resume a message it began (after going back to resend) needs no
+//!   offer, and the device puts it first ([`Seat::resumes`]): its peer is waiting for those
+//!   packets, and behind a thousand others its retransmit timer would run out.
 //!
 //! A QP counts the PSNs from its oldest unacknowledged one to its next one to send: after a
 //! retransmit timeout it goes back to resend from the oldest, and counts none until it has
@@ -103,6 +109,10 @@ pub struct Seat {
     device: DeviceWindow,
     mine: u32,
     state: Turn,
+    /// The device offered this waiting requester room.
+    offered: bool,
+    /// The waiting requester's next packet continues a message.
+    resumes: bool,
 }
 
 /// Where a requester stands in the device's window.
@@ -124,6 +134,8 @@ impl Seat {
             device,
             mine: 0,
             state: Turn::Idle,
+            offered: false,
+            resumes: false,
         }
     }
 
@@ -146,8 +158,9 @@ impl Seat {
                 // A message begun is finished; a new one waits while others do.
                 Turn::Sending => !starts || !others_wait,
                 Turn::Idle => !others_wait,
-                Turn::Waiting => true,
+                Turn::Waiting => self.offered || !starts,
             };
+        self.resumes = !starts;
         let next = match (may, outstanding) {
             (true, _) => Turn::Sending,
             (false, 0) => Turn::Waiting,
@@ -156,6 +169,23 @@ impl Seat {
         };
         self.set(next);
         may
+    }
+
+    /// Whether the requester has nothing out and waits for room (its last
+    /// [`Seat::may_send`] said no).
+    pub fn waits(&self) -> bool {
+        self.state == Turn::Waiting
+    }
+
+    /// Whether the requester waits for room to resume a message it began (to resend it).
+    pub fn resumes(&self) -> bool {
+        self.state == Turn::Waiting && self.resumes
+    }
+
+    /// The device offers this requester, if it waits, room: it may send as soon as the
+    /// device's window is not full, until it stops waiting.
+    pub fn offer(&mut self) {
+        self.offered = self.state == Turn::Waiting;
     }
 
     /// Stops waiting for room (the QP left RTS, or has nothing more to send).
@@ -170,6 +200,7 @@ impl Seat {
                 w.fetch_add(1, Ordering::Relaxed);
             } else if self.state == Turn::Waiting {
                 w.fetch_sub(1, Ordering::Relaxed);
+                self.offered = false;
             }
             self.state = next;
         }
@@ -241,20 +272,50 @@ mod tests {
         let mut c = Seat::new(d.clone());
         c.count(DEVICE_WINDOW_PSNS / 2);
         assert!(!b.may_send(0, true), "full");
-        assert!(d.has_waiting());
+        assert!(d.has_waiting() && b.waits() && !a.waits());
         c.count(0); // c's ACKs came
         assert!(a.may_send(1, false), "a finishes its message");
         assert!(!a.may_send(1, true), "but starts no new one while b waits");
+        assert!(
+            !b.may_send(0, true),
+            "b waits for the device to offer it room"
+        );
+        b.offer();
         assert!(b.may_send(0, true), "b's turn");
-        assert!(!d.has_waiting());
+        assert!(!d.has_waiting() && !b.waits());
         assert!(b.may_send(1, true), "b goes on: no one waits");
+        b.offer();
+        assert!(!b.offered, "an offer is for a waiting requester only");
         drop(c);
         a.count(DEVICE_WINDOW_PSNS);
         let mut e = Seat::new(d.clone());
         assert!(!e.may_send(0, true));
-        assert!(d.has_waiting());
+        e.offer();
+        assert!(
+            !e.may_send(0, true),
+            "an offer makes no room in a full window"
+        );
+        assert!(d.has_waiting() && e.waits());
         drop(e);
         assert!(!d.has_waiting(), "a dropped seat waits no more");
+    }
+
+    #[test]
+    fn a_qp_resuming_its_message_needs_no_offer() {
+        let d = DeviceWindow::new();
+        d.share_between(2);
+        let (mut a, mut b) = (Seat::new(d.clone()), Seat::new(d.clone()));
+        a.count(DEVICE_WINDOW_PSNS);
+        // b went back to resend a message it began, and finds the window full.
+        assert!(!b.may_send(0, false));
+        assert!(b.waits() && b.resumes());
+        a.count(0);
+        assert!(b.may_send(0, false), "room: it resends, unoffered");
+        assert!(!b.resumes());
+        // One that waits to start a new message is not resuming one.
+        a.count(DEVICE_WINDOW_PSNS);
+        assert!(!b.may_send(0, true));
+        assert!(b.waits() && !b.resumes());
     }
 
     #[test]
