@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde_json::Map;
 
-use super::{Measurement, Report, Unit};
+use super::{median, Measurement, Report, Unit};
 
 /// What `softrnic perf --host` runs.
 #[derive(Clone, Debug)]
@@ -177,17 +177,6 @@ fn median_line(
             (field.to_owned(), value.into()),
             (format!("rounds_{field}"), runs.to_vec().into()),
         ]),
-    }
-}
-
-/// The median of `v` (the mean of the middle two for an even count); 0 for none.
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
     }
 }
 
@@ -377,16 +366,4 @@ fn pingpong_us(bin: &Path, shared: bool, iters: u32) -> io::Result<f64> {
             rest.strip_suffix(" usec/iter")?.trim().parse().ok()
         })
         .ok_or_else(|| io::Error::other(format!("no usec/iter line in:\n{text}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_odd_even_and_none() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
-    }
 }

@@ -263,6 +263,18 @@ impl Report {
     }
 }
 
+/// The median of `v` (the mean of the middle two for an even count); 0 for none. Figures
+/// taken in rounds are reported as the median of their rounds.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
 /// `1 MiB` for whole mebibytes, `4 KiB` for whole kibibytes, else `64 B`.
 fn size_text(bytes: usize) -> String {
     const KIB: usize = 1024;

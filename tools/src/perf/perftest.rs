@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde_json::Map;
 
 use super::raw_udp;
-use super::{Measurement, Report, Unit};
+use super::{median, Measurement, Report, Unit};
 
 /// What `softrnic perf --perftest` runs.
 #[derive(Clone, Debug)]
@@ -218,17 +218,6 @@ pub fn parse(out: &str) -> Option<Latency> {
     })
 }
 
-/// The median of `v` (the mean of the middle two for an even count); NaN when empty.
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,13 +244,6 @@ mod tests {
         );
         assert_eq!(parse("no report here"), None);
         assert_eq!(parse(" t_typical\n not numbers\n"), None);
-    }
-
-    #[test]
-    fn the_median_of_the_rounds() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&[]).is_nan());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use serde_json::Map;
 
-use super::{ratio, size_text, Measurement, Report, Unit};
+use super::{median, ratio, size_text, Measurement, Report, Unit};
 
 fn line(key: &str, label: &str, value: f64, baseline: Option<&str>) -> Measurement {
     Measurement {
@@ -75,4 +75,11 @@ fn a_line_not_measured_says_so_and_gives_no_ratio() {
     assert_eq!(lines[0], "base: not measured (d)");
     assert_eq!(lines[1], "rc:   2.00 Gbit/s (d)  (no base to compare with)");
     assert!(report.to_json()["other"]["ratio"].is_null());
+}
+
+#[test]
+fn median_of_odd_even_and_none() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    assert_eq!(median(&[]), 0.0);
 }
