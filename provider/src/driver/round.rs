@@ -12,8 +12,8 @@
 //! Latency: a poll that receives packets which complete work requests, or SENDs and RDMA
 //! WRITEs to a QP whose own requests are outstanding (a conversation, whose application may
 //! learn of a WRITE from its memory), returns *before* sending what the packets called for
-//! (typically the responder's ACK): the application usually answers
-//! with a post, and the ACK then leaves in the same `sendmmsg` as the answer. In a ping-pong
+//! (typically the responder's ACK): the application usually answers with a post, and the ACK
+//! then leaves in the same `sendmmsg` as the answer. In a ping-pong
 //! of RDMA WRITEs (perftest's `ib_write_lat`) each side's poll for its send completion then
 //! receives the peer's WRITE with the ACK it waits for, and nothing is left for the progress
 //! thread to do. The deferred transmit waits for a post at most [`DEFER_LIMIT`] (rounds that
@@ -149,6 +149,12 @@ impl Io {
         self.deferred_until
     }
 
+    /// Nothing is owed any more: the deferral, and its limit, start afresh.
+    fn end_deferral(&mut self) {
+        self.tx_deferred = 0;
+        self.deferred_until = None;
+    }
+
     /// The scratch state of a device sending with `emitter` over `transport`.
     pub(super) fn new(transport: Box<dyn Transport + Send>, emitter: Emitter) -> Io {
         Io {
@@ -276,11 +282,11 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         let got = receive(inner, io);
         moved.packets += got.packets;
         clock = got.at;
-        // Whether the application will likely answer what came: it polls, or the thread
-        // makes the round for an application that polled a moment ago and now spins on
-        // memory for an RDMA WRITE (see the module comment).
-        // (After the thread made a round for an application gone to spin on its memory, its
-        // own WRITE is acknowledged already: the conversation is the application's polling.)
+        // Whether the application will likely answer what came: it polls (and the QP is in a
+        // conversation), or the thread makes the round for an application that polled a
+        // moment ago and now spins on memory for an RDMA WRITE; its own WRITE is then
+        // acknowledged already, so its recent polling stands for the conversation (see the
+        // module comment).
         let may_defer = match round {
             Round::Poll => got.completed > 0 || got.conversing,
             Round::Thread => {
@@ -363,15 +369,13 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
             }
             io.owed.qpns = qpns;
             io.owed.clear();
-            io.tx_deferred = 0;
-            io.deferred_until = None;
+            io.end_deferral();
             return moved;
         }
     }
     // Cleared before the pass looks at the QPs (see the module comment).
     inner.dirty.store(false, Ordering::Release);
-    io.tx_deferred = 0;
-    io.deferred_until = None;
+    io.end_deferral();
     io.owed.clear();
     if round == Round::Flush {
         // Before a QP is destroyed: the ACKs it holds leave now (else the peer retries
@@ -414,8 +418,7 @@ pub(super) fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32, now: Instant) ->
     if io.tx_deferred > 0 {
         io.owed.remove(qpn);
         if io.owed.is_empty() {
-            io.tx_deferred = 0;
-            io.deferred_until = None;
+            io.end_deferral();
         }
     }
     passes(inner, io, |nic, txs, max, next_due| {
