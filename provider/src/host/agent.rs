@@ -20,10 +20,13 @@
 //! for a listener that may be registering just then. Everything else is counted and
 //! dropped; so is what arrives on the socket of a freed block.
 //!
-//! A new agent (its predecessor's process exited) waits until the old group is gone — every
-//! process, seeing its connection end, gives its socket back — and builds a new one. It
-//! knows no listeners: each process, having joined it, registers its Service IDs again
-//! ([`super::cm_link`]), and until it has, REQs for them are rejected as for nobody's.
+//! An agent whose process closes its device hands the whole group to another member's
+//! process ([`super::handover`]), which goes on serving it: no socket leaves the group and no
+//! process notices. Only if the agent's process dies without closing its device is a new
+//! agent needed: it waits until the old group is gone — every process, seeing its connection
+//! end, gives its socket back — and builds a new one. It knows no listeners: each process,
+//! having joined it, registers its Service IDs again ([`super::cm_link`]), and until it has,
+//! REQs for them are rejected as for nobody's.
 
 use std::io;
 use std::net::{IpAddr, UdpSocket};
@@ -70,10 +73,11 @@ pub(super) fn join_request(block: QpnBlock) -> [u8; 4] {
     [b'J', 0, lo, hi]
 }
 
-/// The agent, running on a thread of this process; it stops when dropped.
+/// The agent, running on a thread of this process. Dropped, it stops and hands its group to
+/// another process ([`super::handover`]).
 pub struct Agent {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle<Option<Group>>>,
 }
 
 impl Agent {
@@ -91,15 +95,37 @@ impl Agent {
         listener.set_nonblocking(true)?;
         let link = UnixDatagram::bind_addr(&cm_link::agent_name(addr)?)?;
         link.set_nonblocking(true)?;
+        Agent::spawn(addr, move |stop| match Group::build(addr, listener, link) {
+            Ok(group) => Some(serve(group, stop)),
+            Err(e) => {
+                refuse_everyone(e.listener, stop);
+                None
+            }
+        })
+        .map(Some)
+    }
+
+    /// Goes on serving `group`, which another process's agent handed over.
+    ///
+    /// # Errors
+    /// Spawning the thread.
+    pub(super) fn resume(group: Group) -> io::Result<Agent> {
+        Agent::spawn(group.addr, move |stop| Some(serve(group, stop)))
+    }
+
+    fn spawn(
+        addr: IpAddr,
+        f: impl FnOnce(&AtomicBool) -> Option<Group> + Send + 'static,
+    ) -> io::Result<Agent> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("softrnic agent {addr}"))
-            .spawn(move || run(addr, &listener, link, &s))?;
-        Ok(Some(Agent {
+            .spawn(move || f(&s))?;
+        Ok(Agent {
             stop,
             thread: Some(thread),
-        }))
+        })
     }
 }
 
@@ -107,31 +133,37 @@ impl Drop for Agent {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if let Ok(Some(mut group)) = t.join() {
+                group.answer_for_nobody(Instant::now());
+                super::handover::give(group);
+            }
         }
     }
 }
 
 /// A process's connection and the block whose socket it holds.
-struct Member {
-    conn: UnixStream,
-    block: QpnBlock,
+pub(super) struct Member {
+    pub(super) conn: UnixStream,
+    pub(super) block: QpnBlock,
 }
 
-/// The group: its sockets by index (= block), and who holds each.
-struct Group {
-    addr: IpAddr,
-    slots: Vec<UdpSocket>,
-    members: Vec<Member>,
+/// The group: its sockets by index (= block), and who holds each; with what the agent
+/// listens on.
+pub(super) struct Group {
+    pub(super) addr: IpAddr,
+    /// Where processes connect to join (the agent's name).
+    pub(super) listener: UnixListener,
+    pub(super) slots: Vec<UdpSocket>,
+    pub(super) members: Vec<Member>,
     /// Datagrams the agent dropped (socket 0's and freed blocks').
     dropped: u64,
     /// The connection manager that answers QP1's MADs for nobody: it never has a listener
     /// or a connection, so it keeps nothing.
     cm: Cm,
     /// The link to the processes' connection managers ([`cm_link`]).
-    link: UnixDatagram,
+    pub(super) link: UnixDatagram,
     /// Who listens on which Service ID.
-    listeners: Listeners,
+    pub(super) listeners: Listeners,
     /// The MADs of a burst for the processes, sent when it has been read.
     outbox: MadOutbox,
     /// REQs for no listener, waiting a moment for one.
@@ -140,16 +172,32 @@ struct Group {
 
 impl Group {
     /// A new group, once no socket of an older one is left (or [`REBUILD_WAIT`] passed).
-    fn build(addr: IpAddr, link: UnixDatagram) -> io::Result<Group> {
+    ///
+    /// # Errors
+    /// The port is held outside softrnic: the listener comes back, to refuse everyone.
+    fn build(addr: IpAddr, listener: UnixListener, link: UnixDatagram) -> Result<Group, Unbuilt> {
         let deadline = Instant::now() + REBUILD_WAIT;
         while !steer::port_is_free(addr) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
-        let first = steer::open_slot(addr)?;
-        steer::attach(&first, 1)?;
-        Ok(Group {
+        let first = match steer::open_slot(addr).and_then(|s| steer::attach(&s, 1).map(|_| s)) {
+            Ok(s) => s,
+            Err(_) => return Err(Unbuilt { listener }),
+        };
+        Ok(Group::of(addr, listener, vec![first], link))
+    }
+
+    /// A group of `slots`, index 0 first, with no member yet.
+    pub(super) fn of(
+        addr: IpAddr,
+        listener: UnixListener,
+        slots: Vec<UdpSocket>,
+        link: UnixDatagram,
+    ) -> Group {
+        Group {
             addr,
-            slots: vec![first],
+            listener,
+            slots,
             members: Vec::new(),
             dropped: 0,
             cm: Cm::new(Config::new(0, QpnBlock(0), 0)),
@@ -157,7 +205,7 @@ impl Group {
             listeners: Listeners::default(),
             outbox: MadOutbox::default(),
             unclaimed: Unclaimed::default(),
-        })
+        }
     }
 
     fn held(&self, block: QpnBlock) -> bool {
@@ -310,20 +358,27 @@ fn drain(s: &UdpSocket) -> u64 {
     n
 }
 
-fn run(addr: IpAddr, listener: &UnixListener, link: UnixDatagram, stop: &AtomicBool) {
-    let Ok(mut group) = Group::build(addr, link) else {
-        // The port is held outside softrnic (another user, kernel rxe): processes get no
-        // socket from this agent and say so when they open the device.
-        while !stop.load(Ordering::Acquire) {
-            while let Ok((conn, _)) = listener.accept() {
-                let _ = fdpass::send(&conn, &[b'E', 0, libc::EADDRINUSE as u8, 0], None);
-            }
-            std::thread::sleep(TICK);
-        }
-        return;
-    };
+/// A group that could not be built: port 4791 is held outside softrnic (another user,
+/// kernel rxe).
+struct Unbuilt {
+    listener: UnixListener,
+}
+
+/// Answers every process `EADDRINUSE`: it gets no socket from this agent, and says so when it
+/// opens the device.
+fn refuse_everyone(listener: UnixListener, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
-        let mut fds = vec![pollin(listener.as_raw_fd())];
+        while let Ok((conn, _)) = listener.accept() {
+            let _ = fdpass::send(&conn, &[b'E', 0, libc::EADDRINUSE as u8, 0], None);
+        }
+        std::thread::sleep(TICK);
+    }
+}
+
+/// Serves `group` until `stop`; gives it back.
+fn serve(mut group: Group, stop: &AtomicBool) -> Group {
+    while !stop.load(Ordering::Acquire) {
+        let mut fds = vec![pollin(group.listener.as_raw_fd())];
         fds.extend(group.members.iter().map(|m| pollin(m.conn.as_raw_fd())));
         let first_slot = fds.len();
         fds.push(pollin(group.link.as_raw_fd()));
@@ -359,12 +414,13 @@ fn run(addr: IpAddr, listener: &UnixListener, link: UnixDatagram, stop: &AtomicB
         let dropped: u64 = group.unheld().map(drain).sum();
         group.dropped += dropped;
         if fds[0].revents != 0 {
-            while let Ok((conn, _)) = listener.accept() {
+            while let Ok((conn, _)) = group.listener.accept() {
                 let _ = conn.set_nonblocking(false);
                 group.join(conn);
             }
         }
     }
+    group
 }
 
 /// A `pollfd` waiting for `fd` to become readable.

@@ -80,6 +80,11 @@ impl Listeners {
         }
     }
 
+    /// Every Service ID listened on, with its block.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, QpnBlock)> + '_ {
+        self.by_service.iter().map(|(s, b)| (*s, *b))
+    }
+
     /// Every listener of `block` goes (its process exited).
     pub fn forget(&mut self, block: QpnBlock) {
         self.by_service.retain(|_, b| *b != block);

@@ -1,6 +1,7 @@
 //! A process's membership of a shared device: its QPN block, its socket of the group from
 //! the agent (becoming the agent first if no process is), and a thread that watches the
-//! connection to the agent. When that connection ends (the agent's process exited), the
+//! connection to the agent. On it the agent may hand its group over (`handover.rs`): the
+//! thread then runs the agent. When that connection ends (the agent's process died), the
 //! thread gives the socket back, so that the next agent can build the group anew, and joins
 //! again with the same block: the QPs keep their numbers. What else the old agent knew of
 //! the process (the Service IDs its connection manager listens on) the process tells the new
@@ -9,7 +10,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{self, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::agent::{agent_name, join_request, pollin, Agent, AGENT_WAIT};
 use super::block::{Lease, QpnBlock};
 use super::fdpass;
+use super::handover::{self, OFFER};
 use super::status::{self, ProcessReport, QpReport};
 
 /// How often the member's thread looks whether the member was dropped.
@@ -227,10 +229,17 @@ impl Watcher {
             if shared.stop.load(Ordering::Acquire) {
                 return;
             }
+            // The agent's end closed, or it offers its group (`handover.rs`).
             let mut buf = [0u8; 4];
-            let _ = fdpass::recv(&conn, &mut buf); // returns when the agent's end closes
+            let got = fdpass::recv(&conn, &mut buf);
             if shared.stop.load(Ordering::Acquire) {
                 return;
+            }
+            if let (Ok(Some(Some(listener))), OFFER) = (got, buf[0]) {
+                let slots = u16::from_le_bytes([buf[2], buf[3]]);
+                if self.take_over(&conn, slots, listener).is_ok() {
+                    continue;
+                }
             }
             // Give the group's socket back: a placeholder takes its descriptor.
             if let Ok(placeholder) = UdpSocket::bind(SocketAddr::new(self.addr, 0)) {
@@ -248,6 +257,17 @@ impl Watcher {
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
         }
+    }
+
+    /// Becomes the agent of the group offered on `conn`, the old agent's `slots` sockets
+    /// following `listener`.
+    fn take_over(&self, conn: &UnixStream, slots: u16, listener: OwnedFd) -> io::Result<()> {
+        let group = handover::take(self.addr, conn, slots, listener)?;
+        // Holding every descriptor, this process serves the group even if the old agent is
+        // gone before it heard so.
+        let _ = handover::taken(conn);
+        *lock(&self.shared.agent) = Some(Agent::resume(group)?);
+        Ok(())
     }
 
     /// Runs the rejoin hooks, without holding their lock (a hook may add one), and keeps

@@ -20,8 +20,10 @@
 //!   management datagrams, datagrams for unleased blocks and malformed ones arrive. The first
 //!   process to open the device runs it, on a thread: an unmodified program loading
 //!   `libibverbs.so.1` has no `softrnic` executable to start, and a multithreaded process may
-//!   not `fork` one. If that process exits, the next process to notice takes the role (the
-//!   agent's name is an abstract socket too), and the group is built again.
+//!   not `fork` one. When that process closes its device, it hands the group, descriptors
+//!   and all, to another process ([`handover`]); if it dies instead, the next process to
+//!   notice takes the role (the agent's name is an abstract socket too), and the group is
+//!   built again.
 //! * **Seeing it** ([`status`]): the leases are listed in `/proc/net/unix`, so `softrnic
 //!   status` finds every process using a device there, and asks each for its QPs on its
 //!   lease's socket.
@@ -39,6 +41,7 @@ pub mod agent;
 pub mod block;
 pub mod cm_link;
 mod fdpass;
+pub mod handover;
 pub mod mad_route;
 pub mod member;
 pub mod status;
