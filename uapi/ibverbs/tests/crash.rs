@@ -54,7 +54,7 @@ fn start_pair(prog: &Path, server: &str, client: &str, args: &[&str]) -> (Child,
 
 /// The server of a pair, listening; the client's arguments.
 fn start_server(prog: &Path, server: &str, args: &[&str]) -> (Child, Vec<String>) {
-    let port = common::free_port(server);
+    let port = common::free_port();
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     args.extend(["-p".to_string(), port.to_string()]);
     let s = common::spawn(prog, &args, server);

@@ -56,7 +56,7 @@ fn pair(
     let tool = |name| common::program_of(name, &test, "rdmacm-utils");
     let (server_prog, client_prog) = (tool(server)?, tool(client)?);
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    let port = common::free_port(addrs.0).to_string();
+    let port = common::free_port().to_string();
     let fill = |args: &[&str]| -> Vec<String> {
         args.iter()
             .map(|a| a.replace("{server}", addrs.0).replace("{port}", &port))

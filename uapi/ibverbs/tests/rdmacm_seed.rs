@@ -74,7 +74,7 @@ fn compile(name: &str, test: &str) -> Option<std::path::PathBuf> {
 /// port free on `server`: the client again while it reports that nobody listens yet, until
 /// the server has exited or the hang guard runs out. Their outputs, server's first.
 fn run_both(exe: &Path, server: &str, client: &str) -> (Output, Output) {
-    let port = common::free_port(server).to_string();
+    let port = common::free_port().to_string();
     let deadline = Instant::now() + HANG_GUARD;
     let args = |side: &str| vec![side.to_string(), server.to_string(), port.clone()];
     let mut server_child = common::spawn(exe, &args("server"), server);

@@ -95,7 +95,7 @@ fn report(server: &Output, client: &Output) -> String {
 /// to the server's address, with a deadline that kills both if they hang. The client is
 /// started again while the server is not listening yet.
 fn server_and_client(prog: &Path, server: &str, client: &str) {
-    let port = common::free_port(server).to_string();
+    let port = common::free_port().to_string();
     // Generous: one attempt that finds no listener may take REQ's retries (over a minute).
     let deadline = Instant::now() + Duration::from_secs(240);
     let args = |role: &str| vec![role.to_string(), server.to_string(), port.clone()];

@@ -178,10 +178,30 @@ pub fn compile_c_linked(
     Some(exe)
 }
 
-/// A TCP port free right now on `addr` (for a server/client pair's setup exchange).
-pub fn free_port(addr: &str) -> u16 {
-    let l = TcpListener::bind((addr, 0)).expect("binding a free port");
-    l.local_addr().expect("local address").port()
+/// A TCP port free right now on every address (for a server/client pair's setup exchange;
+/// the servers listen on all addresses), below the kernel's ephemeral range: a port the
+/// kernel chose (bind to 0) is one it also gives connecting sockets as their source, and a
+/// client of a pair running at the same time took one such port before its server could
+/// listen on it.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const LOWEST: u16 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST).max(1);
+    // Each test process starts elsewhere in the span, and never offers one port twice.
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let start = (std::process::id() % u32::from(span)) as u16;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = LOWEST + (start.wrapping_add(n.wrapping_mul(7)) % span);
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port below {ephemeral}");
 }
 
 /// Starts `prog` on softrnic (our library, device of `addr`), its output captured.
@@ -246,7 +266,7 @@ pub fn run_pair(
     args: &[String],
     env: &[(&str, &str)],
 ) -> (Output, Output) {
-    let port = free_port(server).to_string();
+    let port = free_port().to_string();
     let mut args = args.to_vec();
     args.extend(["-p".to_string(), port]);
     let deadline = Instant::now() + Duration::from_secs(90);
