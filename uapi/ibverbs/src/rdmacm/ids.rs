@@ -68,8 +68,11 @@ export_rdmacm! {
             let Some(soft) = SoftId::of(id) else { return fail(libc::EINVAL) };
             soft.keep_event(None);
             let cm = soft.id.clone();
+            // Destroyed first: an event another thread took just now still finds this C
+            // struct (and the program's context in it) through the word, and `destroy`
+            // waits until that event is acknowledged.
+            cm.clone().destroy();
             cm.set_user_word(0);
-            cm.destroy();
             // SAFETY: the program gives the id up; its events were acknowledged.
             unsafe { SoftId::free(id) };
             0
@@ -339,6 +342,81 @@ mod tests {
             assert_eq!(rdma_get_src_port(&mut *id), 0);
             assert_eq!(rdma_get_dst_port(&mut *id), 0, "AF_UNSPEC");
             assert_eq!(rdma_get_src_port(std::ptr::null_mut()), 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod teardown_tests {
+    use super::*;
+    use crate::rdmacm::abi::{rdma_cm_event, RDMA_PS_TCP};
+    use crate::rdmacm::events::{rdma_ack_cm_event, rdma_create_event_channel, rdma_get_cm_event};
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// An event taken while its id is being destroyed (rping's event thread, its main thread
+    /// in `rdma_destroy_id`) names that id, with the context the program gave it: the id's
+    /// C struct lives until the event is acknowledged. A program that finds its state
+    /// through `event->id->context` must never read a NULL context.
+    #[test]
+    fn an_event_taken_during_rdma_destroy_id_names_its_id() {
+        const IDS: usize = 3000;
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(Ipv4Addr::new(127, 0, 49, 21)).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: plain C calls on objects this test creates and owns.
+        unsafe {
+            let channel = rdma_create_event_channel();
+            assert!(!channel.is_null());
+            let channel_word = channel as usize;
+            let stop = AtomicBool::new(false);
+            let (got, contextless) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    // rping's cm_thread: take, look at the context, acknowledge.
+                    let channel = channel_word as *mut rdma_event_channel;
+                    let fd = (*channel).fd;
+                    let flags = libc::fcntl(fd, libc::F_GETFL);
+                    libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                    while !stop.load(Ordering::Acquire) {
+                        let mut e: *mut rdma_cm_event = std::ptr::null_mut();
+                        if rdma_get_cm_event(channel, &mut e) != 0 {
+                            std::hint::spin_loop();
+                            continue;
+                        }
+                        got.fetch_add(1, Ordering::Relaxed);
+                        if (*(*e).id).context.is_null() {
+                            contextless.fetch_add(1, Ordering::Relaxed);
+                        }
+                        rdma_ack_cm_event(e);
+                    }
+                });
+                for i in 0..IDS {
+                    let mut id = std::ptr::null_mut();
+                    let context = (i + 1) as *mut c_void;
+                    assert_eq!(rdma_create_id(channel, &mut id, context, RDMA_PS_TCP), 0);
+                    let mut dst = addr;
+                    let dst: *mut sockaddr = (&mut dst as *mut libc::sockaddr_in).cast();
+                    assert_eq!(rdma_resolve_addr(id, std::ptr::null_mut(), dst, 1000), 0);
+                    assert_eq!(rdma_destroy_id(id), 0);
+                }
+                stop.store(true, Ordering::Release);
+            });
+            eprintln!(
+                "{} of {IDS} events taken before their id was destroyed",
+                got.load(Ordering::Relaxed)
+            );
+            assert_eq!(
+                contextless.load(Ordering::Relaxed),
+                0,
+                "events with a NULL context"
+            );
+            crate::rdmacm::events::rdma_destroy_event_channel(channel);
         }
     }
 }
