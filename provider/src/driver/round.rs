@@ -431,10 +431,18 @@ pub(super) fn transmit_qp(inner: &Inner, io: &mut Io, qpn: u32, now: Instant) ->
     })
 }
 
+/// The most packets a round sends before it receives again (2 MiB at a 4096-byte path MTU).
+/// Without a bound, one READ of gigabytes (or a peer's burst of them) was sent whole before
+/// the round looked at what had come meanwhile: every other QP's requests waited in the
+/// socket for as long, seconds.
+pub(super) const ROUND_BUDGET: usize = 512;
+
 /// Transmit passes: `fill` puts up to `max` packets into the queue (and updates the device's
 /// deadline) with the NIC locked, then they are sent, until a pass leaves room in the queue:
 /// every QP it looked at had nothing more, and sending changes no QP, so another pass would
-/// find nothing. Returns the packets sent.
+/// find nothing. After [`ROUND_BUDGET`] packets with more to send, the passes stop and mark
+/// the device dirty: the next round receives first, then makes a full pass, in which every
+/// QP with something to send takes its turn. Returns the packets sent.
 fn passes(
     inner: &Inner,
     io: &mut Io,
@@ -451,6 +459,10 @@ fn passes(
         let drained = io.txs.len() < max;
         sent += send_queued(inner, io);
         if drained {
+            return sent;
+        }
+        if sent >= ROUND_BUDGET {
+            inner.dirty.store(true, Ordering::Release);
             return sent;
         }
     }

@@ -2,8 +2,11 @@
 //! AckReq is re-ACKed with the latest PSN; a READ is read again from the original request's
 //! saved resource (the duplicate's RETH may ask for the rest only); an atomic replays its saved
 //! original value; FLUSH and ATOMIC WRITE get their empty READ RESPONSE again. At most
-//! `max_dest_rd_atomic` answers wait at once, and a duplicate of a READ already being answered
-//! adds nothing, so that a flood of duplicates cannot grow the output queue.
+//! `max_dest_rd_atomic` answers wait at once, and a READ has one response stream however
+//! often it is duplicated: a duplicate of a READ being answered restarts that stream from
+//! its PSN if the stream is past it (9.7.5.1.2 lets the responder restart a response in
+//! progress), and adds nothing otherwise, so that a flood of duplicates can neither grow the
+//! output queue nor multiply what a READ sends.
 
 use softrnic_wire::aeth::{CreditCode, Syndrome};
 use softrnic_wire::opcode::Operation;
@@ -29,34 +32,55 @@ impl Responder {
             }
             Operation::RdmaReadRequest => {
                 let Some(reth) = repr.reth else { return };
-                let found = self.resources.iter().any(|r| match *r {
-                    Resource::Read { first_psn, npkts } => {
-                        psn.distance_from(first_psn) < npkts
+                let saved = self.resources.iter().find_map(|r| match *r {
+                    Resource::Read { first_psn, npkts }
+                        if psn.distance_from(first_psn) < npkts
                             && packets_for(reth.dma_len, ctx.pmtu)
-                                <= npkts - psn.distance_from(first_psn)
+                                <= npkts - psn.distance_from(first_psn) =>
+                    {
+                        Some((first_psn, npkts))
                     }
-                    Resource::Atomic { .. } | Resource::Reply { .. } => false,
+                    _ => None,
                 });
-                if !found || check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len).is_err() {
-                    return; // nothing saved for it (or no longer readable): drop, as rxe
+                let Some((first, npkts)) = saved else {
+                    return; // nothing saved for it: drop, as rxe
+                };
+                if check_read(ctx, mrs, reth.rkey, reth.va, reth.dma_len).is_err() {
+                    return; // no longer readable: drop, as rxe
                 }
-                let queued = self
-                    .out
-                    .iter()
-                    .any(|r| matches!(*r, Response::Read { first_psn, .. } if first_psn == psn));
-                if queued || self.answers_queued() >= answer_limit(ctx) {
-                    return; // already being answered, or a flood: the requester retries
-                }
-                let msn = self.msn;
-                self.note_queued(false);
-                self.out.push_back(Response::Read {
+                let restart = Response::Read {
                     rkey: reth.rkey,
                     va: reth.va,
                     len: reth.dma_len,
                     first_psn: psn,
                     offset: 0,
-                    msn,
+                    msn: self.msn,
+                };
+                // One response stream per READ, however often it is asked again: a stream
+                // of it already queued restarts from the duplicate's PSN if that is behind
+                // the stream (its packets from there were lost), and is left alone if not
+                // (it will get there).
+                let wanted = psn.distance_from(first);
+                let stream = self.out.iter_mut().find(|r| {
+                    matches!(**r, Response::Read { first_psn, .. }
+                        if first_psn.distance_from(first) < npkts)
                 });
+                if let Some(r) = stream {
+                    if let Response::Read {
+                        first_psn, offset, ..
+                    } = *r
+                    {
+                        if wanted < first_psn.distance_from(first) + offset / ctx.pmtu {
+                            *r = restart;
+                        }
+                    }
+                    return;
+                }
+                if self.answers_queued() >= answer_limit(ctx) {
+                    return; // a flood: the requester retries
+                }
+                self.note_queued(false);
+                self.out.push_back(restart);
             }
             Operation::CompareSwap | Operation::FetchAdd => {
                 let saved = self.resources.iter().find_map(|r| match *r {

@@ -221,11 +221,24 @@ impl RecvPacing {
         self.got = got;
     }
 
-    /// Something was sent: single datagrams since are a conversation, not a stream.
-    pub fn sent(&mut self) {
-        self.singles = 0;
+    /// `packets` were sent. A few (an answer, its ACK): single datagrams since are a
+    /// conversation, not a stream. More: the device is streaming (a long message, a READ
+    /// response of megabytes), and what comes meanwhile queues up: the next receive asks for
+    /// a batch. Asking one at a time, a device streaming a READ response took one request of
+    /// every other QP per round of sending, and those behind a burst (500 duplicates of the
+    /// READ) waited seconds.
+    pub fn sent(&mut self, packets: usize) {
+        if packets > CONVERSATION_PACKETS {
+            self.got = self.got.max(MAX_MSGS / 2);
+        } else {
+            self.singles = 0;
+        }
     }
 }
+
+/// The most packets a send of a conversation carries: an answer and the ACK of the request
+/// it answers (see [`RecvPacing::sent`]).
+const CONVERSATION_PACKETS: usize = 2;
 
 /// The rule of [`RecvPacing::want`]: after a receive that brought `got` datagrams, the
 /// `singles`-th in a row that brought exactly one with nothing sent in between.
@@ -576,7 +589,7 @@ fn nonblocking(mut call: impl FnMut() -> isize) -> io::Result<Option<usize>> {
 
 impl Transport for UdpTransport {
     fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
-        self.rx_pacing.sent();
+        self.rx_pacing.sent(pkts.len());
         let mut done = 0;
         while done < pkts.len() {
             match self.send_run(&pkts[done..]) {

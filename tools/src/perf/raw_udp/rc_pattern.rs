@@ -186,7 +186,7 @@ impl Io {
     /// The answer carrying `seq`, then an ACK, in one `sendmmsg` to the peer `tx` is
     /// connected to.
     fn send(&mut self, tx: &UdpSocket, seq: u64) -> io::Result<()> {
-        self.pacing.sent();
+        self.pacing.sent(2);
         self.answer[..8].copy_from_slice(&seq.to_le_bytes());
         let mut iov = [
             libc::iovec {
