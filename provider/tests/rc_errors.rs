@@ -1372,3 +1372,55 @@ fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
     assert_states(&p, QpState::Err, QpState::Err);
     assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
 }
+
+/// A lost packet that nothing follows is resent once no ACK came within the measured round
+/// trip (at least `MIN_RTO`), not a whole local ACK timeout later, and the early resend
+/// costs no retry: with `retry_cnt` 0 the WR still succeeds. A dead peer is still reported
+/// a whole timeout after each counted try (`ack_timeout_exhausts_retry_cnt_when_the_peer_is_gone`).
+#[test]
+fn a_lost_last_packet_is_resent_after_the_round_trip_not_the_timeout() {
+    use softrnic_provider::rc::MIN_RTO;
+    let c = Connect {
+        timeout: 14, // 67 ms
+        retry_cnt: 0,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(
+        FabricConfig {
+            delay_ns: 20_000,
+            ..FabricConfig::default()
+        },
+        41,
+        c,
+    );
+    let a_mem = p.a.region(4096, ALL);
+    let b_mem = p.b.region(4096, ALL);
+    // A first WRITE measures the round trip (40 µs).
+    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
+    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
+    // The second is lost once.
+    p.fabric.set_config(FabricConfig {
+        loss: 1.0,
+        delay_ns: 20_000,
+        ..FabricConfig::default()
+    });
+    let start = p.elapsed();
+    p.a.post_write(2, sge_of(&a_mem, 64, 64), remote_of(&b_mem, 64));
+    p.step();
+    assert_eq!(p.fabric.stats().lost, 1, "the WRITE went out and was lost");
+    p.fabric.set_config(FabricConfig {
+        delay_ns: 20_000,
+        ..FabricConfig::default()
+    });
+    p.run_until(10_000, |p| p.a.send_wcs.len() == 2);
+    let took = p.elapsed() - start;
+    assert_eq!(
+        wc_statuses(&p.a.send_wcs),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert!(
+        took >= MIN_RTO && took < ack_timeout(14) / 8,
+        "recovered after {took:?} (the local ACK timeout is {:?})",
+        ack_timeout(14)
+    );
+}

@@ -15,7 +15,8 @@
 //!   fatal ones, completed as `IBV_WC_REM_INV_REQ_ERR`, `IBV_WC_REM_ACCESS_ERR`,
 //!   `IBV_WC_REM_OP_ERR`.
 //! * **Local ACK timeout** (4.096 µs × 2^timeout after the last progress): resend from the
-//!   oldest unacknowledged PSN; after `retry_cnt` retries, `IBV_WC_RETRY_EXC_ERR`.
+//!   oldest unacknowledged PSN; after `retry_cnt` retries, `IBV_WC_RETRY_EXC_ERR`. Before it,
+//!   early resends after a measured round trip, which cost no retry (`requester/rto.rs`).
 //!
 //! Every completion error moves the QP to ERR, which flushes the rest.
 
@@ -161,7 +162,14 @@ impl Requester {
         }
         if timers.expire(Timer::Retransmit, now) && self.outstanding() && !self.rnr_wait {
             let una = self.una;
-            self.retry_from(ctx, una, ev);
+            // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
+            // timeout after the last progress does.
+            let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
+            if counted {
+                self.retry_from(ctx, una, ev);
+            } else {
+                self.go_back(ctx, una);
+            }
         }
     }
 
@@ -320,8 +328,9 @@ impl Requester {
     /// transmission moved past anything now acknowledged.
     pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
+        self.rto.progress(self.una, now);
         match ctx.ack_timeout {
-            Some(d) if self.outstanding() => timers.set(Timer::Retransmit, now + d),
+            Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rto.arm(now, d)),
             _ => timers.stop(Timer::Retransmit),
         }
         if self.next_psn.cmp_modular(self.una) == Ordering::Less {

@@ -28,6 +28,7 @@ pub mod transmit;
 pub use connect::ConnectAttr;
 pub use context::{Completion, CqSide, QpContext};
 pub use qp::{Qp, QpAttr, QpCaps, QpLimits};
+pub use requester::rto::MIN_RTO;
 pub use requester::{
     DeviceWindow, ACK_REQ_INTERVAL, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS,
 };

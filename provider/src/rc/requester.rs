@@ -35,6 +35,7 @@ use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
 
 mod flush_atomic_write;
+pub mod rto;
 pub mod window;
 
 pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
@@ -167,6 +168,8 @@ pub(crate) struct Requester {
     pub max_send_wr: usize,
     /// Its place in the device's send window (`window.rs`).
     pub seat: Seat,
+    /// The round-trip estimate the retransmit timer runs by (`rto.rs`).
+    pub rto: rto::Rto,
 }
 
 impl Requester {
@@ -186,6 +189,7 @@ impl Requester {
             unasked: Unasked::default(),
             max_send_wr,
             seat: Seat::default(),
+            rto: rto::Rto::default(),
         }
     }
 
@@ -412,11 +416,11 @@ impl Requester {
             self.max_psn = self.max_psn.add(npkts);
             self.next_psn = w.first_psn;
         }
-        self.build(ctx, out);
+        self.build(ctx, now, out);
         // UC and UD expect no ACK: nothing to time out.
         if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
-                timers.set(Timer::Retransmit, now + d);
+                timers.set(Timer::Retransmit, self.rto.arm(now, d));
             }
         }
         true
@@ -445,13 +449,16 @@ impl Requester {
     /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
     /// asks). Every [`ack_req_interval`] packets of the QP's window ask in any case, and READs
     /// and atomics always ask: their response is the ACK.
-    fn build(&mut self, ctx: &QpContext, out: &mut Transmit) {
+    fn build(&mut self, ctx: &QpContext, now: Instant, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let xrc_srqn = w.xrc_srqn;
         let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
         let resend = psn != self.sent_end;
         if !resend {
             self.sent_end = psn.add(1);
+        }
+        if ctx.is_reliable() {
+            self.rto.sent(psn, now, resend);
         }
         // A UD SEND goes where its WR says; a connected QP's packets to its peer.
         out.dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
