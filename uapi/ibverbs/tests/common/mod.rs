@@ -332,12 +332,18 @@ pub fn pingpong_env(prog: &Path, server: &str, client: &str, extra: &[&str], env
     let mut args: Vec<String> = ["-g", "1"].iter().map(|s| s.to_string()).collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let (server_out, client_out) = run_pair(prog, server, client, &args, env);
-    for (who, out) in [("server", &server_out), ("client", &client_out)] {
+    for (who, out, other) in [
+        ("server", &server_out, &client_out),
+        ("client", &client_out, &server_out),
+    ] {
         let (stdout, stderr) = texts(out);
+        let (other_stdout, other_stderr) = texts(other);
         assert!(
             out.status.success(),
-            "{who} of {name} {extra:?} failed ({}):\n{stdout}{stderr}",
-            out.status
+            "{who} of {name} {extra:?} failed ({}):\n{stdout}{stderr}\n\
+             its peer ({}):\n{other_stdout}{other_stderr}",
+            out.status,
+            other.status
         );
         assert!(
             stdout.contains(" bytes in ") && stdout.contains("Mbit/sec"),
