@@ -10,14 +10,14 @@
 //! modulo the CRC polynomial: a table lookup and one or two carry-less multiplications.
 
 /// CRC-32 (IEEE 802.3) in reflected form: bit 31 holds the coefficient of x^0.
-const POLY: u32 = 0xEDB8_8320;
+pub(super) const POLY: u32 = 0xEDB8_8320;
 
 /// Bytes of an IPv4 header after the Identification field (a UDP socket's header has no
 /// options), plus the UDP header, which the ICRC covers before the UDP payload.
 const COVERED_AFTER_IDENT: usize = (20 - 6) + 8;
 
 /// `a * b` modulo the CRC polynomial (reflected representation).
-const fn mul_mod(a: u32, mut b: u32) -> u32 {
+pub(super) const fn mul_mod(a: u32, mut b: u32) -> u32 {
     let mut p = 0;
     let mut i = 0;
     while i < 32 {
@@ -30,38 +30,53 @@ const fn mul_mod(a: u32, mut b: u32) -> u32 {
     p
 }
 
-/// `x^(8 * k * step)` modulo the polynomial, for `k` in `0..256`.
-const fn zero_bytes_table(step: usize) -> [u32; 256] {
-    // x^8: eight zero bits shifted in; in reflected form x^k is bit 31 - k.
-    let x8 = 1u32 << (31 - 8);
-    let mut x_step = 1u32 << 31; // x^0
+/// x^0, the polynomial 1, in reflected form.
+pub(super) const ONE: u32 = 1 << 31;
+
+/// `base^n` modulo the polynomial.
+pub(super) const fn power(base: u32, n: usize) -> u32 {
+    let mut p = ONE;
     let mut i = 0;
-    while i < step {
-        x_step = mul_mod(x_step, x8);
+    while i < n {
+        p = mul_mod(p, base);
         i += 1;
     }
+    p
+}
+
+/// `base^k` modulo the polynomial, for `k` in `0..256`.
+pub(super) const fn powers(base: u32) -> [u32; 256] {
     let mut t = [0u32; 256];
-    t[0] = 1 << 31;
+    t[0] = ONE;
     let mut k = 1;
     while k < 256 {
-        t[k] = mul_mod(t[k - 1], x_step);
+        t[k] = mul_mod(t[k - 1], base);
         k += 1;
     }
     t
 }
 
-/// `x^(8k)` and `x^(8 * 256k)`: any number of zero bytes below 2^16 in two factors.
-static ZEROS_LOW: [u32; 256] = zero_bytes_table(1);
-static ZEROS_HIGH: [u32; 256] = zero_bytes_table(256);
+/// x^8: eight zero bits shifted in (in reflected form x^k is bit 31 - k).
+pub(super) const X8: u32 = 1 << (31 - 8);
 
-/// The raw CRC (no initial value, no final xor) of `bytes`.
-fn raw_crc(bytes: &[u8]) -> u32 {
+/// `x^(8k)` and `x^(8 * 256k)`: any number of zero bytes below 2^16 in two factors.
+static ZEROS_LOW: [u32; 256] = powers(X8);
+static ZEROS_HIGH: [u32; 256] = powers(power(X8, 256));
+
+/// The raw CRC (no initial value, no final xor) of the two bytes of `v`, big-endian (as an IP
+/// Identification travels).
+pub(super) const fn raw_crc16(v: u16) -> u32 {
+    let bytes = v.to_be_bytes();
     let mut c = 0u32;
-    for &b in bytes {
-        c ^= u32::from(b);
-        for _ in 0..8 {
+    let mut i = 0;
+    while i < bytes.len() {
+        c ^= bytes[i] as u32;
+        let mut k = 0;
+        while k < 8 {
             c = (c >> 1) ^ (POLY & (c & 1).wrapping_neg());
+            k += 1;
         }
+        i += 1;
     }
     c
 }
@@ -75,7 +90,7 @@ pub fn with_ipv4_ident(icrc: u32, from: u16, to: u16, udp_payload_len: usize) ->
         return icrc;
     }
     let zeros = COVERED_AFTER_IDENT + udp_payload_len.saturating_sub(super::ICRC_LEN);
-    let mut d = raw_crc(&diff.to_be_bytes());
+    let mut d = raw_crc16(diff);
     d = mul_mod(ZEROS_LOW[zeros & 0xff], d);
     let high = (zeros >> 8) & 0xff;
     if high != 0 {
