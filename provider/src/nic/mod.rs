@@ -59,12 +59,13 @@ pub struct CqId(pub u32);
 pub struct RxStats {
     /// Packets handed to a QP.
     pub delivered: u64,
-    /// Of those, packets whose ICRC the transport could not verify (IPv4 on UDP sockets).
-    pub unverified: u64,
+    /// Of those, IPv4 packets whose ICRC was checked for an IP Identification solved for, not
+    /// seen (through a UDP socket; see [`crate::transport`]).
+    pub ident_solved: u64,
     /// Packets for a QPN that does not exist.
     pub no_qp: u64,
-    /// Packets dropped for a bad ICRC.
-    pub bad_icrc: u64,
+    /// Packets dropped because their ICRC does not match (or they have no room for one).
+    pub icrc_errors: u64,
     /// Packets dropped as malformed.
     pub malformed: u64,
     /// Packets dropped because their BTH P_Key does not match the port's (IBTA 10.9.3;
@@ -691,14 +692,9 @@ impl Nic {
         self.owners.set_notifier(owner, n);
     }
 
-    /// Hands a received, checked packet to its QP.
-    pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, verified: bool) {
-        let none = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
-        self.handle_packet_from(now, pkt, verified, none);
-    }
-
-    /// [`Nic::handle_packet`] for a packet from IP address `src` to the device's address (a
-    /// UD QP's receive GRH names them).
+    /// Hands a received, checked packet from IP address `src` to the device's address to its
+    /// QP (see [`Nic::handle_packet_to`]). `verified`: its ICRC was checked over the IP header
+    /// as received (see [`RxStats::ident_solved`]).
     pub fn handle_packet_from(
         &mut self,
         now: Instant,
@@ -710,8 +706,9 @@ impl Nic {
         self.handle_packet_to(now, pkt, verified, src, local);
     }
 
-    /// [`Nic::handle_packet`] for a packet from IP address `src` to `dst`: the device's
-    /// address, or a multicast group's. A packet with DestQP 0xFFFFFF to a group goes to
+    /// Hands a received, checked packet from IP address `src` to `dst` to its QP (or QPs):
+    /// `dst` is the device's address, or a multicast group's (a UD QP's receive GRH names
+    /// both). A packet with DestQP 0xFFFFFF to a group goes to
     /// every QP attached to the group, each checking it (its Q_Key) as a unicast datagram
     /// and completing its own receive WQE (IBTA 10.5; rxe's `rxe_rcv_mcast_pkt`).
     pub fn handle_packet_to(
@@ -744,7 +741,7 @@ impl Nic {
             return;
         }
         self.rx.delivered += 1;
-        self.rx.unverified += u64::from(!verified);
+        self.rx.ident_solved += u64::from(!verified);
         for &qpn in targets {
             if let Some(e) = self.qps.get_mut(&qpn) {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);
