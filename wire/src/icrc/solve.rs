@@ -17,7 +17,7 @@
 //! corrupted packet whose ICRC comes out random is accepted with probability 2^-16 (the
 //! ICRC over the real header, with probability 2^-32).
 
-use super::ident::{mul_mod, power, powers, raw_crc16, POLY};
+use super::ident::{mul_mod_fast, power, powers, raw_crc16, POLY};
 use super::ICRC_LEN;
 
 /// `x^-1` modulo the polynomial. The polynomial `P` has the term 1, so
@@ -114,9 +114,9 @@ pub fn ipv4_ident_matching(
     if zeros >> 16 != 0 {
         return None; // longer than any IPv4 datagram
     }
-    let mut t = mul_mod(UNZEROS_LOW[zeros & 0xff], diff);
+    let mut t = mul_mod_fast(UNZEROS_LOW[zeros & 0xff], diff);
     if zeros >> 8 != 0 {
-        t = mul_mod(UNZEROS_HIGH[zeros >> 8], t);
+        t = mul_mod_fast(UNZEROS_HIGH[zeros >> 8], t);
     }
     let (mut left, mut v) = (0, 0);
     for (j, table) in REDUCE.iter().enumerate() {
@@ -130,7 +130,7 @@ pub fn ipv4_ident_matching(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::icrc::ident::{ONE, X8};
+    use crate::icrc::ident::{mul_mod, ONE, X8};
     use crate::icrc::{compute, with_ipv4_ident};
 
     /// An IPv4 header of `ihl` bytes with Identification `id` and DF, a UDP header, a BTH and
