@@ -183,9 +183,9 @@ fn runs_with_a_bad_segment(ring: bool, v: IpAddr, p: IpAddr) {
     let qpn = node.qp.qp_num();
     let sender = socket(p, 0);
     let from = sender.local_addr().unwrap();
-    let mut psn = 0;
     let mut received = 0;
-    for (len, fill) in [(1024usize, 0x11u8), (4096, 0x22)] {
+    // Each run starts where the victim waits: one past the first WRITE of the one before.
+    for (psn, (len, fill)) in (0u32..).zip([(1024usize, 0x11u8), (4096, 0x22)]) {
         let at = |k: usize| (k * len) as u64;
         let segs: Vec<Vec<u8>> = (0..3)
             .map(|k| {
@@ -211,8 +211,6 @@ fn runs_with_a_bad_segment(ring: bool, v: IpAddr, p: IpAddr) {
             "{len}: a WRITE after the bad ICRC wrote"
         );
         assert_eq!(node.rx().icrc_errors, errors + 1, "{len}: {:?}", node.rx());
-        // The next run starts where the victim waits.
-        psn += 1;
         node.mem.write(0, &vec![0; MEM_LEN]).unwrap();
     }
 }
