@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use softrnic_provider::driver::accept;
 use softrnic_provider::transport::{seal_as_socket_sent, RecvMeta, RecvPacket};
+use softrnic_wire::frame::IpHeader;
 use softrnic_wire::icrc::with_ipv4_ident;
 
 const SRC: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -35,14 +36,10 @@ fn packet(opcode: u8, ext: usize, len: usize) -> (Vec<u8>, [u8; 20]) {
     let moved = with_ipv4_ident(icrc, 0, IDENT, b.len());
     b[at..].copy_from_slice(&moved.to_le_bytes());
     let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 8 + b.len()) as u16).to_be_bytes());
-    ip[4..6].copy_from_slice(&IDENT.to_be_bytes());
-    ip[6] = 0x40;
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let header = IpHeader::udp_socket(SRC, DST, 64)
+        .unwrap()
+        .with_ident(IDENT);
+    header.emit(8 + b.len(), &mut ip).unwrap();
     (b, ip)
 }
 

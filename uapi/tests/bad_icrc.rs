@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
 mod common;
 
-use common::hostile::{nothing_at, packet, skipped, socket, victim, Ext, MEM_LEN};
+use common::hostile::{nothing_at, packet, set_int, skipped, socket, victim, Ext, MEM_LEN};
 use common::Node;
 use softrnic_provider::transport::UdpTransport;
 use softrnic_uapi::{Mtu, QpState, WcStatus};
@@ -141,22 +141,13 @@ const UDP_SEGMENT: libc::c_int = 103;
 /// numbers their IPv4 IDs 0, 1, 2 ... (an unconnected socket's DF datagrams), so segment
 /// `k`'s ICRC is moved to ID `k`. `None` where the kernel cannot segment.
 fn send_run(sock: &UdpSocket, to: IpAddr, segs: &[Vec<u8>]) -> Option<()> {
-    let size = segs[0].len() as libc::c_int;
-    // SAFETY: `size` is a valid int of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(sock),
-            libc::SOL_UDP,
-            UDP_SEGMENT,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        skipped(&format!(
-            "no UDP_SEGMENT: {}",
-            std::io::Error::last_os_error()
-        ));
+    if let Err(e) = set_int(
+        sock,
+        libc::SOL_UDP,
+        UDP_SEGMENT,
+        segs[0].len() as libc::c_int,
+    ) {
+        skipped(&format!("no UDP_SEGMENT: {e}"));
         return None;
     }
     let mut run = Vec::new();

@@ -53,13 +53,18 @@ pub fn socket(addr: IpAddr, port: u16) -> UdpSocket {
             libc::IPV6_PMTUDISC_DO,
         ),
     };
-    set_int(&s, level, name, value);
+    set_int(&s, level, name, value).unwrap();
     s.set_read_timeout(Some(HANG)).unwrap();
     s
 }
 
-/// `setsockopt(level, name, value)` of an int, which must succeed.
-pub fn set_int(s: &UdpSocket, level: libc::c_int, name: libc::c_int, value: libc::c_int) {
+/// `setsockopt(level, name, value)` of an int.
+pub fn set_int(
+    s: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
     // SAFETY: `value` is a valid int of the size passed, alive during the call.
     let r = unsafe {
         libc::setsockopt(
@@ -70,7 +75,11 @@ pub fn set_int(s: &UdpSocket, level: libc::c_int, name: libc::c_int, value: libc
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    assert_eq!(r, 0, "setsockopt: {}", std::io::Error::last_os_error());
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// A victim device on `transport`, its RC QP connected to `(peer, PEER_QPN)` with

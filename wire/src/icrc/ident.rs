@@ -150,17 +150,18 @@ pub fn with_ipv4_ident(icrc: u32, from: u16, to: u16, udp_payload_len: usize) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::icrc::compute;
 
-    /// An IPv4 header (no options) with Identification `id`, then a UDP datagram with a BTH
-    /// and `payload` bytes after it; the ICRC (of `payload_len + 12 + 4` UDP payload bytes).
-    fn icrc_with_ident(id: u16, payload: &[u8]) -> u32 {
+    /// An IPv4 header of `ihl` bytes (options zero) with Identification `id` and DF, then a
+    /// UDP datagram with a BTH and `payload` after it: the ICRC, and the UDP payload's length
+    /// (ICRC included).
+    pub(in crate::icrc) fn icrc_with_ident(id: u16, ihl: usize, payload: &[u8]) -> (u32, usize) {
         let udp_len = 8 + 12 + payload.len() + 4;
-        let mut ip = [0u8; 20];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&(20 + udp_len as u16).to_be_bytes());
+        let mut ip = vec![0u8; ihl];
+        ip[0] = 0x40 | (ihl / 4) as u8;
+        ip[2..4].copy_from_slice(&((ihl + udp_len) as u16).to_be_bytes());
         ip[4..6].copy_from_slice(&id.to_be_bytes());
         ip[6] = 0x40; // DF
         ip[8] = 64;
@@ -172,7 +173,7 @@ mod tests {
         udp.extend_from_slice(&[0, 0]);
         udp.extend_from_slice(&[0x04, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 7]);
         udp.extend_from_slice(payload);
-        compute(&ip, &udp).unwrap()
+        (compute(&ip, &udp).unwrap(), udp_len - 8)
     }
 
     #[test]
@@ -181,11 +182,11 @@ mod tests {
         for len in [0, 1, 4, 64, 233, 234, 235, 1000, 4096, 9000, 60_000] {
             let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
             for (from, to) in [(0, 1), (0, 0xffff), (0x1234, 0x1235), (0xfffe, 0x0001)] {
-                let icrc = icrc_with_ident(from, &payload);
+                let (icrc, _) = icrc_with_ident(from, 20, &payload);
                 let moved = with_ipv4_ident(icrc, from, to, 12 + len + 4);
                 assert_eq!(
                     moved,
-                    icrc_with_ident(to, &payload),
+                    icrc_with_ident(to, 20, &payload).0,
                     "len {len}, {from}->{to}"
                 );
             }

@@ -130,29 +130,9 @@ pub fn ipv4_ident_matching(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::icrc::ident::tests::icrc_with_ident;
     use crate::icrc::ident::{mul_mod, ONE, X8};
-    use crate::icrc::{compute, with_ipv4_ident};
-
-    /// An IPv4 header of `ihl` bytes with Identification `id` and DF, a UDP header, a BTH and
-    /// `payload`: the ICRC, and the UDP payload's length with it.
-    fn icrc_with_ident(id: u16, ihl: usize, payload: &[u8]) -> (u32, usize) {
-        let udp_len = 8 + 12 + payload.len() + 4;
-        let mut ip = vec![0u8; ihl];
-        ip[0] = 0x40 | (ihl / 4) as u8;
-        ip[2..4].copy_from_slice(&((ihl + udp_len) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&id.to_be_bytes());
-        ip[6] = 0x40;
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[127, 0, 93, 1]);
-        ip[16..20].copy_from_slice(&[127, 0, 93, 2]);
-        let mut udp = vec![0xc0, 0x05, 0x12, 0xb7];
-        udp.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        udp.extend_from_slice(&[0, 0]);
-        udp.extend_from_slice(&[0x04, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 7]);
-        udp.extend_from_slice(payload);
-        (compute(&ip, &udp).unwrap(), udp_len - 8)
-    }
+    use crate::icrc::with_ipv4_ident;
 
     #[test]
     fn x_inv_is_the_inverse_of_x() {
