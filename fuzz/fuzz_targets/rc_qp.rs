@@ -1,5 +1,5 @@
 //! Feeds arbitrary bytes to a connected RC QP through the NIC's receive path (`accept`, then
-//! `Nic::handle_packet`), as a hostile peer that computes ICRCs would: nothing may panic, and
+//! `Nic::handle_packet_from`), from the QP's peer, with the ICRCs a hostile peer computes: nothing may panic, and
 //! the memory around the QP's only registered region must stay as it was.
 //!
 //! Each input is cut into packets at 0xff 0xff 0x5a 0xa5 markers (so that one input can walk
@@ -17,7 +17,7 @@ use softrnic_provider::mr::{Access, MrTable, PdHandle};
 use softrnic_provider::nic::Nic;
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::rc::{ConnectAttr, QpCaps, QpLimits, TxQueue};
-use softrnic_provider::transport::{RecvMeta, RecvPacket};
+use softrnic_provider::transport::{seal_as_socket_sent, RecvMeta, RecvPacket};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, Sge};
 
@@ -86,14 +86,16 @@ fuzz_target!(|data: &[u8]| {
         if pkt.len() >= 12 && pkt[0] < 0x20 {
             pkt[5..8].copy_from_slice(&qpn.to_be_bytes()[1..]);
         }
-        let meta = RecvMeta::from_socket(SocketAddr::new(PEER, 0xc011), LOCAL, pkt.len());
+        let from = SocketAddr::new(PEER, 0xc011);
+        seal_as_socket_sent(from, LOCAL, &mut pkt);
+        let meta = RecvMeta::from_socket(from, LOCAL, pkt.len());
         let recv = RecvPacket {
             meta: &meta,
             payload: &pkt,
         };
         let now = base + Duration::from_micros(i as u64 * 100);
         if let Ok((p, verified)) = accept(&recv) {
-            nic.handle_packet(now, &p, verified);
+            nic.handle_packet_from(now, &p, verified, PEER);
         }
         nic.handle_timeout(now);
         out.clear();

@@ -148,7 +148,7 @@ mod tests {
             meta: &meta,
             payload: &p,
         };
-        assert_eq!(rx.icrc_status(), IcrcStatus::Ok);
+        assert_eq!(rx.icrc_status(), IcrcStatus::OkForIdent(0), "for IP ID 0");
         assert!(encode((A, 1), "::1".parse().unwrap(), Psn::new(0), &mad()).is_none());
     }
 

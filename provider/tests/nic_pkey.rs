@@ -12,7 +12,7 @@ use common::*;
 use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, MrTable};
 use softrnic_provider::nic::Nic;
-use softrnic_provider::transport::{RecvMeta, RecvPacket};
+use softrnic_provider::transport::{seal_as_socket_sent, RecvMeta, RecvPacket};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, Sge};
 
@@ -64,13 +64,16 @@ fn a_request_of_another_partition_is_dropped_and_counted() {
         nic.qp(qpn).unwrap().post_recv(&wr).unwrap();
     }
     let deliver = |nic: &mut Nic, bytes: &[u8]| {
-        let meta = RecvMeta::from_socket(SocketAddr::new(A_ADDR, 0xc011), B_ADDR, bytes.len());
+        let from = SocketAddr::new(A_ADDR, 0xc011);
+        let mut bytes = bytes.to_vec();
+        assert!(seal_as_socket_sent(from, B_ADDR, &mut bytes));
+        let meta = RecvMeta::from_socket(from, B_ADDR, bytes.len());
         let pkt = RecvPacket {
             meta: &meta,
-            payload: bytes,
+            payload: &bytes,
         };
         let (p, verified) = accept(&pkt).expect("well formed");
-        nic.handle_packet(Instant::now(), &p, verified);
+        nic.handle_packet_from(Instant::now(), &p, verified, A_ADDR);
     };
     let mut wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::Send, 0); 4];
 

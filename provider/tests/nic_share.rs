@@ -225,7 +225,7 @@ impl Peers {
             payload: &[],
             icrc: 0,
         };
-        nic.handle_packet(now, &ack, true);
+        nic.handle_packet_from(now, &ack, true, B_ADDR);
     }
 }
 

@@ -29,7 +29,7 @@ use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, PdHandle};
 use softrnic_provider::qp_state::{AttrMask, QpState};
 use softrnic_provider::rc::{QpAttr, TxQueue};
-use softrnic_provider::transport::{FabricConfig, RecvMeta, RecvPacket};
+use softrnic_provider::transport::{seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket};
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::SendOpcode;
 use softrnic_wire::aeth::{NakCode, Syndrome};
@@ -295,13 +295,16 @@ fn garbage(rng: &mut Rng, template: &[u8], keys: &[(u64, u32)]) -> Vec<u8> {
     }
 }
 
-/// Hands `bytes` to the node's QP as the NIC would: through `accept` (the ICRC cannot be
-/// checked: IPv4 from a UDP socket), then demultiplexed by destination QP.
+/// Hands `bytes` to the node's QP as the NIC would: with the ICRC a UDP socket sending them
+/// gives them (a peer that computes ICRCs), through `accept`, then demultiplexed by
+/// destination QP.
 fn inject(n: &mut Node, now: Instant, from: SocketAddr, to: IpAddr, bytes: &[u8]) -> bool {
+    let mut bytes = bytes.to_vec();
+    seal_as_socket_sent(from, to, &mut bytes);
     let meta = RecvMeta::from_socket(from, to, bytes.len());
     let pkt = RecvPacket {
         meta: &meta,
-        payload: bytes,
+        payload: &bytes,
     };
     let Ok((p, _)) = accept(&pkt) else {
         return false;
@@ -644,7 +647,10 @@ fn random_bytes_through_accept_and_the_nic() {
             }
             _ => garbage(&mut rng, &template, &key_list),
         };
-        let meta = RecvMeta::from_socket(SocketAddr::new(A_ADDR, 0xc011), B_ADDR, g.len());
+        let mut g = g;
+        let from = SocketAddr::new(A_ADDR, 0xc011);
+        seal_as_socket_sent(from, B_ADDR, &mut g);
+        let meta = RecvMeta::from_socket(from, B_ADDR, g.len());
         let pkt = RecvPacket {
             meta: &meta,
             payload: &g,
@@ -652,7 +658,7 @@ fn random_bytes_through_accept_and_the_nic() {
         let now = base + Duration::from_micros(i);
         if let Ok((p, verified)) = accept(&pkt) {
             accepted += 1;
-            nic.handle_packet(now, &p, verified);
+            nic.handle_packet_from(now, &p, verified, A_ADDR);
         }
         nic.handle_timeout(now);
         out.clear();
@@ -661,7 +667,7 @@ fn random_bytes_through_accept_and_the_nic() {
         let _ = nic.poll_async_event();
     }
     assert_eq!(nic.rx.delivered + nic.rx.no_qp + nic.rx.bad_pkey, accepted);
-    assert_eq!(nic.rx.unverified, nic.rx.delivered);
+    assert_eq!(nic.rx.ident_solved, nic.rx.delivered);
     assert!(nic.rx.delivered > 1000, "{:?}", nic.rx);
     drop(nic);
     mrs.deregister(keys.lkey).unwrap();

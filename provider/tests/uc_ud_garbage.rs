@@ -14,7 +14,7 @@ use common::*;
 use softrnic_provider::driver::accept;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::{QpState, QpType};
-use softrnic_provider::transport::{FabricConfig, RecvMeta, RecvPacket};
+use softrnic_provider::transport::{seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket};
 use softrnic_wire::opcode::ExtHeader;
 use softrnic_wire::Opcode;
 
@@ -88,6 +88,7 @@ fn run(qp_type: QpType, seed: u64) {
         let pad = (4 - len % 4) % 4;
         b[1] |= (pad as u8) << 4;
         b.extend(std::iter::repeat_n(0, pad + 4));
+        seal_as_socket_sent(from, B_ADDR, &mut b);
         let meta = RecvMeta::from_socket(from, B_ADDR, b.len());
         let pkt = RecvPacket {
             meta: &meta,

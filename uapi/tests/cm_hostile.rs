@@ -435,10 +435,13 @@ fn junk_to_qp1_is_dropped_and_connections_still_work() {
         ("to QP0", spoilt(7, 0).to_vec()),
         // DETH bytes 0-3 (12-15 of the packet): the Q_Key, 0x80010000 for QP1.
         ("Q_Key 0x00010000", spoilt(12, 0).to_vec()),
-        // No ICRC: the MAD is 4 bytes short. (A wrong ICRC is not here: through a UDP socket
-        // an IPv4 packet's ICRC cannot be told from one over another IP ID, and softrnic
-        // accepts such packets as unverifiable, `transport::IcrcStatus::Unverifiable`.)
+        // No ICRC: the MAD is 4 bytes short; a wrong one (through a UDP socket, one that
+        // matches for no IPv4 ID).
         ("no ICRC", good[..good.len() - 4].to_vec()),
+        (
+            "a wrong ICRC",
+            spoilt(good.len() - 1, good[good.len() - 1] ^ 0x10).to_vec(),
+        ),
         ("4 bytes past the MAD", [&good[..], &[0; 4]].concat()),
         (
             "MgmtClass 0x03",

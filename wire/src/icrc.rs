@@ -13,7 +13,9 @@
 //!
 //! [`Icrc`] is incremental, so a sender can checksum the headers it built and then the payload
 //! straight from registered memory, in as many pieces as it has, without gathering the packet.
-//! [`with_ipv4_ident`] moves an IPv4 packet's ICRC to another IP Identification.
+//! [`with_ipv4_ident`] moves an IPv4 packet's ICRC to another IP Identification, and
+//! [`ipv4_ident_matching`] finds the Identification for which a received ICRC matches, for a
+//! receiver that cannot see it (a UDP socket's).
 
 use std::sync::OnceLock;
 
@@ -22,7 +24,9 @@ use crc32fast::Hasher;
 use crate::{bth, check_len, Result};
 
 mod ident;
+mod solve;
 pub use ident::with_ipv4_ident;
+pub use solve::ipv4_ident_matching;
 
 /// ICRC length in bytes.
 pub const ICRC_LEN: usize = 4;

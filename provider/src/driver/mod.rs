@@ -10,4 +10,4 @@ mod runs;
 
 pub use device::{Device, Progress, IDLE_ROUND};
 pub use emit::{EmitStats, Emitter};
-pub use ingress::{accept, IcrcGuesses, Rejected};
+pub use ingress::{accept, Rejected};

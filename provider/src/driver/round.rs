@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use super::device::{lock, Inner, BATCH};
 use super::emit::Emitter;
-use super::ingress::{IcrcGuesses, Rejected};
+use super::ingress::{accept, Rejected};
 use softrnic_wire::opcode::Operation;
 
 use crate::nic::mcast::MULTICAST_QPN;
@@ -90,8 +90,6 @@ pub(super) struct Io {
     touched: QpSet,
     /// The QPs whose transmit the poll rounds deferred (`tx_deferred` rounds in a row).
     owed: QpSet,
-    /// Which sources' IPv4 ICRCs are worth a guess.
-    guesses: IcrcGuesses,
 }
 
 /// A few QPNs (those one batch or a few deferred rounds concern), or all of them: a set with
@@ -168,7 +166,6 @@ impl Io {
             unclocked: 0,
             touched: QpSet::new(),
             owed: QpSet::new(),
-            guesses: IcrcGuesses::default(),
         }
     }
 }
@@ -224,7 +221,7 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
             let mut nic = lock(&inner.nic);
             let mut acked_requests = false;
             for pkt in io.batch.iter() {
-                match io.guesses.accept(&pkt) {
+                match accept(&pkt) {
                     Ok((p, verified)) => {
                         let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
                         io.touched.add(p.repr.bth.dest_qp);
@@ -233,7 +230,7 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
                         });
                         nic.handle_packet_to(now, &p, verified, src, dst);
                     }
-                    Err(Rejected::BadIcrc) => nic.rx.bad_icrc += 1,
+                    Err(Rejected::BadIcrc) => nic.rx.icrc_errors += 1,
                     Err(Rejected::Malformed) => nic.rx.malformed += 1,
                 }
             }

@@ -48,6 +48,7 @@ use super::unclaimed::Unclaimed;
 use super::{fdpass, steer};
 use crate::cm::{Cm, Config};
 use crate::gsi;
+use crate::transport::{IcrcStatus, RecvMeta, RecvPacket};
 
 /// How long a new agent waits for the sockets of the group it replaces to be given back.
 pub const REBUILD_WAIT: Duration = Duration::from_secs(2);
@@ -310,7 +311,14 @@ impl Group {
         let mut buf = [0u8; 512];
         let now = Instant::now();
         while let Ok((n, from)) = self.slots[0].recv_from(&mut buf) {
-            let Ok(mad) = gsi::decode(&buf[..n]) else {
+            // The ICRC first, as the devices' own receive path checks it (`transport`).
+            let meta = RecvMeta::from_socket(from, self.addr, n);
+            let pkt = RecvPacket {
+                meta: &meta,
+                payload: &buf[..n],
+            };
+            let checked = pkt.icrc_status() != IcrcStatus::Bad;
+            let Some(mad) = checked.then(|| gsi::decode(&buf[..n]).ok()).flatten() else {
                 self.dropped += 1;
                 continue;
             };

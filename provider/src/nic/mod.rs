@@ -59,12 +59,16 @@ pub struct CqId(pub u32);
 pub struct RxStats {
     /// Packets handed to a QP.
     pub delivered: u64,
-    /// Of those, packets whose ICRC the transport could not verify (IPv4 on UDP sockets).
-    pub unverified: u64,
+    /// Of those, IPv4 packets whose ICRC was checked for an IP Identification solved for, not
+    /// seen (through a UDP socket; see [`crate::transport`]).
+    pub ident_solved: u64,
     /// Packets for a QPN that does not exist.
     pub no_qp: u64,
-    /// Packets dropped for a bad ICRC.
-    pub bad_icrc: u64,
+    /// Packets dropped because their ICRC does not match (or they have no room for one).
+    pub icrc_errors: u64,
+    /// Packets to a connected QP (RC, UC, XRC) dropped because their IP source and
+    /// destination are not the QP's peer's and its own address (see [`Nic::handle_packet_to`]).
+    pub addr_mismatch: u64,
     /// Packets dropped as malformed.
     pub malformed: u64,
     /// Packets dropped because their BTH P_Key does not match the port's (IBTA 10.9.3;
@@ -129,6 +133,14 @@ fn after_turn(qp: &Qp, whole: bool) -> After {
         // has out (which make room), a READ response, a timer.
         After::Done
     }
+}
+
+/// Whether a unicast packet from `src` to `dst` may reach `qp` on the device at `local`: a
+/// connected QP's must come from its peer's address (its address vector's) to the device's.
+fn from_peer(qp: &Qp, src: IpAddr, dst: IpAddr, local: IpAddr) -> bool {
+    qp.qp_type() == QpType::Ud
+        || (src.to_canonical() == qp.context().dst.to_canonical()
+            && dst.to_canonical() == local.to_canonical())
 }
 
 /// The earlier of two deadlines.
@@ -691,14 +703,9 @@ impl Nic {
         self.owners.set_notifier(owner, n);
     }
 
-    /// Hands a received, checked packet to its QP.
-    pub fn handle_packet(&mut self, now: Instant, pkt: &RocePacket<'_>, verified: bool) {
-        let none = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
-        self.handle_packet_from(now, pkt, verified, none);
-    }
-
-    /// [`Nic::handle_packet`] for a packet from IP address `src` to the device's address (a
-    /// UD QP's receive GRH names them).
+    /// Hands a received, checked packet from IP address `src` to the device's address to its
+    /// QP (see [`Nic::handle_packet_to`]). `verified`: its ICRC was checked over the IP header
+    /// as received (see [`RxStats::ident_solved`]).
     pub fn handle_packet_from(
         &mut self,
         now: Instant,
@@ -710,10 +717,17 @@ impl Nic {
         self.handle_packet_to(now, pkt, verified, src, local);
     }
 
-    /// [`Nic::handle_packet`] for a packet from IP address `src` to `dst`: the device's
-    /// address, or a multicast group's. A packet with DestQP 0xFFFFFF to a group goes to
+    /// Hands a received, checked packet from IP address `src` to `dst` to its QP (or QPs):
+    /// `dst` is the device's address, or a multicast group's (a UD QP's receive GRH names
+    /// both). A packet with DestQP 0xFFFFFF to a group goes to
     /// every QP attached to the group, each checking it (its Q_Key) as a unicast datagram
     /// and completing its own receive WQE (IBTA 10.5; rxe's `rxe_rcv_mcast_pkt`).
+    ///
+    /// A connected QP (all but UD) takes packets only from its peer to itself: `src` must be
+    /// the address of its address vector and `dst` the device's (as rxe's `check_addr` does
+    /// for RC and UC). Anything else is dropped before the QP sees it and counted in
+    /// [`RxStats::addr_mismatch`]: a spoofed request is neither executed nor answered (no
+    /// NAK, no change of PSN or state), a spoofed ACK, NAK or response changes nothing.
     pub fn handle_packet_to(
         &mut self,
         now: Instant,
@@ -734,9 +748,15 @@ impl Nic {
             self.rx.no_group += 1;
             return;
         }
-        if !to_group && !self.qps.contains_key(&dest_qp) {
-            self.rx.no_qp += 1;
-            return;
+        if !to_group {
+            let Some(e) = self.qps.get(&dest_qp) else {
+                self.rx.no_qp += 1;
+                return;
+            };
+            if !from_peer(&e.qp, src, dst, self.local) {
+                self.rx.addr_mismatch += 1;
+                return;
+            }
         }
         if !pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY) {
             // Silently dropped and counted, as IBTA 9.6.1.1 and rxe's check_keys do.
@@ -744,7 +764,7 @@ impl Nic {
             return;
         }
         self.rx.delivered += 1;
-        self.rx.unverified += u64::from(!verified);
+        self.rx.ident_solved += u64::from(!verified);
         for &qpn in targets {
             if let Some(e) = self.qps.get_mut(&qpn) {
                 e.qp.handle_packet_from(now, pkt, src, dst, &self.mrs, &mut self.srqs);

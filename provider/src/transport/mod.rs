@@ -22,21 +22,31 @@
 //! # The ICRC and what a receiver can see
 //!
 //! The ICRC (A17.4.2) covers the IP header except its variant fields. For IPv4 that includes
-//! the identification and the DF flag, which a UDP socket never reports: a UDP-socket receiver
-//! cannot verify the ICRC of IPv4 packets from other senders (kernel rxe increments the IP ID).
-//! For IPv6 every covered field (addresses, payload length, next header) is known to the
-//! socket, so the header can be rebuilt and the ICRC verified. [`RecvPacket::icrc_status`]
-//! reports [`IcrcStatus::Unverifiable`] where it cannot tell; the in-memory fabric carries the
-//! real IP header, so there every packet is verifiable.
+//! the Identification and the flags, which a UDP socket never reports, and senders number
+//! their datagrams (kernel rxe increments the IP ID; a connected socket counts its own). A
+//! packet is never handed on unless its ICRC matches ([`RecvPacket::icrc_status`]):
+//!
+//! * over the IP header as received, where the transport saw it (the in-memory fabric, a
+//!   packet ring): [`IcrcStatus::Ok`];
+//! * for IPv6 through a socket, over the header rebuilt from the addresses and the length,
+//!   which is all of it the ICRC covers: [`IcrcStatus::Ok`];
+//! * for IPv4 whose Identification was not seen (through a socket: DF assumed, as RoCEv2
+//!   senders set it; a later segment of a run a packet ring saw, whose header is the run's
+//!   first one's): for the ID that makes it match, found by solving
+//!   ([`softrnic_wire::icrc::ipv4_ident_matching`]), [`IcrcStatus::OkForIdent`]. The price
+//!   of the unseen ID: a corrupted packet whose ICRC comes out random passes with
+//!   probability 2^-16, not 2^-32.
+//!
+//! Anything else, and a packet too short to carry a BTH and an ICRC, is [`IcrcStatus::Bad`].
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use softrnic_wire::frame::{
-    emit_masked_outer, IpHeader, UdpHeader, IPV6_HEADER_LEN, UDP_HEADER_LEN,
+    emit_masked_outer, IpHeader, UdpHeader, IPV4_HEADER_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN,
 };
-use softrnic_wire::icrc::{Icrc, ICRC_LEN};
+use softrnic_wire::icrc::{ipv4_ident_matching, Icrc, ICRC_LEN};
 use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
 pub mod fabric;
@@ -113,26 +123,28 @@ impl OutPacket<'_> {
 /// Where the IP header of a received packet comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IpHeaderOrigin {
-    /// The header as it was on the wire (the fabric; a raw-socket transport).
+    /// The header as it was on the wire (the fabric; a packet ring).
     Received,
-    /// Not seen: the packet came through a UDP socket. IPv6 headers are rebuilt from the
-    /// addresses and length, which is all the ICRC covers; IPv4 headers cannot be.
+    /// An IPv4 header known but for its Identification: a later segment of a segmentation
+    /// run a packet ring saw, whose header is the run's first one's with the ID it likely
+    /// carried (the first one's plus its place in the run; receive offload may have joined
+    /// segments of other IDs).
+    IdentUnknown,
+    /// Not seen: the packet came through a UDP socket. The ICRC is checked over a header
+    /// rebuilt from the addresses and length (see the module comment).
     NotSeen,
 }
 
-/// What an ICRC check could say about a received packet.
+/// What an ICRC check says about a received packet (see the module comment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IcrcStatus {
-    /// The ICRC matches.
+    /// The ICRC matches over the IP header as received, or (IPv6 through a socket) rebuilt.
     Ok,
+    /// An IPv4 packet whose Identification was not seen: the ICRC matches had the ID been
+    /// this one (a wrong ICRC passes with probability 2^-16).
+    OkForIdent(u16),
     /// The ICRC does not match, or the packet is too short to carry a BTH and an ICRC: drop it.
     Bad,
-    /// Cannot be checked: an IPv4 packet through a UDP socket whose ICRC does not match the
-    /// header an unconnected UDP socket would send (DF, IP ID 0). Packets of kernel rxe and of
-    /// a softrnic sending from connected sockets look like this (their IP IDs count up); so
-    /// would a corrupt one. Accept it: UDP checksums and the link's FCS are the only
-    /// protection left.
-    Unverifiable,
 }
 
 /// Metadata of one received datagram, filled by the transport.
@@ -195,6 +207,15 @@ impl RecvMeta {
         }
     }
 
+    /// Stores the IPv4 header of a packet whose Identification is not certain (`header`'s is
+    /// a guess; see [`IpHeaderOrigin::IdentUnknown`]).
+    pub fn set_ip_header_ident_unknown(&mut self, header: &[u8]) {
+        self.set_ip_header(header);
+        if self.origin == IpHeaderOrigin::Received {
+            self.origin = IpHeaderOrigin::IdentUnknown;
+        }
+    }
+
     /// Forgets the IP header; the origin becomes [`IpHeaderOrigin::NotSeen`].
     pub fn clear_ip_header(&mut self) {
         self.ip_header_len = 0;
@@ -212,66 +233,60 @@ pub struct RecvPacket<'a> {
 }
 
 impl RecvPacket<'_> {
-    /// Checks the ICRC: over the received IP header if the transport saw it; otherwise over a
-    /// rebuilt one (exact for IPv6; for IPv4 the header an unconnected UDP socket with
-    /// `IP_PMTUDISC_DO` sends — DF, IP ID 0 — so packets sent so verify and others are
-    /// [`IcrcStatus::Unverifiable`]). The UDP header is rebuilt (its checksum is masked).
+    /// Checks the ICRC (see the module comment): over the received IP header if the transport
+    /// saw it; otherwise over a rebuilt one (IPv4: the header a UDP socket with
+    /// `IP_PMTUDISC_DO` sends, DF and IP ID 0). An IPv4 header whose Identification was not
+    /// seen is [`IcrcStatus::OkForIdent`] if some ID makes the ICRC match. The UDP header is
+    /// rebuilt (its checksum is masked).
     pub fn icrc_status(&self) -> IcrcStatus {
         let m = self.meta;
         if self.too_short() {
             return IcrcStatus::Bad;
         }
-        let udp_len = UDP_HEADER_LEN + self.payload.len();
-        let udp = UdpHeader {
-            src_port: m.src.port(),
-            dst_port: ROCE_V2_UDP_PORT,
-            checksum: 0,
-        };
         let (body, icrc) = self.payload.split_at(self.payload.len() - ICRC_LEN);
-        let (bth, rest) = body.split_at(bth::HEADER_LEN);
-        let started = match m.origin {
-            IpHeaderOrigin::Received => {
+        let wanted = u32::from_le_bytes(icrc.try_into().expect("ICRC_LEN bytes"));
+        let computed = match m.origin {
+            IpHeaderOrigin::Received | IpHeaderOrigin::IdentUnknown => {
+                let (bth, rest) = body.split_at(bth::HEADER_LEN);
                 let mut u = [0u8; UDP_HEADER_LEN];
-                udp.emit(udp_len, &mut u)
+                udp_header(m.src.port())
+                    .emit(UDP_HEADER_LEN + self.payload.len(), &mut u)
                     .and_then(|_| Icrc::start(m.ip_header(), &u, bth))
-            }
-            IpHeaderOrigin::NotSeen => match IpHeader::udp_socket(m.src.ip(), m.dst, HOP_LIMIT) {
-                // Mixed address families: no socket sent that, so nothing can match.
-                None => return self.mismatch(),
-                Some(ip) => {
-                    let mut view = [0u8; MASKED_VIEW_MAX];
-                    emit_masked_outer(&ip, &udp, udp_len, &mut view).and_then(|at| {
-                        view[at..at + bth::HEADER_LEN].copy_from_slice(bth);
-                        Icrc::start_masked(&mut view[..at + bth::HEADER_LEN], at)
+                    .ok()
+                    .map(|mut c| {
+                        c.update(rest);
+                        c.finish()
                     })
-                }
-            },
+            }
+            IpHeaderOrigin::NotSeen => socket_icrc(m.src, m.dst, body),
         };
-        let Ok(mut c) = started else {
+        let Some(computed) = computed else {
             return IcrcStatus::Bad;
         };
-        c.update(rest);
-        if c.finish().to_le_bytes() == icrc {
-            IcrcStatus::Ok
-        } else {
-            self.mismatch()
+        match self.unseen_ident() {
+            None if computed == wanted => IcrcStatus::Ok,
+            None => IcrcStatus::Bad,
+            Some((ident, ip_len)) => {
+                match ipv4_ident_matching(computed, ident, wanted, ip_len, self.payload.len()) {
+                    Some(id) => IcrcStatus::OkForIdent(id),
+                    None => IcrcStatus::Bad,
+                }
+            }
         }
     }
 
-    /// Whether an ICRC check can only guess at the header: an IPv4 packet whose IP header the
-    /// transport did not see (its IP ID is unknown; see [`IcrcStatus::Unverifiable`]).
-    pub fn icrc_is_a_guess(&self) -> bool {
-        self.meta.origin == IpHeaderOrigin::NotSeen && self.meta.src.is_ipv4()
-    }
-
-    /// What [`RecvPacket::icrc_status`] says of a packet whose guess is not tried (see
-    /// [`RecvPacket::icrc_is_a_guess`]): `Bad` if it is cut or too short to carry an ICRC, as
-    /// always, and otherwise `Unverifiable`, which is all a guess that fails can say.
-    pub fn icrc_status_untried(&self) -> IcrcStatus {
-        if self.too_short() {
-            IcrcStatus::Bad
-        } else {
-            IcrcStatus::Unverifiable
+    /// For an IPv4 packet whose Identification was not seen, the ID its ICRC was computed for
+    /// above and the IP header's length.
+    fn unseen_ident(&self) -> Option<(u16, usize)> {
+        let m = self.meta;
+        match m.origin {
+            IpHeaderOrigin::Received => None,
+            IpHeaderOrigin::IdentUnknown => {
+                let h = m.ip_header();
+                (h.len() >= IPV4_HEADER_LEN && h[0] >> 4 == 4)
+                    .then(|| (u16::from_be_bytes([h[4], h[5]]), h.len()))
+            }
+            IpHeaderOrigin::NotSeen => m.src.is_ipv4().then_some((0, IPV4_HEADER_LEN)),
         }
     }
 
@@ -279,15 +294,47 @@ impl RecvPacket<'_> {
     fn too_short(&self) -> bool {
         self.meta.truncated || self.payload.len() < bth::HEADER_LEN + ICRC_LEN
     }
+}
 
-    /// What an ICRC that does not match means: for an IPv4 packet whose IP header was not
-    /// seen, only that the sender's IP ID was not 0; otherwise a bad packet.
-    fn mismatch(&self) -> IcrcStatus {
-        match (self.meta.origin, self.meta.src.ip()) {
-            (IpHeaderOrigin::NotSeen, IpAddr::V4(_)) => IcrcStatus::Unverifiable,
-            _ => IcrcStatus::Bad,
-        }
+/// The UDP header of a RoCEv2 datagram from `src_port`, as the ICRC sees it (checksum
+/// masked).
+fn udp_header(src_port: u16) -> UdpHeader {
+    UdpHeader {
+        src_port,
+        dst_port: ROCE_V2_UDP_PORT,
+        checksum: 0,
     }
+}
+
+/// The ICRC of a datagram whose UDP payload is `body` and its ICRC, from `src` to `dst`, sent
+/// by a UDP socket with `IP_PMTUDISC_DO` (IPv4: DF, IP ID 0); `None` for mixed address
+/// families (no socket sends that) or a body shorter than a BTH.
+fn socket_icrc(src: SocketAddr, dst: IpAddr, body: &[u8]) -> Option<u32> {
+    let ip = IpHeader::udp_socket(src.ip(), dst, HOP_LIMIT)?;
+    let udp_len = UDP_HEADER_LEN + body.len() + ICRC_LEN;
+    let (bth, rest) = body.split_at_checked(bth::HEADER_LEN)?;
+    let mut view = [0u8; MASKED_VIEW_MAX];
+    let at = emit_masked_outer(&ip, &udp_header(src.port()), udp_len, &mut view).ok()?;
+    view[at..at + bth::HEADER_LEN].copy_from_slice(bth);
+    let mut c = Icrc::start_masked(&mut view[..at + bth::HEADER_LEN], at).ok()?;
+    c.update(rest);
+    Some(c.finish())
+}
+
+/// Writes into the last [`ICRC_LEN`] bytes of `payload`, a RoCEv2 UDP payload, the ICRC it
+/// has when a UDP socket with `IP_PMTUDISC_DO` sends it from `src` to `dst` (IPv4: DF, IP ID
+/// 0): what a peer that computes ICRCs sends. For harnesses that forge packets (tests,
+/// fuzzing) and hand them to [`crate::driver::accept`]. `false`, and `payload` unchanged, if
+/// it is too short for a BTH and an ICRC or the address families differ.
+pub fn seal_as_socket_sent(src: SocketAddr, dst: IpAddr, payload: &mut [u8]) -> bool {
+    let Some(at) = payload.len().checked_sub(ICRC_LEN) else {
+        return false;
+    };
+    let Some(icrc) = socket_icrc(src, dst, &payload[..at]) else {
+        return false;
+    };
+    payload[at..].copy_from_slice(&icrc.to_le_bytes());
+    true
 }
 
 /// The ICRC's view of rebuilt headers up to the BTH's end: LRH placeholder, IPv6, UDP, BTH.

@@ -1,8 +1,10 @@
 //! Shared setup of the uapi tests: a device with a PD, a CQ and a QP ([`Setup`]), and two
 //! such on the in-memory fabric with RC QPs connected to each other ([`pair`]), progress by a
-//! thread per device.
+//! thread per device; a hostile peer of plain UDP sockets ([`hostile`]).
 
 #![allow(dead_code)]
+
+pub mod hostile;
 
 use std::net::IpAddr;
 use std::time::Duration;

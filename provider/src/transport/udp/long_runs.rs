@@ -4,7 +4,10 @@
 //! segment size in a `UDP_GRO` control message; each segment becomes one datagram of the
 //! caller's batch, as if the kernel had cut the run (which it does for a socket without
 //! `UDP_GRO`). The socket does not give the IP header, so these are
-//! [`IpHeaderOrigin::NotSeen`](super::super::IpHeaderOrigin::NotSeen), as on the socket path.
+//! [`IpHeaderOrigin::NotSeen`](super::super::IpHeaderOrigin::NotSeen), as on the socket path:
+//! each segment's ICRC is checked for the IPv4 Identification that makes it match (the
+//! notice's header could say only the first one's, and which notice is which run's is not
+//! certain when a run is lost).
 //!
 //! The ring says when one came (its notice), so the socket is read only then: while runs are
 //! noticed but not read, or a run read is not yet all handed out. The ring sees a datagram

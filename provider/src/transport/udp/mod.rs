@@ -40,8 +40,8 @@
 //!   (which may or may not have used a number) it learns the counter again. Where the kernel
 //!   cannot say (no transmit timestamps), sockets stay unconnected. `SOFTRNIC_CONNECT=0`
 //!   keeps them unconnected from the start. A peer's UDP socket cannot see the ID either, so
-//!   IPv4 ICRCs from a connected softrnic are [`super::IcrcStatus::Unverifiable`] there, like
-//!   kernel rxe's.
+//!   it checks IPv4 ICRCs from a connected softrnic, like kernel rxe's, for the ID that makes
+//!   them match ([`super::IcrcStatus::OkForIdent`]).
 //! * **Segmentation (UDP GSO)**: a run of packets the emitter marked (see [`SegmentLimits`])
 //!   goes out as one message with a `UDP_SEGMENT` control message, and the kernel (or the
 //!   NIC) cuts it into the packets: one pass through the stack for a 64 KiB WRITE instead of

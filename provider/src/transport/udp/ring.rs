@@ -24,7 +24,7 @@
 //!   port unreachable. A filter on it drops what the ring has (the kernel counts those as UDP
 //!   receive errors in `netstat -su`) and keeps only the long runs below.
 //! * **The IP header is seen**, so every IPv4 ICRC is checked exactly (over the IP ID the
-//!   sender used), where the socket path can only guess it.
+//!   sender used), where the socket path must solve for it.
 //! * **Who may**: a packet socket needs `CAP_NET_RAW`. [`RxRing::open`] fails without it and
 //!   the transport receives from its socket as before. So does a kernel older than 6.2: its
 //!   virtio header has no type for a UDP segmentation run, and it drops a run on its way to a
@@ -35,8 +35,8 @@
 //!   seen it. The ring asks for a virtio header before each frame (`PACKET_VNET_HDR`), which
 //!   says whether the frame is a run and its segment size, and cuts it as the kernel would:
 //!   segment `k` is the next `gso_size` bytes of the payload. Only the first one's IPv4
-//!   header is certain (see `Datagram::segment`); the others' ICRCs are checked as the
-//!   socket path checks them.
+//!   header is certain (see `Datagram::segment`); the others' ICRCs are checked over it for
+//!   the Identification that makes them match, as the socket path checks them.
 //! * **Long runs go through the socket**: a slot holds [`RING_UDP_MAX`] bytes of UDP
 //!   datagram, a whole RoCEv2 packet of the largest path MTU and short runs (an answer and
 //!   its ACK), but not the 64 KiB runs of a bulk WRITE. For a longer one the ring keeps only
@@ -45,7 +45,8 @@
 //!   cut it) and [`LongRuns`] cuts it into the caller's slots by the segment size the kernel
 //!   gives with it. The socket is read only while the ring has noticed a long run not yet
 //!   read, so a busy poller's empty look stays a read of shared memory. The IP header of
-//!   such a run is not seen (its ICRCs are checked as the socket path checks them).
+//!   such a run is not seen: its segments' ICRCs are checked as the socket path checks them,
+//!   for the Identification that makes each match.
 //! * **No allocation per packet**: the ring is mapped once; a datagram is copied from its slot
 //!   into the caller's [`RecvBatch`] slot (the copy `recvfrom` would make) and the ring slot
 //!   is given back at once.
@@ -231,11 +232,13 @@ impl RxRing {
                             done = false;
                             break;
                         };
-                        let (ip, payload) = d.segment(taken);
+                        let (ip, certain, payload) = d.segment(taken);
                         fill_slot((buf, meta), payload, d.cut, d.src, local);
-                        match ip {
-                            Some(ip) => meta.set_ip_header(&ip[..d.ip_header.len()]),
-                            None => meta.clear_ip_header(),
+                        let ip = &ip[..d.ip_header.len()];
+                        if certain {
+                            meta.set_ip_header(ip);
+                        } else {
+                            meta.set_ip_header_ident_unknown(ip);
                         }
                         got += 1;
                         taken += 1;
@@ -359,24 +362,25 @@ impl<'a> Datagram<'a> {
         self.payload.len().div_ceil(self.segment).max(1)
     }
 
-    /// Segment `k`: its payload, and its IPv4 header where it is known for certain: a lone
-    /// datagram's, or a run's first segment's with its own total length (the checksum is left,
-    /// as the ICRC does not cover it). A later segment's Identification is the first one's
-    /// `+ k` when the run was cut by a sender's GSO, but receive offload (GRO) may also have
-    /// joined segments with one Identification, and a header that may be wrong would fail a
-    /// good ICRC: those are checked as the socket path checks them.
-    fn segment(&self, k: usize) -> (Option<[u8; 60]>, &'a [u8]) {
+    /// Segment `k`: its payload, its IPv4 header (with its own total length; the checksum is
+    /// left, as the ICRC does not cover it), and whether that header is certain. A lone
+    /// datagram's and a run's first segment's are. A later segment's Identification is the
+    /// first one's `+ k` when the run was cut by a sender's GSO, but receive offload (GRO) may
+    /// also have joined segments of other Identifications: its header says `+ k` and is
+    /// marked uncertain, so that its ICRC is checked for whichever ID makes it match.
+    fn segment(&self, k: usize) -> ([u8; 60], bool, &'a [u8]) {
         let from = k * self.segment;
         let payload = &self.payload[from..(from + self.segment).min(self.payload.len())];
-        if k > 0 {
-            return (None, payload);
-        }
         let mut ip = [0u8; 60];
         let h = self.ip_header.len();
         ip[..h].copy_from_slice(self.ip_header);
         let total = (h + 8 + payload.len()) as u16;
         ip[2..4].copy_from_slice(&total.to_be_bytes());
-        (Some(ip), payload)
+        if k > 0 {
+            let first = u16::from_be_bytes([ip[4], ip[5]]);
+            ip[4..6].copy_from_slice(&first.wrapping_add(k as u16).to_be_bytes());
+        }
+        (ip, k == 0, payload)
     }
 }
 

@@ -118,7 +118,7 @@ fn receive_socket(t: &mut UdpTransport) -> Vec<Vec<u8>> {
 
 /// The ring sees the IPv4 header, so the ICRC is checked over the IP ID the sender used: a
 /// good one from a connected socket (whose IDs a UDP socket cannot see) is Ok, a wrong one
-/// Bad, where the socket path says Unverifiable.
+/// Bad.
 #[test]
 fn every_ipv4_icrc_is_checked_exactly() {
     let Some(mut b) = ringed(ip(5)) else { return };
@@ -135,9 +135,9 @@ fn every_ipv4_icrc_is_checked_exactly() {
 }
 
 /// A segmentation run crosses `lo` whole; the ring cuts it as the kernel would, each segment
-/// a datagram, the first behind the run's IPv4 header with its own length, the others
-/// without one (it is not certain, see `Datagram::segment`). A run with more segments than
-/// the batch has room for is taken over several calls.
+/// a datagram behind the run's IPv4 header with its own length, the others' marked
+/// uncertain with the ID the sender's GSO gives them (see `Datagram::segment`). A run with
+/// more segments than the batch has room for is taken over several calls.
 #[test]
 fn a_segmentation_run_arrives_as_its_segments() {
     let Some((mut a, mut b)) = segmenting_to_ringed(ip(6), ip(7), 3) else {
@@ -154,20 +154,29 @@ fn a_segmentation_run_arrives_as_its_segments() {
     let deadline = Instant::now() + Duration::from_secs(1);
     while got.len() < 3 && Instant::now() < deadline {
         assert!(b.recv_batch(&mut batch).unwrap() <= 2);
-        got.extend(
-            batch
-                .iter()
-                .map(|p| (p.payload.to_vec(), p.meta.ip_header().to_vec())),
-        );
+        got.extend(batch.iter().map(|p| {
+            (
+                p.payload.to_vec(),
+                p.meta.ip_header().to_vec(),
+                p.meta.origin,
+            )
+        }));
     }
     let payloads: Vec<&[u8]> = got.iter().map(|g| &g.0[..]).collect();
     assert_eq!(payloads, [&s0[..], &s1[..], &s2[..]]);
-    // The first segment's header: ID 0 (an unconnected socket's run), its own length.
-    let first = &got[0].1;
-    assert_eq!(first.len(), 20);
-    assert_eq!(u16::from_be_bytes([first[4], first[5]]), 0);
-    assert_eq!(u16::from_be_bytes([first[2], first[3]]), 20 + 8 + 300);
-    assert!(got[1].1.is_empty() && got[2].1.is_empty());
+    // Segment k's header: ID k (an unconnected socket's run starts at 0), its own length;
+    // certain for the first only.
+    for (k, (payload, header, origin)) in got.iter().enumerate() {
+        assert_eq!(header.len(), 20);
+        assert_eq!(u16::from_be_bytes([header[4], header[5]]), k as u16);
+        let total = u16::from_be_bytes([header[2], header[3]]);
+        assert_eq!(usize::from(total), 20 + 8 + payload.len());
+        let want = match k {
+            0 => IpHeaderOrigin::Received,
+            _ => IpHeaderOrigin::IdentUnknown,
+        };
+        assert_eq!(*origin, want);
+    }
 }
 
 /// Packets of one piece each, from source port `port` to `dst`'s 4791, placed as one

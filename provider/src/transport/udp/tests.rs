@@ -186,17 +186,26 @@ fn bad_packets_are_refused() {
     assert_eq!(a.send_batch(&[to(v4, 0xc000), to(v6, 0xc000)]).unwrap(), 1);
 }
 
-/// RoCE packets between softrnic UDP transports verify: a UDP socket with IP_PMTUDISC_DO
-/// sends DF and IP ID 0, the header the ICRC was computed over.
+/// Through a UDP socket an IPv4 ICRC is checked for the IP ID that makes it match: ID 0 from
+/// an unconnected socket (DF, IP ID 0 with IP_PMTUDISC_DO), the ID a connected socket counts
+/// (which the sender moved the ICRC to); one bit off, it is Bad.
 #[test]
-fn icrc_over_ipv4_verifies_or_is_unverifiable() {
-    let (mut a, mut b) = (bind_unconnected(lo(19)), bind(lo(20)));
+fn icrc_over_ipv4_matches_for_the_ident_sent_or_is_bad() {
+    use IcrcStatus::{Bad, OkForIdent};
+    use IpHeaderOrigin::NotSeen;
     let data = b"softrnic over UDP";
+    let mut b = bind(lo(20));
+    let mut a = bind_unconnected(lo(19));
     let (hdr, icrc) = send_only((lo(19), 0xc005), lo(20), 0x12, 1, data);
     let seen = good_then_bad_icrc(&mut a, &mut b, 0xc005, [&hdr, data], &icrc);
-    use IcrcStatus::{Ok, Unverifiable};
-    use IpHeaderOrigin::NotSeen;
-    assert_eq!(seen, [(NotSeen, Ok), (NotSeen, Unverifiable)]);
+    assert_eq!(seen, [(NotSeen, OkForIdent(0)), (NotSeen, Bad)]);
+    drop(a);
+    let mut a = bind(lo(19));
+    let (hdr, icrc) = send_only((lo(19), 0xc006), lo(20), 0x12, 1, data);
+    let seen = good_then_bad_icrc(&mut a, &mut b, 0xc006, [&hdr, data], &icrc);
+    let (_, ident) = a.connection(0xc006).expect("a connected socket");
+    let sent = ident.expect("its IP ID known").wrapping_sub(2);
+    assert_eq!(seen, [(NotSeen, OkForIdent(sent)), (NotSeen, Bad)]);
 }
 
 /// Sends from `a` to `b`'s 4791, from source port `port`, the packet `headers` + `icrc`
@@ -298,19 +307,19 @@ fn no_allocation_per_packet() {
     let before = allocations();
     assert!(before > start, "the counting allocator counts nothing");
     assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
-    let (mut got, mut unverified) = (0, 0);
+    let (mut got, mut not_ok) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(5);
     while got < pkts.len() && Instant::now() < deadline {
         b.poll(Some(Duration::from_millis(100))).unwrap();
         got += b.recv_batch(&mut batch).unwrap();
         // The ICRC check is on the data path too (these are not RoCE packets: Bad).
-        unverified += batch
+        not_ok += batch
             .iter()
             .filter(|p| p.icrc_status() != IcrcStatus::Ok)
             .count();
     }
     let after = allocations();
-    assert_eq!((got, unverified), (pkts.len(), pkts.len()));
+    assert_eq!((got, not_ok), (pkts.len(), pkts.len()));
     assert_eq!(after - before, 0, "the data path allocated");
 }
 
