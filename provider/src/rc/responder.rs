@@ -23,6 +23,8 @@
 //! * **SEND with Invalidate** (9.4.1.1) invalidates the R_Key of its IETH at its last packet,
 //!   and the receive completion says so (`IBV_WC_WITH_INV`, `invalidated_rkey`).
 //! * **Duplicates** (9.7.5.1.2): `responder/duplicate.rs`.
+//! * **Reordering**: a request a few PSNs ahead is held, not NAKed at once
+//!   (`responder/reorder.rs`).
 //! * **FLUSH** and **ATOMIC WRITE** (IBTA 1.5): `responder/flush_atomic_write.rs`.
 //! * A fatal error (Invalid Request, Remote Access, Remote Operational NAK) completes the
 //!   receive WQE in use with an error and moves the QP to ERR; the NAK still goes out.
@@ -48,6 +50,7 @@ use crate::wr::RecvWqe;
 
 mod duplicate;
 mod flush_atomic_write;
+mod reorder;
 
 /// A saved READ or atomic (a responder resource, IBTA 9.7.5.1.2).
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +111,9 @@ pub(crate) struct Responder {
     acked_msn: u32,
     /// The MSN before the request being handled (which ended a message if it moved).
     noted_msn: u32,
+    /// Requests a few PSNs ahead, held while the expected one may still come
+    /// (`responder/reorder.rs`).
+    reorder: reorder::Reorder,
 }
 
 const MSN_MASK: u32 = 0x00ff_ffff;
@@ -129,6 +135,7 @@ impl Responder {
             queued: None,
             acked_msn: 0,
             noted_msn: 0,
+            reorder: reorder::Reorder::default(),
         }
     }
 
@@ -163,22 +170,49 @@ impl Responder {
         match classify(self.epsn, psn) {
             PsnClass::Expected => {
                 self.nak_sent = false;
-                if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, &mut srq, ev) {
-                    self.queue_ack(psn, Syndrome::Nak(code));
-                    if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
-                        ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, status));
+                self.run(ctx, pkt, mrs, &mut srq, ev);
+                // The held requests that now follow, in PSN order.
+                while self.reorder.is_holding() && !ev.fatal && !self.nak_sent {
+                    let (epsn, mut held) = (self.epsn, std::mem::take(&mut self.reorder));
+                    let ran = held.release(epsn, |p| {
+                        self.noted_msn = self.msn;
+                        self.run(ctx, p, mrs, &mut srq, ev);
+                    });
+                    self.reorder = held;
+                    if !ran {
+                        break;
                     }
-                    ev.fatal = true;
                 }
             }
             PsnClass::Duplicate => self.duplicate(ctx, pkt, mrs),
             PsnClass::OutOfSequence => {
-                if !self.nak_sent {
-                    self.nak_sent = true;
-                    let epsn = self.epsn;
-                    self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+                if self.nak_sent || self.reorder.hold(self.epsn, pkt) {
+                    return; // dropped after the NAK (C9-102), or held (`reorder.rs`)
                 }
+                self.nak_sent = true;
+                self.reorder.clear();
+                let epsn = self.epsn;
+                self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
             }
+        }
+    }
+
+    /// Executes the request at the expected PSN; a fatal error NAKs it and ends the QP.
+    fn run(
+        &mut self,
+        ctx: &QpContext,
+        pkt: &RocePacket<'_>,
+        mrs: &MrTable,
+        srq: &mut Option<&mut Srq>,
+        ev: &mut Events,
+    ) {
+        if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, srq, ev) {
+            self.queue_ack(pkt.repr.bth.psn, Syndrome::Nak(code));
+            if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
+                ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, status));
+            }
+            self.reorder.clear();
+            ev.fatal = true;
         }
     }
 
@@ -374,6 +408,7 @@ impl Responder {
 
     fn rnr(&mut self, ctx: &QpContext, psn: Psn) -> Result<(), Fatal> {
         self.nak_sent = true;
+        self.reorder.clear(); // the requester resends from `psn`
         self.queue_ack(psn, Syndrome::RnrNak(RnrTimer(ctx.min_rnr_timer)));
         Ok(())
     }
