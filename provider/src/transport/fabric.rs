@@ -89,12 +89,14 @@ pub struct FabricStats {
     pub unroutable: u64,
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, good enough for fault draws.
+/// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, good enough for fault draws (the
+/// fabric's, and the userspace link's in `testbed`).
 #[derive(Debug, Clone)]
-struct SplitMix64(u64);
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -103,12 +105,12 @@ impl SplitMix64 {
     }
 
     /// True with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
+    pub fn chance(&mut self, p: f64) -> bool {
         ((self.next_u64() >> 11) as f64) * (1.0 / (1u64 << 53) as f64) < p
     }
 
     /// Uniform in `0..n` (n > 0; the modulo bias is negligible for packet sizes).
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
     }
 }

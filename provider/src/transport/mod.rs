@@ -53,7 +53,7 @@ pub mod fabric;
 pub mod faults;
 pub mod udp;
 
-pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats};
+pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats, SplitMix64};
 pub use faults::{FaultControl, FaultInjector};
 pub use udp::UdpTransport;
 

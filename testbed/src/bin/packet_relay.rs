@@ -10,14 +10,23 @@
 //!   the same run, as a bridge forwards it. With `--no-vnet` a run arrives as one frame
 //!   longer than the MTU with nothing saying it is a run; the kernel refuses to send it
 //!   (`EMSGSIZE`) and it is counted as dropped: a link that loses every run.
-//! * **Counters**: frames and bytes each way and the frames that could not be sent, printed
-//!   on `SIGINT`/`SIGTERM` (and every `--every` seconds when given).
+//! * **Impairments** (`--loss P`, `--dup P`, `--reorder P`, each a probability per frame,
+//!   drawn from a SplitMix64 seeded with `--seed N`): a lost frame is not sent on, a
+//!   duplicated one is sent twice, a reordered one is held and sent after the next frame
+//!   the same way (or after 1 ms if none comes). Per frame: with offloads off at both ends
+//!   (`OFFLOAD_OFF` in `relay_link.sh`) a frame is one packet, as on a wire.
+//! * **Counters**: frames and bytes each way, the frames that could not be sent, and those
+//!   lost, duplicated and reordered, printed on `SIGINT`/`SIGTERM` (and every `--every`
+//!   seconds when given).
 //!
-//! usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS]
+//! usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P]
+//!        [--reorder P] [--seed N]
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use softrnic_provider::transport::SplitMix64;
 
 /// Set by the signal handler: print the counters and stop.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -33,6 +42,70 @@ struct Counts {
     bytes: u64,
     runs: u64,
     dropped: u64,
+    lost: u64,
+    duplicated: u64,
+    reordered: u64,
+}
+
+/// The impairments of the link: probabilities per frame.
+#[derive(Default, Clone, Copy)]
+struct Impair {
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+}
+
+/// How long a reordered frame waits for a frame to go ahead of it.
+const HOLD: Duration = Duration::from_millis(1);
+
+/// One direction of the link: its socket out, and the frame held back for reordering.
+struct Direction {
+    to: libc::c_int,
+    held: Option<(Vec<u8>, Instant)>,
+}
+
+impl Direction {
+    /// Sends `frame` on; counts a failure.
+    fn send(&self, frame: &[u8], c: &mut Counts) {
+        // SAFETY: `frame` is initialised for its length.
+        let s = unsafe { libc::send(self.to, frame.as_ptr().cast(), frame.len(), 0) };
+        if s < 0 {
+            c.dropped += 1;
+        }
+    }
+
+    /// Relays `frame` with the impairments drawn from `rng`.
+    fn relay(&mut self, frame: &[u8], impair: Impair, rng: &mut SplitMix64, c: &mut Counts) {
+        if rng.chance(impair.loss) {
+            c.lost += 1;
+            return;
+        }
+        if self.held.is_none() && rng.chance(impair.reorder) {
+            c.reordered += 1;
+            self.held = Some((frame.to_vec(), Instant::now()));
+            return;
+        }
+        self.send(frame, c);
+        if rng.chance(impair.dup) {
+            c.duplicated += 1;
+            self.send(frame, c);
+        }
+        if let Some((f, _)) = self.held.take() {
+            self.send(&f, c);
+        }
+    }
+
+    /// Sends the held frame if it has waited [`HOLD`].
+    fn release_late(&mut self, c: &mut Counts) {
+        if self
+            .held
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() >= HOLD)
+        {
+            let (f, _) = self.held.take().expect("checked");
+            self.send(&f, c);
+        }
+    }
 }
 
 /// `struct virtio_net_hdr`'s size.
@@ -50,22 +123,35 @@ fn run() -> io::Result<()> {
     let mut names = Vec::new();
     let mut vnet = true;
     let mut every = None;
+    let mut impair = Impair::default();
+    let mut seed = 1u64;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        let mut number = || {
+            it.next()
+                .and_then(|s| s.parse::<f64>().ok())
+                .ok_or_else(usage)
+        };
         match a.as_str() {
             "--no-vnet" => vnet = false,
             "--vnet" => vnet = true,
-            "--every" => {
-                let s = it.next().and_then(|s| s.parse::<f64>().ok());
-                every = Some(Duration::from_secs_f64(s.ok_or_else(usage)?));
-            }
+            "--every" => every = Some(Duration::from_secs_f64(number()?)),
+            "--loss" => impair.loss = number()?,
+            "--dup" => impair.dup = number()?,
+            "--reorder" => impair.reorder = number()?,
+            "--seed" => seed = number()? as u64,
             _ => names.push(a.clone()),
         }
     }
+    let mut rng = SplitMix64(seed);
     let [a, b] = names.as_slice() else {
         return Err(usage());
     };
     let socks = [open(a, vnet)?, open(b, vnet)?];
+    let mut ways = [1, 0].map(|to| Direction {
+        to: socks[to],
+        held: None,
+    });
     // SAFETY: installs a handler that only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -81,7 +167,12 @@ fn run() -> io::Result<()> {
     let mut last = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
         // SAFETY: `fds` is an array of two pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, 200) };
+        let wait = if ways.iter().any(|w| w.held.is_some()) {
+            1
+        } else {
+            200
+        };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -114,12 +205,11 @@ fn run() -> io::Result<()> {
                 if vnet && n >= VNET_HDR_LEN && buf[1] != 0 {
                     c.runs += 1;
                 }
-                // SAFETY: `buf[..n]` is initialised.
-                let s = unsafe { libc::send(socks[1 - from], buf.as_ptr().cast(), n, 0) };
-                if s < 0 {
-                    c.dropped += 1;
-                }
+                ways[from].relay(&buf[..n], impair, &mut rng, c);
             }
+        }
+        for (way, c) in ways.iter_mut().zip(counts.iter_mut()) {
+            way.release_late(c);
         }
         if every.is_some_and(|e| last.elapsed() >= e) {
             report(&[a, b], &counts);
@@ -133,20 +223,25 @@ fn run() -> io::Result<()> {
 fn usage() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
-        "usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS]",
+        "usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P] \
+         [--reorder P] [--seed N]",
     )
 }
 
 fn report(names: &[&String; 2], counts: &[Counts; 2]) {
     for (from, c) in counts.iter().enumerate() {
         eprintln!(
-            "packet-relay: {} -> {}: {} frames ({} runs), {} bytes, {} not sent",
+            "packet-relay: {} -> {}: {} frames ({} runs), {} bytes, {} not sent, \
+             {} lost, {} duplicated, {} reordered",
             names[from],
             names[1 - from],
             c.frames,
             c.runs,
             c.bytes,
-            c.dropped
+            c.dropped,
+            c.lost,
+            c.duplicated,
+            c.reordered
         );
     }
 }
