@@ -92,6 +92,9 @@ pub(super) struct Inner {
     epoch: Instant,
     /// Rounds the progress thread made, counted.
     thread_rounds: AtomicU64,
+    /// Packets handed to the transport, readable without the `io` lock (see
+    /// [`Device::packets_sent`]).
+    pub(super) packets_sent: AtomicU64,
 }
 
 /// The NIC, locked by [`Device::nic`]; dropping it marks the device dirty (before unlocking,
@@ -156,6 +159,7 @@ impl Device {
             last_poll: AtomicU64::new(0),
             epoch: Instant::now(),
             thread_rounds: AtomicU64::new(0),
+            packets_sent: AtomicU64::new(0),
         });
         let thread = {
             let inner = inner.clone();
@@ -349,6 +353,13 @@ impl Device {
     /// did not.
     pub fn thread_rounds(&self) -> u64 {
         self.inner.thread_rounds.load(Ordering::Relaxed)
+    }
+
+    /// Packets handed to the transport so far. Unlike [`Device::emit_stats`] it takes no
+    /// lock, so it can be read while the device is busy sending (a round holds the `io` lock
+    /// for up to `ROUND_BUDGET` packets, and takes it again at once).
+    pub fn packets_sent(&self) -> u64 {
+        self.inner.packets_sent.load(Ordering::Relaxed)
     }
 
     /// The emitter's counters.

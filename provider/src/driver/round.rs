@@ -490,6 +490,7 @@ fn send_queued(inner: &Inner, io: &mut Io) -> usize {
             Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
         }
     }
+    inner.packets_sent.fetch_add(done as u64, Ordering::Relaxed);
     done
 }
 
