@@ -257,9 +257,9 @@ impl MrTable {
         key
     }
 
-    /// The 1-based slot index of `key`, whether or not a slot is there (for tests).
-    #[cfg(test)]
-    pub(crate) fn index_of(&self, key: u32) -> usize {
+    /// The slot (1-based) that `key` names, whether or not it is registered: successive keys
+    /// of one slot (a region's after a rereg, a window's after a bind) share it.
+    pub fn index_of(&self, key: u32) -> usize {
         keys::split(key, self.slots.len()).0
     }
 
