@@ -192,7 +192,7 @@ impl MemoryRegion {
             self.pd.handle,
             va,
             out.len(),
-            |b| out.copy_from_slice(b),
+            |b| b.copy_to(out),
         )
         .map_err(|_| Error::InvalidArgument("read outside the memory region"))
     }
@@ -209,7 +209,7 @@ impl MemoryRegion {
             self.pd.handle,
             va,
             data.len(),
-            |b| b.copy_from_slice(data),
+            |mut b| b.copy_from(data),
         )
         .map_err(|_| Error::InvalidArgument("write outside the memory region (or no LOCAL_WRITE)"))
     }

@@ -60,8 +60,9 @@
 //! none; local write: `LOCAL_WRITE`; remote read/write/atomic: `REMOTE_READ` /
 //! `REMOTE_WRITE` / `REMOTE_ATOMIC`), bounds (`va..va + len` inside `iova..iova + length`,
 //! overflow refused), and for atomics 8-byte alignment of `va` (checked here, not by the
-//! caller). The method called decides the right needed, so `&mut` memory never comes
-//! without a write right.
+//! caller). The method called decides the right needed, so writable bytes never come
+//! without a write right. The closures get the bytes as [`Bytes`] / [`BytesMut`] (`bytes.rs`),
+//! reached by copies only, never as slices: the application may touch them meanwhile.
 //!
 //! # Pinning and deregistration
 //!
@@ -92,6 +93,7 @@
 //! `iova..=iova + length`.
 
 mod access;
+mod bytes;
 mod chacha;
 mod check;
 mod device_memory;
@@ -128,6 +130,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use access::Access;
+pub use bytes::{Bytes, BytesMut};
 pub use check::AccessError;
 use check::{
     check_entry, check_index, check_tag, tag, tag_key, tag_state, Entry, MemPtr, Op, State,
@@ -554,7 +557,7 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.shared_entry(key, who, op, va, len, |_, bytes| f(bytes))
     }
@@ -567,7 +570,7 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-        f: impl FnOnce(&Entry, &[u8]) -> R,
+        f: impl FnOnce(&Entry, Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         let (slot, key, op, window) = self.resolve(key, who, op, va, len)?;
         let entry = read(&slot.entry);
@@ -588,9 +591,9 @@ impl MrTable {
         }
         // SAFETY: the checks put `offset..offset + len` inside the registered range, which
         // `register`'s contract keeps valid while the slot is registered; the read lock
-        // keeps it registered (deregistration needs the write lock) and keeps writers of
-        // this table out, so no `&mut` to these bytes exists meanwhile.
-        let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), len) };
+        // keeps it registered (deregistration needs the write lock) for as long as `f` runs.
+        // `Bytes` reaches them by copies only: the application may write them meanwhile.
+        let bytes = unsafe { Bytes::new(entry.addr.0.add(offset), len) };
         let r = f(&entry, bytes);
         drop(entry);
         drop(window);
@@ -604,7 +607,7 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
+        f: impl FnOnce(BytesMut<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         let (slot, key, op, window) = self.resolve(key, who, op, va, len)?;
         let entry = write(&slot.entry);
@@ -623,9 +626,9 @@ impl MrTable {
             drop(window);
             return r;
         }
-        // SAFETY: as in `shared`; the write lock makes this the only slice of the region
-        // the table hands out until `f` returns.
-        let bytes = unsafe { core::slice::from_raw_parts_mut(entry.addr.0.add(offset), len) };
+        // SAFETY: as in `shared`; the write lock makes `f` the only accessor of the region
+        // through this table until it returns (writers of one region never overlap).
+        let bytes = unsafe { BytesMut::new(entry.addr.0.add(offset), len) };
         let r = f(bytes);
         drop(entry);
         drop(window);
@@ -644,7 +647,7 @@ impl MrTable {
         pd: PdHandle,
         va: u64,
         len: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.shared(lkey, Who::local(pd), Op::LocalRead, va, len, f)
     }
@@ -661,7 +664,7 @@ impl MrTable {
         pd: PdHandle,
         va: u64,
         len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
+        f: impl FnOnce(BytesMut<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.exclusive(lkey, Who::local(pd), Op::LocalWrite, va, len, f)
     }
@@ -679,7 +682,7 @@ impl MrTable {
         qpn: u32,
         va: u64,
         len: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.shared(rkey, Who { pd, qpn }, Op::RemoteRead, va, len, f)
     }
@@ -697,12 +700,13 @@ impl MrTable {
         qpn: u32,
         va: u64,
         len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
+        f: impl FnOnce(BytesMut<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.exclusive(rkey, Who { pd, qpn }, Op::RemoteWrite, va, len, f)
     }
 
-    /// The 8 bytes at `va` for a peer's atomic (compare-and-swap, fetch-and-add). Needs
+    /// A peer's atomic (compare-and-swap, fetch-and-add) on the native-endian 64-bit word at
+    /// `va`: `f` gets its value and gives the one to store; returns the original. Needs
     /// `REMOTE_ATOMIC` and an 8-byte aligned `va`. The exclusive pin makes the
     /// read-modify-write atomic against every other access through the table (atomicity
     /// against the host CPU is not promised: `IBV_ATOMIC_HCA`).
@@ -711,16 +715,16 @@ impl MrTable {
     ///
     /// The first failed check (module doc); the engine NAKs with Remote Access Error, or
     /// Invalid Request for [`AccessError::Misaligned`].
-    pub fn with_remote_atomic<R>(
+    pub fn with_remote_atomic(
         &self,
         rkey: u32,
         pd: PdHandle,
         qpn: u32,
         va: u64,
-        f: impl FnOnce(&mut [u8; 8]) -> R,
-    ) -> core::result::Result<R, AccessError> {
-        self.exclusive(rkey, Who { pd, qpn }, Op::RemoteAtomic, va, 8, |bytes| {
-            f(bytes.try_into().expect("the check gave 8 bytes"))
+        f: impl FnOnce(u64) -> u64,
+    ) -> core::result::Result<u64, AccessError> {
+        self.exclusive(rkey, Who { pd, qpn }, Op::RemoteAtomic, va, 8, |mut word| {
+            word.update_u64(f)
         })
     }
 }

@@ -25,7 +25,7 @@ fn rereg(t: &MrTable, key: u32, change: Rereg) -> Result<MrKeys> {
 }
 
 fn remote_write(t: &MrTable, key: u32, pd: PdHandle, va: u64, byte: u8) -> bool {
-    t.with_remote_write(key, pd, QPN, va, 1, |d| d[0] = byte)
+    t.with_remote_write(key, pd, QPN, va, 1, |mut d| d.copy_from(&[byte]))
         .is_ok()
 }
 

@@ -186,7 +186,7 @@ fn reused_index_never_accepts_an_old_key() {
         let k = reg(&t, &mut buf, RW).unwrap();
         assert_eq!(t.index_of(k.lkey), 1);
         assert!(!old.contains(&k.lkey), "key {:#x} came back", k.lkey);
-        assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b[0]), Ok(0));
+        assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]), Ok(0));
         for &stale in &old {
             assert_eq!(
                 t.with_local_read(stale, PD, va, 1, |_| ()),
@@ -247,23 +247,20 @@ fn accesses_reach_the_right_bytes() {
     let p = buf.as_mut_ptr();
     // SAFETY: `buf` outlives `t`.
     let k = unsafe { t.register(PD, p, 64, 0x10_0000, RW) }.unwrap();
-    t.with_remote_write(k.rkey, PD, 1, 0x10_0010, 4, |m| m.copy_from_slice(b"abcd"))
+    t.with_remote_write(k.rkey, PD, 1, 0x10_0010, 4, |mut m| m.copy_from(b"abcd"))
         .unwrap();
     let got = t
         .with_local_read(k.lkey, PD, 0x10_000e, 8, |b| b.to_vec())
         .unwrap();
     assert_eq!(got, [14, 15, b'a', b'b', b'c', b'd', 20, 21]);
-    t.with_local_write(k.lkey, PD, 0x10_003f, 1, |m| m[0] = 0xff)
+    t.with_local_write(k.lkey, PD, 0x10_003f, 1, |mut m| m.copy_from(&[0xff]))
         .unwrap();
     assert_eq!(
-        t.with_remote_read(k.rkey, PD, 1, 0x10_003f, 1, |b| b[0]),
+        t.with_remote_read(k.rkey, PD, 1, 0x10_003f, 1, |b| b.to_vec()[0]),
         Ok(0xff)
     );
-    t.with_remote_atomic(k.rkey, PD, 1, 0x10_0020, |w| {
-        let v = u64::from_le_bytes(*w);
-        *w = (v + 1).to_le_bytes();
-    })
-    .unwrap();
+    t.with_remote_atomic(k.rkey, PD, 1, 0x10_0020, |v| (u64::from_le(v) + 1).to_le())
+        .unwrap();
     drop(t);
     assert_eq!(&buf[0x10..0x14], b"abcd");
     assert_eq!(buf[0x20], 0x21);
@@ -279,7 +276,7 @@ fn zero_based_region_is_addressed_from_zero() {
         t.with_remote_read(k.rkey, PD, 1, 0, 2, |b| b.to_vec()),
         Ok(vec![0, 1])
     );
-    assert_eq!(t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b[0]), Ok(15));
+    assert_eq!(t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b.to_vec()[0]), Ok(15));
     let addr = buf.as_ptr() as u64;
     assert_eq!(
         t.with_remote_read(k.rkey, PD, 1, addr, 1, |_| ()),
@@ -294,8 +291,8 @@ fn every_check_through_the_table() {
     let va = buf.as_ptr() as u64;
     let k = reg(&t, &mut buf, Access::LOCAL_WRITE).unwrap();
     let ro = reg(&t, &mut buf, Access::empty()).unwrap();
-    let nop = |_: &[u8]| ();
-    let nop_mut = |_: &mut [u8]| ();
+    let nop = |_: Bytes<'_>| ();
+    let nop_mut = |_: BytesMut<'_>| ();
     assert_eq!(
         t.with_local_read(0x7f, PD, va, 1, nop),
         Err(AccessError::BadIndex)
@@ -326,7 +323,7 @@ fn every_check_through_the_table() {
     denied(t.with_local_write(ro.lkey, PD, va, 1, nop_mut));
     denied(t.with_remote_read(k.rkey, PD, 1, va, 1, nop));
     denied(t.with_remote_write(k.rkey, PD, 1, va, 1, nop_mut));
-    denied(t.with_remote_atomic(k.rkey, PD, 1, va, |_| ()));
+    denied(t.with_remote_atomic(k.rkey, PD, 1, va, |v| v).map(drop));
     assert_eq!(t.with_local_read(ro.lkey, PD, va, 32, nop), Ok(()));
     assert_eq!(
         t.with_local_write(k.lkey, PD, va - 1, 1, nop_mut),
@@ -365,12 +362,12 @@ fn atomics_need_alignment_here() {
     // SAFETY: `buf` outlives `t`.
     let k = unsafe { t.register(PD, buf.as_mut_ptr(), 32, 0x1000, RW) }.unwrap();
     assert_eq!(
-        t.with_remote_atomic(k.rkey, PD, 1, 0x1004, |_| ()),
+        t.with_remote_atomic(k.rkey, PD, 1, 0x1004, |v| v),
         Err(AccessError::Misaligned)
     );
-    assert_eq!(t.with_remote_atomic(k.rkey, PD, 1, 0x1018, |_| ()), Ok(()));
+    assert_eq!(t.with_remote_atomic(k.rkey, PD, 1, 0x1018, |v| v), Ok(0));
     assert_eq!(
-        t.with_remote_atomic(k.rkey, PD, 1, 0x1020, |_| ()),
+        t.with_remote_atomic(k.rkey, PD, 1, 0x1020, |v| v),
         Err(AccessError::OutOfBounds)
     );
 }
@@ -405,7 +402,7 @@ fn deregister_with_a_bound_window_is_ebusy() {
     let e = t.deregister(k.lkey).unwrap_err();
     assert!(matches!(e, Error::Busy(_)) && e.errno() == 16);
     // The refused deregistration left the region working.
-    assert_eq!(t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b[0]), Ok(0));
+    assert_eq!(t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b.to_vec()[0]), Ok(0));
     t.window_unbound(k.lkey).unwrap();
     assert!(matches!(t.deregister(k.lkey), Err(Error::Busy(_))));
     t.window_unbound(k.lkey).unwrap();
@@ -434,7 +431,7 @@ fn a_panicking_closure_does_not_break_the_table() {
         t.with_remote_write(k.rkey, PD, 1, va, 1, |_| panic!("closure panics"))
     }));
     assert!(r.is_err());
-    assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b[0]), Ok(0));
+    assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]), Ok(0));
     t.deregister(k.lkey).unwrap();
 }
 
@@ -506,9 +503,9 @@ fn no_closure_runs_after_deregister_returns() {
             let writer = || {
                 let mut failures = 0;
                 while failures < 200 {
-                    let r = table.with_remote_write(k.rkey, PD, 1, va, 256, |m| {
+                    let r = table.with_remote_write(k.rkey, PD, 1, va, 256, |mut m| {
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
-                        m.fill(0x5a);
+                        m.copy_from(&[0x5a; 256]);
                         thread::yield_now();
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
                     });
@@ -523,7 +520,7 @@ fn no_closure_runs_after_deregister_returns() {
                 for _ in 0..2000 {
                     let r = table.with_local_read(k.lkey, PD, va, 256, |b| {
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
-                        b[0]
+                        b.to_vec()[0]
                     });
                     if r.is_err() {
                         break;
