@@ -187,13 +187,9 @@ impl MemoryRegion {
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         let va = self.va(offset, out.len())?;
         let mrs = self.pd.ctx.inner.device.mrs();
-        mrs.with_local_read(
-            self.keys.lkey,
-            self.pd.handle,
-            va,
-            out.len(),
-            |b| b.copy_to(out),
-        )
+        mrs.with_local_read(self.keys.lkey, self.pd.handle, va, out.len(), |b| {
+            b.copy_to(out)
+        })
         .map_err(|_| Error::InvalidArgument("read outside the memory region"))
     }
 
@@ -204,13 +200,9 @@ impl MemoryRegion {
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let va = self.va(offset, data.len())?;
         let mrs = self.pd.ctx.inner.device.mrs();
-        mrs.with_local_write(
-            self.keys.lkey,
-            self.pd.handle,
-            va,
-            data.len(),
-            |mut b| b.copy_from(data),
-        )
+        mrs.with_local_write(self.keys.lkey, self.pd.handle, va, data.len(), |mut b| {
+            b.copy_from(data)
+        })
         .map_err(|_| Error::InvalidArgument("write outside the memory region (or no LOCAL_WRITE)"))
     }
 

@@ -39,7 +39,10 @@ fn try_sge_checks_and_sge_never_panics() {
     let s = side();
     let mr = s.pd.reg_mr(4096, RW).unwrap();
     let sge = mr.try_sge(4000, 96).unwrap();
-    assert_eq!((sge.addr, sge.length, sge.lkey), (mr.addr() + 4000, 96, mr.lkey()));
+    assert_eq!(
+        (sge.addr, sge.length, sge.lkey),
+        (mr.addr() + 4000, 96, mr.lkey())
+    );
     for (offset, len) in [(4000, 97), (usize::MAX, 1), (usize::MAX - 3, 8), (4097, 0)] {
         let e = mr.try_sge(offset, len).unwrap_err();
         assert_eq!(e.errno(), libc::EINVAL, "{offset:#x} {len}");

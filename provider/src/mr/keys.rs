@@ -54,7 +54,11 @@ fn fmix32(mut h: u32) -> u32 {
 fn permute(x: u32, width: u32, round_keys: &[u32; 16]) -> u32 {
     let even = width + width % 2;
     let half = even / 2;
-    let mask = if half == 32 { u32::MAX } else { (1 << half) - 1 };
+    let mask = if half == 32 {
+        u32::MAX
+    } else {
+        (1 << half) - 1
+    };
     let limit = 1u64 << width;
     let mut x = x;
     loop {

@@ -11,8 +11,16 @@ const WRITABLE: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 /// Registers `buf` for remote writes, iova = its address.
 fn reg(t: &MrTable, buf: &mut [u8]) -> MrKeys {
     // SAFETY: every test keeps its buffer alive until after the table is dropped.
-    unsafe { t.register(PD, buf.as_mut_ptr(), buf.len(), buf.as_ptr() as u64, WRITABLE) }
-        .unwrap()
+    unsafe {
+        t.register(
+            PD,
+            buf.as_mut_ptr(),
+            buf.len(),
+            buf.as_ptr() as u64,
+            WRITABLE,
+        )
+    }
+    .unwrap()
 }
 
 /// Whether a peer's RDMA WRITE of one byte at `va` through `rkey` would land: the

@@ -723,8 +723,13 @@ impl MrTable {
         va: u64,
         f: impl FnOnce(u64) -> u64,
     ) -> core::result::Result<u64, AccessError> {
-        self.exclusive(rkey, Who { pd, qpn }, Op::RemoteAtomic, va, 8, |mut word| {
-            word.update_u64(f)
-        })
+        self.exclusive(
+            rkey,
+            Who { pd, qpn },
+            Op::RemoteAtomic,
+            va,
+            8,
+            |mut word| word.update_u64(f),
+        )
     }
 }

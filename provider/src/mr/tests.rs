@@ -186,7 +186,10 @@ fn reused_index_never_accepts_an_old_key() {
         let k = reg(&t, &mut buf, RW).unwrap();
         assert_eq!(t.index_of(k.lkey), 1);
         assert!(!old.contains(&k.lkey), "key {:#x} came back", k.lkey);
-        assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]), Ok(0));
+        assert_eq!(
+            t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]),
+            Ok(0)
+        );
         for &stale in &old {
             assert_eq!(
                 t.with_local_read(stale, PD, va, 1, |_| ()),
@@ -276,7 +279,10 @@ fn zero_based_region_is_addressed_from_zero() {
         t.with_remote_read(k.rkey, PD, 1, 0, 2, |b| b.to_vec()),
         Ok(vec![0, 1])
     );
-    assert_eq!(t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b.to_vec()[0]), Ok(15));
+    assert_eq!(
+        t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b.to_vec()[0]),
+        Ok(15)
+    );
     let addr = buf.as_ptr() as u64;
     assert_eq!(
         t.with_remote_read(k.rkey, PD, 1, addr, 1, |_| ()),
@@ -402,7 +408,10 @@ fn deregister_with_a_bound_window_is_ebusy() {
     let e = t.deregister(k.lkey).unwrap_err();
     assert!(matches!(e, Error::Busy(_)) && e.errno() == 16);
     // The refused deregistration left the region working.
-    assert_eq!(t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b.to_vec()[0]), Ok(0));
+    assert_eq!(
+        t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b.to_vec()[0]),
+        Ok(0)
+    );
     t.window_unbound(k.lkey).unwrap();
     assert!(matches!(t.deregister(k.lkey), Err(Error::Busy(_))));
     t.window_unbound(k.lkey).unwrap();
@@ -414,9 +423,7 @@ fn deregister_with_a_bound_window_is_ebusy() {
     ));
     let k2 = reg(&t, &mut buf, RW).unwrap();
     assert_eq!(
-        t.slots[t.index_of(k2.lkey) - 1]
-            .bound_windows
-            .load(SeqCst),
+        t.slots[t.index_of(k2.lkey) - 1].bound_windows.load(SeqCst),
         0
     );
 }
@@ -431,7 +438,10 @@ fn a_panicking_closure_does_not_break_the_table() {
         t.with_remote_write(k.rkey, PD, 1, va, 1, |_| panic!("closure panics"))
     }));
     assert!(r.is_err());
-    assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]), Ok(0));
+    assert_eq!(
+        t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]),
+        Ok(0)
+    );
     t.deregister(k.lkey).unwrap();
 }
 

@@ -169,7 +169,8 @@ fn type2_is_bound_to_its_qp() {
         .unwrap();
     assert!(t.with_remote_atomic(k, PD, QPN, 0x1000, |v| v).is_ok());
     assert_eq!(
-        t.with_remote_atomic(k, PD, QPN + 1, 0x1000, |v| v).map(drop),
+        t.with_remote_atomic(k, PD, QPN + 1, 0x1000, |v| v)
+            .map(drop),
         Err(AccessError::QpMismatch)
     );
     // Remote invalidation only from that QP.
