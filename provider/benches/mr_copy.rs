@@ -7,33 +7,30 @@
 //! `cargo test --all-targets` runs it) it does a few accesses and prints nothing.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use softrnic_provider::mr::{Access, MrTable, PdHandle};
 
 const PD: PdHandle = PdHandle(1);
 const LEN: usize = 1 << 20;
 
-/// Nanoseconds per call of `f` over `time` (checked every 256 calls), or 256 calls.
-fn ns_per(time: Option<Duration>, mut f: impl FnMut()) -> f64 {
+/// Nanoseconds per call of `f`, over `n` calls.
+fn ns_per(n: u32, mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
-    let mut n = 0u64;
-    loop {
-        for _ in 0..256 {
-            f();
-        }
-        n += 256;
-        match time {
-            Some(t) if start.elapsed() < t => {}
-            _ => break,
-        }
-    }
-    start.elapsed().as_nanos() as f64 / n as f64
+    (0..n).for_each(|_| f());
+    start.elapsed().as_nanos() as f64 / f64::from(n)
 }
 
 fn main() {
     let timed = std::env::args().any(|a| a == "--bench");
-    let time = timed.then_some(Duration::from_millis(300));
+    // About 0.3 s per figure at 64 KiB, less below.
+    let calls = |size: usize| {
+        if timed {
+            (1 << 30) / (size as u32 + 4096)
+        } else {
+            16
+        }
+    };
     let t = MrTable::new(16, 1).unwrap();
     let mut region = vec![0u8; LEN];
     let va = region.as_mut_ptr() as u64;
@@ -43,13 +40,13 @@ fn main() {
     let src = vec![0x5au8; 64 << 10];
     let mut dst = vec![0u8; 64 << 10];
     for size in [64, 4096, 64 << 10] {
-        let write = ns_per(time, || {
+        let write = ns_per(calls(size), || {
             t.with_remote_write(k.rkey, PD, 1, va + 4096, size, |mut m| {
                 m.copy_from(black_box(&src[..size]))
             })
             .unwrap()
         });
-        let read = ns_per(time, || {
+        let read = ns_per(calls(size), || {
             t.with_local_read(k.lkey, PD, va + 4096, size, |b| {
                 b.copy_to(black_box(&mut dst[..size]))
             })

@@ -8,35 +8,26 @@ mod common;
 
 const PROGRAM: &str = r#"
 #include <limits.h>
-#include <stdint.h>
 #include <sys/mman.h>
-#include <infiniband/verbs.h>
-
 #include "softrnic_test.h"
 
 int main(void)
 {
-    struct ibv_device **list;
-    struct ibv_context *ctx = open_only_device(&list);
-    char *buf;
-    struct ibv_mr *mr;
-    struct ibv_pd *pd = pd_with_buffer(ctx, 4096, IBV_ACCESS_LOCAL_WRITE, &buf, &mr);
-
     /* One SGE, the last thing before a page that cannot be read. */
     char *pages = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(pages != MAP_FAILED, 20);
     CHECK(mprotect(pages + 4096, 4096, PROT_NONE) == 0, 21);
     struct ibv_sge *edge = (struct ibv_sge *)(pages + 4096) - 1;
 
+    struct ibv_device **list;
+    struct ibv_context *ctx = open_only_device(&list);
+    char *buf;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd = pd_with_buffer(ctx, 4096, IBV_ACCESS_LOCAL_WRITE, &buf, &mr);
+
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(cq, 22);
-    struct ibv_qp_init_attr init = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-    };
-    struct ibv_qp *qp = ibv_create_qp(pd, &init);
-    CHECK(qp && init.cap.max_send_sge == 1 && init.cap.max_recv_sge == 1, 23);
-    CHECK(connect_to_self(ctx, qp, IBV_ACCESS_LOCAL_WRITE) == 0, 24);
+    struct ibv_qp *qp = rc_qp_to_self(ctx, pd, cq, IBV_ACCESS_LOCAL_WRITE);
 
     int too_many[] = { 2, INT_MAX };
     for (int i = 0; i < 2; i++) {
