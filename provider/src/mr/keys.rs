@@ -6,10 +6,19 @@ use super::chacha::{self, Stream};
 
 /// Nonce of the stream that picks free slots.
 const SLOT_NONCE: [u32; 3] = [0x736c_6f74, 0, 0]; // "slot"
-/// Nonce of the per-slot round keys of the permutation.
+/// Nonce of the round keys of the permutation.
 const ROUND_KEY_NONCE: [u32; 3] = [0x6b65_7973, 0, 0]; // "keys"
 /// Rounds of the Feistel permutation.
 const ROUNDS: usize = 8;
+
+/// The permutations' secret: a key per round and one that makes each slot's permutation its
+/// own, 288 bits drawn from the seed's ChaCha20 once, when the table is made (a ChaCha20
+/// block per registration cost as much as the rest of it).
+#[derive(Clone, Copy)]
+struct RoundKeys {
+    rounds: [u32; ROUNDS],
+    slot: u32,
+}
 
 /// The bits of the index field of a table of `slots` slots: enough for `0..slots`.
 pub(super) const fn index_bits(slots: usize) -> u32 {
@@ -48,10 +57,12 @@ fn fmix32(mut h: u32) -> u32 {
     h ^ (h >> 16)
 }
 
-/// A permutation of `0..2^width`, keyed by `round_keys`: a balanced Feistel network over the
-/// even width at or above `width`, walked again until the value falls below `2^width`
-/// (cycle walking, which keeps it a permutation of the smaller domain).
-fn permute(x: u32, width: u32, round_keys: &[u32; 16]) -> u32 {
+/// A permutation of `0..2^width` for the slot at `index`, keyed by `keys`: a balanced Feistel
+/// network (round function: murmur3's finaliser of the half, the round key and the slot's
+/// tweak) over the even width at or above `width`, walked again until the value falls below
+/// `2^width` (cycle walking, which keeps it a permutation of the smaller domain).
+fn permute(x: u32, width: u32, keys: &RoundKeys, index: usize) -> u32 {
+    let tweak = fmix32(index as u32 ^ keys.slot);
     let even = width + width % 2;
     let half = even / 2;
     let mask = if half == 32 {
@@ -63,8 +74,8 @@ fn permute(x: u32, width: u32, round_keys: &[u32; 16]) -> u32 {
     let mut x = x;
     loop {
         let (mut l, mut r) = (((x as u64) >> half) as u32 & mask, x & mask);
-        for k in &round_keys[..ROUNDS] {
-            (l, r) = (r, l ^ (fmix32(r ^ k) & mask));
+        for k in keys.rounds {
+            (l, r) = (r, l ^ (fmix32(r.wrapping_add(k) ^ tweak) & mask));
         }
         x = ((l as u64) << half | r as u64) as u32;
         if (x as u64) < limit {
@@ -73,15 +84,22 @@ fn permute(x: u32, width: u32, round_keys: &[u32; 16]) -> u32 {
     }
 }
 
-/// Where a table's keys come from: its seed's ChaCha20 key.
+/// Where a table's keys come from: its seed's ChaCha20 key, and the permutations' secret.
 pub(super) struct KeySource {
     key: [u32; 8],
+    round_keys: RoundKeys,
 }
 
 impl KeySource {
     pub(super) fn new(seed: u64) -> KeySource {
+        let key = chacha::key_of_seed(seed);
+        let block = chacha::block(&key, 0, ROUND_KEY_NONCE);
         KeySource {
-            key: chacha::key_of_seed(seed),
+            key,
+            round_keys: RoundKeys {
+                rounds: core::array::from_fn(|i| block[i]),
+                slot: block[ROUNDS],
+            },
         }
     }
 
@@ -90,14 +108,13 @@ impl KeySource {
         Stream::new(self.key, SLOT_NONCE)
     }
 
-    /// The `gen`-th key of 1-based `index` in a table of `slots` slots: the permutation of
-    /// the slot's round keys applied to `gen`, so that a slot's keys repeat only after
+    /// The `gen`-th key of 1-based `index` in a table of `slots` slots: the slot's permutation
+    /// applied to `gen`, so that a slot's keys repeat only after
     /// `2^free_bits` registrations and one of them says nothing about the next. A
     /// generation whose key would have zero upper 24 bits is skipped (returned as the next
     /// generation to use after this one).
     pub(super) fn key(&self, index: usize, gen: u32, slots: usize) -> (u32, u32) {
         let width = free_bits(slots);
-        let round_keys = chacha::block(&self.key, index as u32, ROUND_KEY_NONCE);
         let domain_mask = if width == 32 {
             u32::MAX
         } else {
@@ -105,7 +122,7 @@ impl KeySource {
         };
         let mut gen = gen;
         loop {
-            let v = permute(gen & domain_mask, width, &round_keys);
+            let v = permute(gen & domain_mask, width, &self.round_keys, index);
             gen = gen.wrapping_add(1);
             let key = compose(index, v, slots);
             if key >> 8 != 0 {
@@ -182,15 +199,22 @@ mod tests {
 
     #[test]
     fn permutation_is_a_bijection_of_odd_and_even_widths() {
-        let rk = chacha::block(&chacha::key_of_seed(3), 5, ROUND_KEY_NONCE);
+        let keys = KeySource::new(3).round_keys;
         for width in [9, 10, 16, 17] {
             let mut seen = vec![false; 1 << width];
             for x in 0..1u32 << width {
-                let y = permute(x, width, &rk) as usize;
+                let y = permute(x, width, &keys, 5) as usize;
                 assert!(!seen[y], "width {width}: {y:#x} twice");
                 seen[y] = true;
             }
         }
+    }
+
+    #[test]
+    fn each_slot_has_a_permutation_of_its_own() {
+        let src = &KeySource::new(4);
+        let free = |index| (0..16).map(move |g| src.key(index, g, 65536).0 & !0xff_ff00);
+        assert!(free(1).zip(free(2)).filter(|(a, b)| a == b).count() < 4);
     }
 
     #[test]

@@ -24,10 +24,12 @@
 //!
 //! **What is random, from where.** The `32 - I` bits outside the index are a keyed
 //! permutation of the slot's *generation*, which goes up by one with every key the slot hands
-//! out: an 8-round Feistel network whose round keys are a ChaCha20 block (`chacha.rs`) of the
-//! seed given to [`MrTable::new`] and the slot. So a slot's keys do not repeat until it has
-//! handed out `2^(32 - I)` of them (65 536 for the device's 65 536 slots), and one key of a
-//! slot says nothing of the next one. A new region or window takes a free slot chosen
+//! out: an 8-round Feistel network keyed by 288 bits of the ChaCha20 stream (`chacha.rs`) of
+//! the seed given to [`MrTable::new`] (a key per round, and a tweak that gives each slot a
+//! permutation of its own). So a slot's keys do not repeat until it has handed out
+//! `2^(32 - I)` of them (65 536 for the device's 65 536 slots), and without the seed one key
+//! of a slot does not tell the next. (A small-domain Feistel network of a mixing function is
+//! a keyed permutation, not a proven cipher; the guesser it faces sees a few keys at most.) A new region or window takes a free slot chosen
 //! uniformly at random by the seed's ChaCha20 stream, so its index says nothing of how many
 //! came before. The seed is all a guesser lacks (no clock, no OS randomness in here): uapi
 //! draws it from the OS.
