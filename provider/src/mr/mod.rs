@@ -29,10 +29,13 @@
 //! permutation of its own). So a slot's keys do not repeat until it has handed out
 //! `2^(32 - I)` of them (65 536 for the device's 65 536 slots), and without the seed one key
 //! of a slot does not tell the next. (A small-domain Feistel network of a mixing function is
-//! a keyed permutation, not a proven cipher; the guesser it faces sees a few keys at most.) A new region or window takes a free slot chosen
-//! uniformly at random by the seed's ChaCha20 stream, so its index says nothing of how many
-//! came before. The seed is all a guesser lacks (no clock, no OS randomness in here): uapi
-//! draws it from the OS.
+//! a keyed permutation, not a proven cipher; the guesser it faces sees a few keys at most.)
+//!
+//! A new region or window takes a free slot chosen uniformly at random by the seed's
+//! ChaCha20 stream, so its index says nothing of how many came before. The price: the slot
+//! and its place in the free list are cold, where reuse in order walked memory in order
+//! (about 0.3 µs more per registration and deregistration of a 65 536-slot table). The seed
+//! is all a guesser lacks (no clock, no OS randomness in here): uapi draws it from the OS.
 //!
 //! **Expected guesses** for a guesser who knows this layout but not the seed, at the
 //! device's `max_mr` of 65 536 (`I` = 16, 16 random bits beside the index):
