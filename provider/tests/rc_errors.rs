@@ -474,9 +474,9 @@ impl RemoteOp {
 /// What is wrong with the remote access.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
-    /// A key whose index is beyond the table.
+    /// A key that names no slot (upper 24 bits zero: reserved).
     KeyBeyondTable,
-    /// A key at an index where no region is registered.
+    /// A key of another slot (free, or holding another key).
     KeyNotRegistered,
     /// The target was deregistered before the request.
     Deregistered,
@@ -560,16 +560,16 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     let mut va = start + 64;
     let mut expect = (WcStatus::RemAccessErr, NakCode::RemoteAccessError);
     match fault {
-        Fault::KeyBeyondTable => rkey = 0xdead_be00 | (rkey & 0xff),
-        Fault::KeyNotRegistered => rkey = (40 << 8) | (rkey & 0xff),
+        Fault::KeyBeyondTable => rkey &= 0xff,
+        Fault::KeyNotRegistered => rkey ^= 1 << 8,
         Fault::Deregistered => p.b.mrs.deregister(target.keys.rkey).unwrap(),
         Fault::StaleKeyReregistered => {
             let stale = target.keys.rkey;
             p.b.mrs.deregister(stale).unwrap();
-            // Indices are reused first-in first-out: register until the index comes back.
+            // A free index is taken at random: register until the index comes back.
             loop {
                 let again = p.b.subregion(&backing, PAGE, PAGE, PD, ALL);
-                if again.keys.rkey >> 8 == stale >> 8 {
+                if p.b.mrs.index_of(again.keys.rkey) == p.b.mrs.index_of(stale) {
                     assert_ne!(again.keys.rkey, stale);
                     target = again;
                     break;

@@ -30,7 +30,8 @@ use softrnic_provider::{Error, Result};
 pub struct OpenOptions {
     /// How the device makes progress.
     pub progress: Progress,
-    /// Seed of the key table's key bytes (any value; vary it between devices).
+    /// Seed of the key table's keys: everything a peer guessing an R_Key lacks
+    /// (`softrnic_provider::mr`), so the default draws it from the OS; tests pin it.
     pub key_seed: u64,
 }
 
@@ -38,9 +39,24 @@ impl Default for OpenOptions {
     fn default() -> OpenOptions {
         OpenOptions {
             progress: Progress::Thread,
-            key_seed: 0x5eed,
+            key_seed: os_seed(),
         }
     }
+}
+
+/// 64 bits from the OS (`getrandom(2)`); if that fails, the address-space layout and the
+/// clock, which are less secret but not fixed.
+fn os_seed() -> u64 {
+    let mut seed = 0u64;
+    // SAFETY: writes at most 8 bytes into `seed`.
+    let n = unsafe { libc::getrandom((&raw mut seed).cast(), 8, 0) };
+    if n == 8 {
+        return seed;
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (&raw const seed as u64).rotate_left(32) ^ u64::from(std::process::id())
 }
 
 /// A running device, shared by the contexts opened on it.

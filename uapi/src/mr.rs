@@ -21,8 +21,10 @@ pub(crate) fn with_owned_buffer(
     if len == 0 {
         return Err(Error::InvalidArgument("zero-length memory region"));
     }
-    let layout = Layout::from_size_align(len.next_multiple_of(PAGE), PAGE)
-        .map_err(|_| Error::InvalidArgument("region too large"))?;
+    let layout = len
+        .checked_next_multiple_of(PAGE)
+        .and_then(|size| Layout::from_size_align(size, PAGE).ok())
+        .ok_or(Error::InvalidArgument("region too large"))?;
     // SAFETY: non-zero size.
     let addr = unsafe { alloc_zeroed(layout) };
     if addr.is_null() {
@@ -167,19 +169,27 @@ impl MemoryRegion {
         }
     }
 
+    /// The address of `offset..offset + len` of the region, if the range is inside it
+    /// (checked without overflow: `EINVAL` otherwise).
+    fn va(&self, offset: usize, len: usize) -> Result<u64> {
+        const OUTSIDE: Error = Error::InvalidArgument("the range leaves the memory region");
+        if offset.checked_add(len).ok_or(OUTSIDE)? > self.len {
+            return Err(OUTSIDE);
+        }
+        // Cannot overflow: registration refused regions whose end overflows.
+        Ok(self.start_va() + offset as u64)
+    }
+
     /// Copies `out.len()` bytes from `offset` out of the region.
     ///
     /// # Errors
     /// `EINVAL` beyond the region or after deregistration.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let va = self.va(offset, out.len())?;
         let mrs = self.pd.ctx.inner.device.mrs();
-        mrs.with_local_read(
-            self.keys.lkey,
-            self.pd.handle,
-            self.start_va() + offset as u64,
-            out.len(),
-            |b| out.copy_from_slice(b),
-        )
+        mrs.with_local_read(self.keys.lkey, self.pd.handle, va, out.len(), |b| {
+            b.copy_to(out)
+        })
         .map_err(|_| Error::InvalidArgument("read outside the memory region"))
     }
 
@@ -188,24 +198,42 @@ impl MemoryRegion {
     /// # Errors
     /// `EINVAL` beyond the region, after deregistration, or without LOCAL_WRITE.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let va = self.va(offset, data.len())?;
         let mrs = self.pd.ctx.inner.device.mrs();
-        mrs.with_local_write(
-            self.keys.lkey,
-            self.pd.handle,
-            self.start_va() + offset as u64,
-            data.len(),
-            |b| b.copy_from_slice(data),
-        )
+        mrs.with_local_write(self.keys.lkey, self.pd.handle, va, data.len(), |mut b| {
+            b.copy_from(data)
+        })
         .map_err(|_| Error::InvalidArgument("write outside the memory region (or no LOCAL_WRITE)"))
     }
 
-    /// An SGE of `len` bytes at `offset`.
+    /// An SGE of `len` bytes at `offset`, unchecked as an `ibv_sge` is: a range outside the
+    /// region fails when the work request executes (`IBV_WC_LOC_PROT_ERR`). An offset whose
+    /// address overflows gets lkey 0, which no region has. [`try_sge`](Self::try_sge) checks.
     pub fn sge(&self, offset: usize, len: u32) -> crate::Sge {
-        crate::Sge {
-            addr: self.start_va() + offset as u64,
+        match self.start_va().checked_add(offset as u64) {
+            Some(addr) => crate::Sge {
+                addr,
+                length: len,
+                lkey: self.keys.lkey,
+            },
+            None => crate::Sge {
+                addr: 0,
+                length: len,
+                lkey: 0,
+            },
+        }
+    }
+
+    /// An SGE of `len` bytes at `offset`, if they are inside the region.
+    ///
+    /// # Errors
+    /// `EINVAL` if `offset..offset + len` leaves the region (or overflows).
+    pub fn try_sge(&self, offset: usize, len: u32) -> Result<crate::Sge> {
+        Ok(crate::Sge {
+            addr: self.va(offset, len as usize)?,
             length: len,
             lkey: self.keys.lkey,
-        }
+        })
     }
 
     /// `ibv_dereg_mr`: the keys die; accesses in progress finish first. (For a relaxed region,

@@ -19,7 +19,7 @@ use softrnic_provider::Result;
 use crate::context::Pd;
 use crate::mr::MemoryRegion;
 use crate::qp::QueuePair;
-use crate::{Error, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr};
+use crate::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr};
 
 impl Pd {
     /// `rdma_reg_msgs`: a buffer for SENDs and receives.
@@ -75,7 +75,7 @@ impl QueuePair {
     /// `rdma_post_recv`: a receive into `len` bytes at `offset` of `mr`.
     ///
     /// # Errors
-    /// As `ibv_post_recv`.
+    /// `EINVAL` if the buffer leaves the region; as `ibv_post_recv`.
     pub fn rdma_post_recv(
         &self,
         context: u64,
@@ -85,7 +85,7 @@ impl QueuePair {
     ) -> Result<()> {
         let wr = RecvWr {
             wr_id: context,
-            sg_list: vec![mr.sge(offset, len)],
+            sg_list: vec![mr.try_sge(offset, len)?],
         };
         self.post_recv(&[wr]).map_err(|(_, e)| e)
     }
@@ -163,17 +163,11 @@ impl QueuePair {
         flags: SendFlags,
         remote: RemoteAddr,
     ) -> Result<()> {
-        if offset
-            .checked_add(len as usize)
-            .is_none_or(|end| end > mr.len())
-        {
-            return Err(Error::InvalidArgument("the buffer leaves the region"));
-        }
         let wr = SendWr {
             wr_id: context,
             opcode,
             flags,
-            sg_list: vec![mr.sge(offset, len)],
+            sg_list: vec![mr.try_sge(offset, len)?],
             imm_data_or_inv_rkey: 0,
             remote,
             compare_add: 0,

@@ -17,7 +17,8 @@ use super::{Access, PdHandle};
 /// | remote | any other | NAK Remote Access Error → peer's `IBV_WC_REM_ACCESS_ERR` |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessError {
-    /// 1. The key's index (`key >> 8`) is 0 (reserved) or beyond the table.
+    /// 1. The key's index field is beyond the table, or its upper 24 bits are all zero
+    ///    (reserved: no key below `0x100` is valid).
     BadIndex,
     /// 2. No memory region is registered at the key's index.
     NotRegistered,
@@ -197,10 +198,11 @@ impl Entry {
     };
 }
 
-/// Step 1: the slot index (1-based) of `key`, if it names one of `slots` slots.
+/// Step 1: the slot index (1-based) of `key`, if it names one of `slots` slots (`keys.rs`
+/// has the layout). A key whose upper 24 bits are zero names none.
 pub(super) fn check_index(key: u32, slots: usize) -> Result<usize, AccessError> {
-    let index = (key >> 8) as usize;
-    if index == 0 || index > slots {
+    let (index, reserved) = super::keys::split(key, slots);
+    if reserved || index > slots {
         return Err(AccessError::BadIndex);
     }
     Ok(index)
@@ -301,11 +303,12 @@ mod tests {
 
     #[test]
     fn index_zero_and_beyond_table_are_bad() {
+        // 10 slots: a 4-bit index field holding index - 1, random bits above it.
         assert_eq!(check_index(0x0000_00ff, 10), Err(AccessError::BadIndex));
-        assert_eq!(check_index(11 << 8, 10), Err(AccessError::BadIndex));
+        assert_eq!(check_index(10 << 8, 10), Err(AccessError::BadIndex));
         assert_eq!(check_index(u32::MAX, 10), Err(AccessError::BadIndex));
-        assert_eq!(check_index(1 << 8, 10), Ok(1));
-        assert_eq!(check_index(10 << 8 | 0xff, 10), Ok(10));
+        assert_eq!(check_index(1 << 12, 10), Ok(1));
+        assert_eq!(check_index(0xabc0_0000 | 9 << 8 | 0xff, 10), Ok(10));
     }
 
     #[test]

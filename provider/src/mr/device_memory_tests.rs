@@ -23,7 +23,7 @@ fn zero_based_from_the_offset() {
     let k = reg(&t, &mut buf, 16, 32, RW).unwrap();
     let first = t.with_local_read(k.lkey, PD, 0, 4, |b| b.to_vec()).unwrap();
     assert_eq!(first, [16, 17, 18, 19]);
-    t.with_remote_write(k.rkey, PD, 7, 28, 4, |b| b.fill(0xee))
+    t.with_remote_write(k.rkey, PD, 7, 28, 4, |mut b| b.copy_from(&[0xee; 4]))
         .unwrap();
     assert!(t.with_local_read(k.lkey, PD, 29, 4, |_| ()).is_err());
     assert!(t.with_remote_read(k.rkey, PD, 7, 32, 1, |_| ()).is_err());

@@ -27,8 +27,8 @@
 //! implicit region means. The engine then completes as for any range error
 //! (`IBV_WC_LOC_PROT_ERR` locally, NAK Remote Access Error remotely).
 //!
-//! Ordinary regions keep their direct slices: the only cost for them is one test of a flag
-//! already in the cache line the access check reads.
+//! Ordinary regions keep their direct access (by pointer, `bytes.rs`): the only cost for them
+//! is one test of a flag already in the cache line the access check reads.
 //!
 //! The bounce buffers are per thread and grow to the largest access seen (up to 1 MiB kept),
 //! so the data path allocates only while they grow, or for a longer access. A pin (`pin.rs`) of an implicit region owns its copy,
@@ -36,7 +36,7 @@
 
 use std::cell::Cell;
 
-use super::{pages, AccessError};
+use super::{pages, AccessError, Bytes, BytesMut};
 
 thread_local! {
     /// The bounce buffer of reads and writes.
@@ -129,10 +129,10 @@ fn give_back(which: &'static std::thread::LocalKey<Cell<Vec<u8>>>, buf: Vec<u8>)
 pub(super) fn shared<R>(
     addr: usize,
     len: usize,
-    f: impl FnOnce(&[u8]) -> R,
+    f: impl FnOnce(Bytes<'_>) -> R,
 ) -> Result<R, AccessError> {
     let mut buf = take(&BOUNCE, len);
-    let r = copy_in(addr, &mut buf).map(|()| f(&buf));
+    let r = copy_in(addr, &mut buf).map(|()| f(Bytes::from_slice(&buf)));
     give_back(&BOUNCE, buf);
     r
 }
@@ -146,7 +146,7 @@ pub(super) fn shared<R>(
 pub(super) fn exclusive<R>(
     addr: usize,
     len: usize,
-    f: impl FnOnce(&mut [u8]) -> R,
+    f: impl FnOnce(BytesMut<'_>) -> R,
 ) -> Result<R, AccessError> {
     if len > 0 {
         pages::fault_in(addr, len, true).map_err(|_| AccessError::OutOfBounds)?;
@@ -155,7 +155,7 @@ pub(super) fn exclusive<R>(
     let mut original = take(&ORIGINAL, len);
     let r = copy_in(addr, &mut buf).and_then(|()| {
         original.copy_from_slice(&buf);
-        let r = f(&mut buf);
+        let r = f(BytesMut::from_slice(&mut buf));
         if buf != original {
             copy_out(addr, &buf)?;
         }

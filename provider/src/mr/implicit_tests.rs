@@ -142,21 +142,17 @@ fn accessors_copy_through_the_mapping_and_fail_on_holes() {
     let (t, key) = implicit(ALL);
     let va = p.rw() as u64;
     let got = t
-        .with_local_read(key, PD, va + 1, 3, <[u8]>::to_vec)
+        .with_local_read(key, PD, va + 1, 3, |b| b.to_vec())
         .unwrap();
     assert_eq!(got, [1, 2, 3]);
-    t.with_remote_write(key, PD, 0, va + 100, 4, |d| d.copy_from_slice(b"abcd"))
+    t.with_remote_write(key, PD, 0, va + 100, 4, |mut d| d.copy_from(b"abcd"))
         .unwrap();
     assert_eq!(p.byte(p.rw() + 100), b'a');
     assert_eq!(p.byte(p.rw() + 103), b'd');
     let old = t
-        .with_remote_atomic(key, PD, 0, va + 8, |w| {
-            let old = *w;
-            *w = [9; 8];
-            old
-        })
+        .with_remote_atomic(key, PD, 0, va + 8, |_| u64::from_ne_bytes([9; 8]))
         .unwrap();
-    assert_eq!(old, [8, 9, 10, 11, 12, 13, 14, 15]);
+    assert_eq!(old.to_ne_bytes(), [8, 9, 10, 11, 12, 13, 14, 15]);
     assert_eq!(p.byte(p.rw() + 8), 9);
     // Holes and read-only memory: errors, the closure never runs, no byte changes.
     let hole = p.hole() as u64;

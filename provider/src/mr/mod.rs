@@ -7,14 +7,51 @@
 //!
 //! # Keys
 //!
-//! A key is 32 bits: `index << 8 | key byte` (IBTA 10.6: the low 8 bits are the "key"
-//! portion, which a consumer may change on fast registration or a window bind, as rxe's
-//! `rxe_reg_fast_mr` allows; the channel adapter picks the rest). The index (1..=`max_mr`; 0 is reserved, so no key
-//! below `0x100` is ever valid) finds the slot in O(1). Each slot's key byte starts at a
-//! value drawn from the seed given to [`MrTable::new`] (no clock, no OS randomness) and goes
-//! up by one on every registration at that index, so the 255 keys an index handed out
-//! before the current one never match it. Freed indices are reused first-in first-out, so a
-//! key byte comes back only after its index has been reused 256 times.
+//! A key is 32 bits. The low 8 bits are the "key" portion, the consumer's to change (a
+//! window's bind takes the consumer's byte, IBTA 10.6.7, usually `ibv_inc_rkey` of the old
+//! key; rxe's `rxe_reg_fast_mr` allows the same for a region); the channel adapter picks the
+//! upper 24 (IBTA 10.6.3: registration returns the L_Key and R_Key). In a table of
+//! `N = max_mr` slots with `I` = ceil(log2 N) index bits (`keys.rs`; at most 16, so
+//! [`MAX_MR_LIMIT`] is 2^16):
+//!
+//! | bits | what |
+//! |------|------|
+//! | 0..8 | key byte: random for a new region or window; after a bind, the consumer's |
+//! | 8..8+I | the slot's index - 1: the lookup is a shift, a mask and an array index, O(1) |
+//! | 8+I..32 | random |
+//!
+//! No key has its upper 24 bits all zero (no key below `0x100` is valid).
+//!
+//! **What is random, from where.** The `32 - I` bits outside the index are a keyed
+//! permutation of the slot's *generation*, which goes up by one with every key the slot hands
+//! out: an 8-round Feistel network keyed by 288 bits of the ChaCha20 stream (`chacha.rs`) of
+//! the seed given to [`MrTable::new`] (a key per round, and a tweak that gives each slot a
+//! permutation of its own). So a slot's keys do not repeat until it has handed out
+//! `2^(32 - I)` of them (65 536 for the device's 65 536 slots), and without the seed one key
+//! of a slot does not tell the next. (A small-domain Feistel network of a mixing function is
+//! a keyed permutation, not a proven cipher; the guesser it faces sees a few keys at most.)
+//!
+//! A new region or window takes a free slot chosen uniformly at random by the seed's
+//! ChaCha20 stream, so its index says nothing of how many came before. The price: the slot
+//! and its place in the free list are cold, where reuse in order walked memory in order
+//! (about 0.3 µs more per registration and deregistration of a 65 536-slot table). The seed
+//! is all a guesser lacks (no clock, no OS randomness in here): uapi draws it from the OS.
+//!
+//! **Expected guesses** for a guesser who knows this layout but not the seed, at the
+//! device's `max_mr` of 65 536 (`I` = 16, 16 random bits beside the index):
+//!
+//! * knowing the index of a live region (from an earlier key of the slot): 2^16 values,
+//!   (2^16 + 1) / 2 = 32 768 guesses on average (`keys_tests.rs` measures it);
+//! * knowing nothing, against `L` live keys: a guess lands with probability `L / 2^32`,
+//!   about `2^32 / (L + 1)` guesses without repeats (2^31 for one region; 65 536 for a full
+//!   table, also measured);
+//! * the guesses that found a key of the old layout (`index << 8 | key byte` with indices
+//!   handed out from 1: indices 1 to 7 times 256 key bytes) find a given region with
+//!   probability `7 / 2^16 * 2^-8`, about 4 in 10 million.
+//!
+//! A type 2 window's key byte is the consumer's choice, so its key has 8 random bits fewer.
+//! A peer's guess that fails costs it its QP as well (NAK Remote Access Error puts the
+//! requester in the error state).
 //!
 //! **lkey == rkey**, as in rxe (`rxe_mr_init`): one key per region. An rkey of a region
 //! without remote rights is harmless: every remote access checks the right it needs.
@@ -28,8 +65,9 @@
 //! none; local write: `LOCAL_WRITE`; remote read/write/atomic: `REMOTE_READ` /
 //! `REMOTE_WRITE` / `REMOTE_ATOMIC`), bounds (`va..va + len` inside `iova..iova + length`,
 //! overflow refused), and for atomics 8-byte alignment of `va` (checked here, not by the
-//! caller). The method called decides the right needed, so `&mut` memory never comes
-//! without a write right.
+//! caller). The method called decides the right needed, so writable bytes never come
+//! without a write right. The closures get the bytes as [`Bytes`] / [`BytesMut`] (`bytes.rs`),
+//! reached by copies only, never as slices: the application may touch them meanwhile.
 //!
 //! # Pinning and deregistration
 //!
@@ -60,6 +98,8 @@
 //! `iova..=iova + length`.
 
 mod access;
+mod bytes;
+mod chacha;
 mod check;
 mod device_memory;
 #[cfg(test)]
@@ -67,6 +107,9 @@ mod device_memory_tests;
 mod implicit;
 #[cfg(test)]
 mod implicit_tests;
+mod keys;
+#[cfg(test)]
+mod keys_tests;
 mod odp;
 #[cfg(test)]
 mod odp_tests;
@@ -88,15 +131,16 @@ mod window;
 #[cfg(test)]
 mod window_tests;
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use access::Access;
+pub use bytes::{Bytes, BytesMut};
 pub use check::AccessError;
 use check::{
     check_entry, check_index, check_tag, tag, tag_key, tag_state, Entry, MemPtr, Op, State,
 };
+use keys::{FreeList, KeySource};
 pub use odp::{
     Advice, AdviseError, OdpTransportCaps, ADVISE_FLAG_FLUSH, ODP_GENERAL_CAPS, ODP_SUPPORT,
     ODP_SUPPORT_ATOMIC, ODP_SUPPORT_IMPLICIT, ODP_SUPPORT_READ, ODP_SUPPORT_RECV, ODP_SUPPORT_SEND,
@@ -139,13 +183,15 @@ pub struct MrKeys {
     pub rkey: u32,
 }
 
-/// The largest table: the index is the top 24 bits of a key, and index 0 is reserved.
-pub const MAX_MR_LIMIT: u32 = (1 << 24) - 1;
+/// The largest table: 16 index bits, so that at least 16 bits of every key are random.
+pub const MAX_MR_LIMIT: u32 = 1 << 16;
 
 /// One index of the table.
 struct Slot {
     /// `key << 8 | state`; see [`check::tag`].
     tag: AtomicU64,
+    /// The generation of the slot's next key (`keys.rs`); changed under the write lock.
+    gen: AtomicU32,
     /// Memory windows bound to this region; deregistration is refused while non-zero.
     bound_windows: AtomicU32,
     /// The relaxed pool (`relaxed.rs`) that owns this index, 0 if none: such an index never
@@ -160,22 +206,15 @@ struct Slot {
 /// `Send + Sync`: the engine thread and the API threads share it.
 pub struct MrTable {
     slots: Box<[Slot]>,
-    /// Free indices, reused first-in first-out.
-    free: Mutex<VecDeque<u32>>,
+    /// Free indices; a new key takes one at random.
+    free: Mutex<FreeList>,
+    /// The seed's keys (`keys.rs`).
+    keys: KeySource,
 }
 
 /// What [`MrTable::resolve`] finds: the region's slot and key, the operation to check its
 /// entry for, and the guard of the window the access went through, if any.
 type Resolved<'a> = (&'a Slot, u32, Op, Option<RwLockReadGuard<'a, Entry>>);
-
-/// splitmix64: the seed's stream of starting key bytes.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 fn read(lock: &RwLock<Entry>) -> RwLockReadGuard<'_, Entry> {
     // A panicking closure poisons nothing that matters: the entry is plain data.
@@ -187,32 +226,49 @@ fn write(lock: &RwLock<Entry>) -> RwLockWriteGuard<'_, Entry> {
 }
 
 impl MrTable {
-    /// A table of `max_mr` regions (`ibv_device_attr.max_mr`), with key bytes drawn from
-    /// `seed`.
+    /// A table of `max_mr` regions (`ibv_device_attr.max_mr`), with keys drawn from `seed`
+    /// (module doc: the seed is all an attacker lacks, so it should come from the OS).
     ///
     /// # Errors
     ///
     /// `EINVAL` if `max_mr` is 0 or above [`MAX_MR_LIMIT`].
     pub fn new(max_mr: u32, seed: u64) -> Result<MrTable> {
         if max_mr == 0 || max_mr > MAX_MR_LIMIT {
-            return Err(Error::InvalidArgument("max_mr must be in 1..=2^24-1"));
+            return Err(Error::InvalidArgument("max_mr must be in 1..=2^16"));
         }
-        let mut rng = seed;
         let slots = (1..=max_mr)
-            .map(|index| {
-                let key = index << 8 | (splitmix64(&mut rng) & 0xff) as u32;
-                Slot {
-                    tag: AtomicU64::new(tag(key, State::Free)),
-                    bound_windows: AtomicU32::new(0),
-                    pool: AtomicU32::new(0),
-                    entry: RwLock::new(Entry::EMPTY),
-                }
+            .map(|_| Slot {
+                tag: AtomicU64::new(tag(0, State::Free)),
+                gen: AtomicU32::new(0),
+                bound_windows: AtomicU32::new(0),
+                pool: AtomicU32::new(0),
+                entry: RwLock::new(Entry::EMPTY),
             })
             .collect();
+        let keys = KeySource::new(seed);
         Ok(MrTable {
             slots,
-            free: Mutex::new((1..=max_mr).collect()),
+            free: Mutex::new(FreeList::new(max_mr, keys.slot_stream())),
+            keys,
         })
+    }
+
+    /// The next key of the slot at 1-based `index`; the caller holds the slot's write lock.
+    fn next_key(&self, index: u32) -> u32 {
+        let slot = &self.slots[index as usize - 1];
+        let (key, gen) = self.keys.key(
+            index as usize,
+            slot.gen.load(Ordering::Relaxed),
+            self.slots.len(),
+        );
+        slot.gen.store(gen, Ordering::Relaxed);
+        key
+    }
+
+    /// The slot (1-based) that `key` names, whether or not it is registered: successive keys
+    /// of one slot (a region's after a rereg, a window's after a bind) share it.
+    pub fn index_of(&self, key: u32) -> usize {
+        keys::split(key, self.slots.len()).0
     }
 
     /// The number of slots (`max_mr`).
@@ -220,7 +276,7 @@ impl MrTable {
         self.slots.len() as u32
     }
 
-    fn free_list(&self) -> std::sync::MutexGuard<'_, VecDeque<u32>> {
+    fn free_list(&self) -> std::sync::MutexGuard<'_, FreeList> {
         self.free.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -364,12 +420,11 @@ impl MrTable {
     fn install_entry(&self, new: Entry) -> Result<MrKeys> {
         let index = self
             .free_list()
-            .pop_front()
+            .take()
             .ok_or(Error::NoMemory("max_mr reached"))?;
         let slot = &self.slots[index as usize - 1];
         let mut entry = write(&slot.entry);
-        let old = tag_key(slot.tag.load(Ordering::Acquire));
-        let key = index << 8 | (old.wrapping_add(1) & 0xff);
+        let key = self.next_key(index);
         *entry = new;
         slot.bound_windows.store(0, Ordering::Relaxed);
         slot.tag.store(tag(key, State::Valid), Ordering::Release);
@@ -421,7 +476,7 @@ impl MrTable {
         *entry = Entry::EMPTY;
         slot.tag.store(tag(key, State::Free), Ordering::Release);
         drop(entry);
-        self.free_list().push_back(index as u32);
+        self.free_list().put(index as u32);
         Ok(())
     }
 
@@ -507,7 +562,7 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.shared_entry(key, who, op, va, len, |_, bytes| f(bytes))
     }
@@ -520,7 +575,7 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-        f: impl FnOnce(&Entry, &[u8]) -> R,
+        f: impl FnOnce(&Entry, Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         let (slot, key, op, window) = self.resolve(key, who, op, va, len)?;
         let entry = read(&slot.entry);
@@ -541,9 +596,9 @@ impl MrTable {
         }
         // SAFETY: the checks put `offset..offset + len` inside the registered range, which
         // `register`'s contract keeps valid while the slot is registered; the read lock
-        // keeps it registered (deregistration needs the write lock) and keeps writers of
-        // this table out, so no `&mut` to these bytes exists meanwhile.
-        let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), len) };
+        // keeps it registered (deregistration needs the write lock) for as long as `f` runs.
+        // `Bytes` reaches them by copies only: the application may write them meanwhile.
+        let bytes = unsafe { Bytes::new(entry.addr.0.add(offset), len) };
         let r = f(&entry, bytes);
         drop(entry);
         drop(window);
@@ -557,7 +612,7 @@ impl MrTable {
         op: Op,
         va: u64,
         len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
+        f: impl FnOnce(BytesMut<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         let (slot, key, op, window) = self.resolve(key, who, op, va, len)?;
         let entry = write(&slot.entry);
@@ -576,9 +631,9 @@ impl MrTable {
             drop(window);
             return r;
         }
-        // SAFETY: as in `shared`; the write lock makes this the only slice of the region
-        // the table hands out until `f` returns.
-        let bytes = unsafe { core::slice::from_raw_parts_mut(entry.addr.0.add(offset), len) };
+        // SAFETY: as in `shared`; the write lock makes `f` the only accessor of the region
+        // through this table until it returns (writers of one region never overlap).
+        let bytes = unsafe { BytesMut::new(entry.addr.0.add(offset), len) };
         let r = f(bytes);
         drop(entry);
         drop(window);
@@ -597,7 +652,7 @@ impl MrTable {
         pd: PdHandle,
         va: u64,
         len: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.shared(lkey, Who::local(pd), Op::LocalRead, va, len, f)
     }
@@ -614,7 +669,7 @@ impl MrTable {
         pd: PdHandle,
         va: u64,
         len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
+        f: impl FnOnce(BytesMut<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.exclusive(lkey, Who::local(pd), Op::LocalWrite, va, len, f)
     }
@@ -632,7 +687,7 @@ impl MrTable {
         qpn: u32,
         va: u64,
         len: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(Bytes<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.shared(rkey, Who { pd, qpn }, Op::RemoteRead, va, len, f)
     }
@@ -650,12 +705,13 @@ impl MrTable {
         qpn: u32,
         va: u64,
         len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
+        f: impl FnOnce(BytesMut<'_>) -> R,
     ) -> core::result::Result<R, AccessError> {
         self.exclusive(rkey, Who { pd, qpn }, Op::RemoteWrite, va, len, f)
     }
 
-    /// The 8 bytes at `va` for a peer's atomic (compare-and-swap, fetch-and-add). Needs
+    /// A peer's atomic (compare-and-swap, fetch-and-add) on the native-endian 64-bit word at
+    /// `va`: `f` gets its value and gives the one to store; returns the original. Needs
     /// `REMOTE_ATOMIC` and an 8-byte aligned `va`. The exclusive pin makes the
     /// read-modify-write atomic against every other access through the table (atomicity
     /// against the host CPU is not promised: `IBV_ATOMIC_HCA`).
@@ -664,16 +720,21 @@ impl MrTable {
     ///
     /// The first failed check (module doc); the engine NAKs with Remote Access Error, or
     /// Invalid Request for [`AccessError::Misaligned`].
-    pub fn with_remote_atomic<R>(
+    pub fn with_remote_atomic(
         &self,
         rkey: u32,
         pd: PdHandle,
         qpn: u32,
         va: u64,
-        f: impl FnOnce(&mut [u8; 8]) -> R,
-    ) -> core::result::Result<R, AccessError> {
-        self.exclusive(rkey, Who { pd, qpn }, Op::RemoteAtomic, va, 8, |bytes| {
-            f(bytes.try_into().expect("the check gave 8 bytes"))
-        })
+        f: impl FnOnce(u64) -> u64,
+    ) -> core::result::Result<u64, AccessError> {
+        self.exclusive(
+            rkey,
+            Who { pd, qpn },
+            Op::RemoteAtomic,
+            va,
+            8,
+            |mut word| word.update_u64(f),
+        )
     }
 }

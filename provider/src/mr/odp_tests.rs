@@ -121,7 +121,7 @@ fn bad_lkeys_and_ranges_outside_the_region_are_efault() {
     for bad in [
         sge(a, 8, 0),                          // index 0 is reserved
         sge(a, 8, lkey ^ 1),                   // stale key byte
-        sge(a, 8, 7 << 8),                     // a free slot
+        sge(a, 8, lkey ^ 0x100),               // another slot: a free one
         sge(a - 1, 8, lkey),                   // starts before the region
         sge(a + 2 * PAGE as u64 - 4, 8, lkey), // runs past its end
     ] {

@@ -32,7 +32,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use softrnic_wire::feth::{Selectivity, PLACEMENT_GLOBAL_VISIBILITY, PLACEMENT_PERSISTENCE};
 
 use super::check::{check_entry, tag_state, Entry, Op, State};
-use super::{read, Access, AccessError, MrKeys, MrTable, PdHandle, Who};
+use super::{read, Access, AccessError, Bytes, MrKeys, MrTable, PdHandle, Who};
 use crate::error::Result;
 
 /// Why a FLUSH failed.
@@ -128,11 +128,11 @@ impl MrTable {
                 let offset = check_entry(t, &entry, rkey, pd, op, iova, n)?;
                 if entry.implicit {
                     // The whole address space: never file-backed, so only visibility.
-                    return place(&entry, &[], persist);
+                    return place(&entry, Bytes::from_slice(&[]), persist);
                 }
                 // SAFETY: as in `shared`: the checked range is the registered one, kept
                 // valid and registered by the read lock.
-                let bytes = unsafe { core::slice::from_raw_parts(entry.addr.0.add(offset), n) };
+                let bytes = unsafe { Bytes::new(entry.addr.0.add(offset), n) };
                 place(&entry, bytes, persist)
             }
         }
@@ -159,7 +159,7 @@ impl MrTable {
             Op::RemoteAtomicWrite,
             va,
             8,
-            |bytes| {
+            |mut bytes| {
                 let p = bytes.as_mut_ptr();
                 if p as usize % 8 == 0 {
                     // SAFETY: `bytes` is 8 bytes, exclusively ours under the write lock, and
@@ -167,7 +167,7 @@ impl MrTable {
                     let word = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
                     word.store(u64::from_ne_bytes(value), Ordering::Release);
                 } else {
-                    bytes.copy_from_slice(&value);
+                    bytes.copy_from(&value);
                 }
             },
         )
@@ -175,7 +175,7 @@ impl MrTable {
 }
 
 /// Makes `bytes` (inside `entry`'s region) globally visible, and durable with `persist`.
-fn place(entry: &Entry, bytes: &[u8], persist: bool) -> core::result::Result<(), FlushError> {
+fn place(entry: &Entry, bytes: Bytes<'_>, persist: bool) -> core::result::Result<(), FlushError> {
     fence(Ordering::SeqCst);
     if !persist {
         return Ok(());
@@ -192,7 +192,7 @@ fn place(entry: &Entry, bytes: &[u8], persist: bool) -> core::result::Result<(),
 }
 
 /// `msync(MS_SYNC)` of the pages holding `bytes`.
-fn msync(bytes: &[u8]) -> core::result::Result<(), FlushError> {
+fn msync(bytes: Bytes<'_>) -> core::result::Result<(), FlushError> {
     // SAFETY: sysconf has no memory-safety preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     let page = usize::try_from(page)

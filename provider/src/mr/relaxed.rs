@@ -124,7 +124,7 @@ impl MrTable {
         if free.len() < capacity {
             return Err(Error::NoMemory("not enough free keys for the relaxed pool"));
         }
-        let taken: Vec<u32> = free.drain(..capacity).collect();
+        let taken: Vec<u32> = (0..capacity).filter_map(|_| free.take()).collect();
         drop(free);
         for &index in &taken {
             self.slots[index as usize - 1]
@@ -198,8 +198,7 @@ impl MrTable {
             return Err(Error::InvalidArgument("relaxed pool of another table"));
         }
         let mut entry = write(&slot.entry);
-        let old = tag_key(slot.tag.load(Ordering::Acquire));
-        let key = index << 8 | (old.wrapping_add(1) & 0xff);
+        let key = self.next_key(index);
         *entry = Entry {
             pd: pool.pd,
             access,

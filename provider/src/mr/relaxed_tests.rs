@@ -67,7 +67,7 @@ fn remote_write(
     va: u64,
     data: &[u8],
 ) -> core::result::Result<(), AccessError> {
-    t.with_remote_write(key, PD, 0x11, va, data.len(), |b| b.copy_from_slice(data))
+    t.with_remote_write(key, PD, 0x11, va, data.len(), |mut b| b.copy_from(data))
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn keys_work_until_flush_and_never_after() {
     assert_eq!(t.relaxed_marked(&pool), 1);
     // The window of vulnerability: the keys still work, remote and local.
     remote_write(&t, k.rkey, p.va(8), &[2; 8]).unwrap();
-    t.with_local_read(k.lkey, PD, p.va(0), 16, |b| assert_eq!(b[8], 2))
+    t.with_local_read(k.lkey, PD, p.va(0), 16, |b| assert_eq!(b.to_vec()[8], 2))
         .unwrap();
     assert_eq!(t.flush_relaxed(&pool), 1);
     let before = p.bytes();

@@ -13,8 +13,9 @@
 //! * **A change of rights or PD only keeps them**, as rxe (`rxe_rereg_user_mr`) and mlx5 (a
 //!   UMR on the same mkey) do: a peer that holds the R_Key sees the new rights at once (a
 //!   right taken away fails, a right given works), with no key to exchange again.
-//! * **A new translation gives new keys**: the key byte moves on, as at every registration of
-//!   an index, so the old L_Key and R_Key die exactly as at deregistration. A work request
+//! * **A new translation gives new keys**: the slot's next key (same index, the next
+//!   generation's random bits, `mr` module doc), so the old L_Key and R_Key die exactly as at
+//!   deregistration. A work request
 //!   still carrying an old key completes in error rather than reaching whatever memory the
 //!   new translation has at its old address.
 //!
@@ -27,7 +28,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::check::{check_index, tag, tag_key, MemPtr, State};
+use super::check::{check_index, tag, MemPtr, State};
 use super::{pages, read, write, Access, MrKeys, MrTable, PdHandle};
 use crate::error::{Error, Result};
 
@@ -123,7 +124,7 @@ impl MrTable {
             };
         }
         let new_key = if change.translation.is_some() {
-            (index as u32) << 8 | (tag_key(valid).wrapping_add(1) & 0xff)
+            self.next_key(index as u32)
         } else {
             key
         };

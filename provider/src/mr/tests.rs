@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use super::check::{tag, tag_key, State};
+use super::check::{tag, State};
 use super::*;
 
 const PD: PdHandle = PdHandle(1);
@@ -141,13 +141,14 @@ fn full_table_is_enomem_until_a_deregistration() {
     let mut buf = buffer(16);
     let a = reg(&t, &mut buf, RW).unwrap();
     let b = reg(&t, &mut buf, RW).unwrap();
-    assert_ne!(a.lkey >> 8, b.lkey >> 8);
+    assert_ne!(t.index_of(a.lkey), t.index_of(b.lkey));
     let e = reg(&t, &mut buf, RW).unwrap_err();
     assert!(matches!(e, Error::NoMemory(_)));
     assert_eq!(e.errno(), 12);
     t.deregister(a.lkey).unwrap();
     let c = reg(&t, &mut buf, RW).unwrap();
-    assert_eq!(c.lkey >> 8, a.lkey >> 8);
+    assert_eq!(t.index_of(c.lkey), t.index_of(a.lkey));
+    assert_ne!(c.lkey, a.lkey);
 }
 
 #[test]
@@ -157,7 +158,8 @@ fn keys_are_lkey_eq_rkey_with_nonzero_index() {
     for access in [Access::empty(), Access::REMOTE_READ, RW] {
         let k = reg(&t, &mut buf, access).unwrap();
         assert_eq!(k.lkey, k.rkey);
-        assert!(k.lkey >> 8 >= 1 && k.lkey >> 8 <= 8);
+        assert!((1..=8).contains(&t.index_of(k.lkey)));
+        assert!(k.lkey >= 0x100);
     }
 }
 
@@ -182,9 +184,12 @@ fn reused_index_never_accepts_an_old_key() {
     let mut old: Vec<u32> = Vec::new();
     for _ in 0..255 {
         let k = reg(&t, &mut buf, RW).unwrap();
-        assert_eq!(k.lkey >> 8, 1);
+        assert_eq!(t.index_of(k.lkey), 1);
         assert!(!old.contains(&k.lkey), "key {:#x} came back", k.lkey);
-        assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b[0]), Ok(0));
+        assert_eq!(
+            t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]),
+            Ok(0)
+        );
         for &stale in &old {
             assert_eq!(
                 t.with_local_read(stale, PD, va, 1, |_| ()),
@@ -209,14 +214,33 @@ fn reused_index_never_accepts_an_old_key() {
 }
 
 #[test]
-fn freed_indices_are_reused_first_in_first_out() {
+fn freed_indices_are_reused() {
     let t = MrTable::new(3, 5).unwrap();
     let mut buf = buffer(8);
     let [a, b, _c] = [(); 3].map(|_| reg(&t, &mut buf, RW).unwrap());
     t.deregister(b.lkey).unwrap();
     t.deregister(a.lkey).unwrap();
-    assert_eq!(reg(&t, &mut buf, RW).unwrap().lkey >> 8, b.lkey >> 8);
-    assert_eq!(reg(&t, &mut buf, RW).unwrap().lkey >> 8, a.lkey >> 8);
+    let mut again = [(); 2].map(|_| t.index_of(reg(&t, &mut buf, RW).unwrap().lkey));
+    again.sort();
+    let mut freed = [t.index_of(a.lkey), t.index_of(b.lkey)];
+    freed.sort();
+    assert_eq!(again, freed);
+}
+
+/// A new region takes a free index at random, so its index tells nothing of how many
+/// regions came before: each of 8 indices, 800 registrations, comes 100 times on average.
+#[test]
+fn a_new_region_takes_a_free_index_at_random() {
+    let t = MrTable::new(8, 77).unwrap();
+    let mut buf = buffer(8);
+    let mut count = [0u32; 8];
+    for _ in 0..800 {
+        let k = reg(&t, &mut buf, RW).unwrap();
+        count[t.index_of(k.lkey) - 1] += 1;
+        t.deregister(k.lkey).unwrap();
+    }
+    // 100 ± 5 standard deviations (sqrt(800 · 1/8 · 7/8) ≈ 9.4).
+    assert!(count.iter().all(|&c| (53..=147).contains(&c)), "{count:?}");
 }
 
 #[test]
@@ -226,23 +250,20 @@ fn accesses_reach_the_right_bytes() {
     let p = buf.as_mut_ptr();
     // SAFETY: `buf` outlives `t`.
     let k = unsafe { t.register(PD, p, 64, 0x10_0000, RW) }.unwrap();
-    t.with_remote_write(k.rkey, PD, 1, 0x10_0010, 4, |m| m.copy_from_slice(b"abcd"))
+    t.with_remote_write(k.rkey, PD, 1, 0x10_0010, 4, |mut m| m.copy_from(b"abcd"))
         .unwrap();
     let got = t
         .with_local_read(k.lkey, PD, 0x10_000e, 8, |b| b.to_vec())
         .unwrap();
     assert_eq!(got, [14, 15, b'a', b'b', b'c', b'd', 20, 21]);
-    t.with_local_write(k.lkey, PD, 0x10_003f, 1, |m| m[0] = 0xff)
+    t.with_local_write(k.lkey, PD, 0x10_003f, 1, |mut m| m.copy_from(&[0xff]))
         .unwrap();
     assert_eq!(
-        t.with_remote_read(k.rkey, PD, 1, 0x10_003f, 1, |b| b[0]),
+        t.with_remote_read(k.rkey, PD, 1, 0x10_003f, 1, |b| b.to_vec()[0]),
         Ok(0xff)
     );
-    t.with_remote_atomic(k.rkey, PD, 1, 0x10_0020, |w| {
-        let v = u64::from_le_bytes(*w);
-        *w = (v + 1).to_le_bytes();
-    })
-    .unwrap();
+    t.with_remote_atomic(k.rkey, PD, 1, 0x10_0020, |v| (u64::from_le(v) + 1).to_le())
+        .unwrap();
     drop(t);
     assert_eq!(&buf[0x10..0x14], b"abcd");
     assert_eq!(buf[0x20], 0x21);
@@ -258,7 +279,10 @@ fn zero_based_region_is_addressed_from_zero() {
         t.with_remote_read(k.rkey, PD, 1, 0, 2, |b| b.to_vec()),
         Ok(vec![0, 1])
     );
-    assert_eq!(t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b[0]), Ok(15));
+    assert_eq!(
+        t.with_remote_read(k.rkey, PD, 1, 15, 1, |b| b.to_vec()[0]),
+        Ok(15)
+    );
     let addr = buf.as_ptr() as u64;
     assert_eq!(
         t.with_remote_read(k.rkey, PD, 1, addr, 1, |_| ()),
@@ -273,20 +297,22 @@ fn every_check_through_the_table() {
     let va = buf.as_ptr() as u64;
     let k = reg(&t, &mut buf, Access::LOCAL_WRITE).unwrap();
     let ro = reg(&t, &mut buf, Access::empty()).unwrap();
-    let nop = |_: &[u8]| ();
-    let nop_mut = |_: &mut [u8]| ();
+    let nop = |_: Bytes<'_>| ();
+    let nop_mut = |_: BytesMut<'_>| ();
     assert_eq!(
         t.with_local_read(0x7f, PD, va, 1, nop),
         Err(AccessError::BadIndex)
     );
+    // 4 slots: a 2-bit index field; every value names a slot, so only the reserved keys
+    // (upper 24 bits zero) are bad indices.
     assert_eq!(
-        t.with_local_read(5 << 8, PD, va, 1, nop),
+        t.with_local_read(0, PD, va, 1, nop),
         Err(AccessError::BadIndex)
     );
     let free = (1..=4)
-        .map(|i| i << 8)
-        .find(|&i| i != k.lkey & !0xff && i != ro.lkey & !0xff);
-    let free_key = tag_key(t.slots[(free.unwrap() >> 8) as usize - 1].tag.load(SeqCst));
+        .find(|&i| i != t.index_of(k.lkey) && i != t.index_of(ro.lkey))
+        .unwrap();
+    let free_key = keys::compose(free, 0x5a5a, 4);
     assert_eq!(
         t.with_local_read(free_key, PD, va, 1, nop),
         Err(AccessError::NotRegistered)
@@ -303,7 +329,7 @@ fn every_check_through_the_table() {
     denied(t.with_local_write(ro.lkey, PD, va, 1, nop_mut));
     denied(t.with_remote_read(k.rkey, PD, 1, va, 1, nop));
     denied(t.with_remote_write(k.rkey, PD, 1, va, 1, nop_mut));
-    denied(t.with_remote_atomic(k.rkey, PD, 1, va, |_| ()));
+    denied(t.with_remote_atomic(k.rkey, PD, 1, va, |v| v).map(drop));
     assert_eq!(t.with_local_read(ro.lkey, PD, va, 32, nop), Ok(()));
     assert_eq!(
         t.with_local_write(k.lkey, PD, va - 1, 1, nop_mut),
@@ -326,7 +352,7 @@ fn every_check_through_the_table() {
         Err(AccessError::OutOfBounds)
     );
     // Being deregistered: forced here; the concurrent tests reach it for real.
-    let slot = &t.slots[(k.lkey >> 8) as usize - 1];
+    let slot = &t.slots[t.index_of(k.lkey) - 1];
     slot.tag.store(tag(k.lkey, State::Invalidating), SeqCst);
     assert_eq!(
         t.with_local_read(k.lkey, PD, va, 1, nop),
@@ -342,12 +368,12 @@ fn atomics_need_alignment_here() {
     // SAFETY: `buf` outlives `t`.
     let k = unsafe { t.register(PD, buf.as_mut_ptr(), 32, 0x1000, RW) }.unwrap();
     assert_eq!(
-        t.with_remote_atomic(k.rkey, PD, 1, 0x1004, |_| ()),
+        t.with_remote_atomic(k.rkey, PD, 1, 0x1004, |v| v),
         Err(AccessError::Misaligned)
     );
-    assert_eq!(t.with_remote_atomic(k.rkey, PD, 1, 0x1018, |_| ()), Ok(()));
+    assert_eq!(t.with_remote_atomic(k.rkey, PD, 1, 0x1018, |v| v), Ok(0));
     assert_eq!(
-        t.with_remote_atomic(k.rkey, PD, 1, 0x1020, |_| ()),
+        t.with_remote_atomic(k.rkey, PD, 1, 0x1020, |v| v),
         Err(AccessError::OutOfBounds)
     );
 }
@@ -382,7 +408,10 @@ fn deregister_with_a_bound_window_is_ebusy() {
     let e = t.deregister(k.lkey).unwrap_err();
     assert!(matches!(e, Error::Busy(_)) && e.errno() == 16);
     // The refused deregistration left the region working.
-    assert_eq!(t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b[0]), Ok(0));
+    assert_eq!(
+        t.with_remote_read(k.rkey, PD, 1, va, 1, |b| b.to_vec()[0]),
+        Ok(0)
+    );
     t.window_unbound(k.lkey).unwrap();
     assert!(matches!(t.deregister(k.lkey), Err(Error::Busy(_))));
     t.window_unbound(k.lkey).unwrap();
@@ -394,9 +423,7 @@ fn deregister_with_a_bound_window_is_ebusy() {
     ));
     let k2 = reg(&t, &mut buf, RW).unwrap();
     assert_eq!(
-        t.slots[(k2.lkey >> 8) as usize - 1]
-            .bound_windows
-            .load(SeqCst),
+        t.slots[t.index_of(k2.lkey) - 1].bound_windows.load(SeqCst),
         0
     );
 }
@@ -411,7 +438,10 @@ fn a_panicking_closure_does_not_break_the_table() {
         t.with_remote_write(k.rkey, PD, 1, va, 1, |_| panic!("closure panics"))
     }));
     assert!(r.is_err());
-    assert_eq!(t.with_local_read(k.lkey, PD, va, 1, |b| b[0]), Ok(0));
+    assert_eq!(
+        t.with_local_read(k.lkey, PD, va, 1, |b| b.to_vec()[0]),
+        Ok(0)
+    );
     t.deregister(k.lkey).unwrap();
 }
 
@@ -483,9 +513,9 @@ fn no_closure_runs_after_deregister_returns() {
             let writer = || {
                 let mut failures = 0;
                 while failures < 200 {
-                    let r = table.with_remote_write(k.rkey, PD, 1, va, 256, |m| {
+                    let r = table.with_remote_write(k.rkey, PD, 1, va, 256, |mut m| {
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
-                        m.fill(0x5a);
+                        m.copy_from(&[0x5a; 256]);
                         thread::yield_now();
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
                     });
@@ -500,7 +530,7 @@ fn no_closure_runs_after_deregister_returns() {
                 for _ in 0..2000 {
                     let r = table.with_local_read(k.lkey, PD, va, 256, |b| {
                         late.fetch_add(deregistered.load(SeqCst) as usize, SeqCst);
-                        b[0]
+                        b.to_vec()[0]
                     });
                     if r.is_err() {
                         break;

@@ -87,13 +87,12 @@ impl MrTable {
     /// # Errors
     /// `ENOMEM` when the table (regions and windows together) is full.
     pub fn alloc_window(&self, pd: PdHandle, mw_type: MwType) -> Result<u32> {
-        let index = self.free_list().pop_front().ok_or(Error::NoMemory(
+        let index = self.free_list().take().ok_or(Error::NoMemory(
             "max_mr reached (windows share the key table)",
         ))?;
         let slot = &self.slots[index as usize - 1];
         let mut entry = write(&slot.entry);
-        let old = tag_key(slot.tag.load(Ordering::Acquire));
-        let key = index << 8 | (old.wrapping_add(1) & 0xff);
+        let key = self.next_key(index);
         *entry = Entry {
             pd,
             window: Some(WindowEntry {
@@ -120,7 +119,8 @@ impl MrTable {
     /// # Errors
     /// `EINVAL` if no window of `pd` is at that index.
     pub fn dealloc_window(&self, pd: PdHandle, rkey: u32) -> Result<()> {
-        let slot = self.window_slot(rkey)?;
+        let index = check_index(rkey, self.slots.len()).map_err(|_| NOT_A_WINDOW)?;
+        let slot = &self.slots[index - 1];
         let mut entry = write(&slot.entry);
         let t = slot.tag.load(Ordering::Acquire);
         if entry.window.is_none() || entry.pd != pd || tag_state(t) == State::Free {
@@ -131,7 +131,7 @@ impl MrTable {
         slot.tag
             .store(tag(tag_key(t), State::Free), Ordering::Release);
         drop(entry);
-        self.free_list().push_back(rkey >> 8);
+        self.free_list().put(index as u32);
         Ok(())
     }
 

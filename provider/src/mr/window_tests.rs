@@ -70,9 +70,9 @@ fn type1_bind_gives_the_window_range_and_rights_only() {
         Err(AccessError::KeyMismatch)
     );
     // Inside: reaches the region's bytes at 0x40.
-    t.with_remote_write(rkey, PD, QPN, 0x1040, 4, |m| m.copy_from_slice(b"wxyz"))
+    t.with_remote_write(rkey, PD, QPN, 0x1040, 4, |mut m| m.copy_from(b"wxyz"))
         .unwrap();
-    t.with_remote_write(rkey, PD, 7, 0x107c, 4, |m| m.copy_from_slice(b"end!"))
+    t.with_remote_write(rkey, PD, 7, 0x107c, 4, |mut m| m.copy_from(b"end!"))
         .unwrap();
     // Range, rights, PD; a window key is no L_Key.
     for (va, len) in [(0x103f, 1), (0x1080, 1), (0x107d, 4), (0x1000, 256)] {
@@ -87,7 +87,7 @@ fn type1_bind_gives_the_window_range_and_rights_only() {
         Err(AccessError::MissingRight(Access::REMOTE_READ))
     );
     assert_eq!(
-        t.with_remote_atomic(rkey, PD, QPN, 0x1040, |_| ()),
+        t.with_remote_atomic(rkey, PD, QPN, 0x1040, |v| v).map(drop),
         Err(AccessError::MissingRight(Access::REMOTE_ATOMIC))
     );
     assert_eq!(
@@ -167,9 +167,10 @@ fn type2_is_bound_to_its_qp() {
     let k = t
         .bind_window(PD, QPN, &bind(w, mr, 0x1000, 8, WIN_ALL))
         .unwrap();
-    assert_eq!(t.with_remote_atomic(k, PD, QPN, 0x1000, |_| ()), Ok(()));
+    assert!(t.with_remote_atomic(k, PD, QPN, 0x1000, |v| v).is_ok());
     assert_eq!(
-        t.with_remote_atomic(k, PD, QPN + 1, 0x1000, |_| ()),
+        t.with_remote_atomic(k, PD, QPN + 1, 0x1000, |v| v)
+            .map(drop),
         Err(AccessError::QpMismatch)
     );
     // Remote invalidation only from that QP.
@@ -270,7 +271,7 @@ fn local_write_in_a_bind_is_accepted_and_gives_nothing() {
     let rkey = t
         .bind_window(PD, QPN, &bind(mw, mr, 0x1000, 16, asked))
         .unwrap();
-    t.with_remote_write(rkey, PD, QPN, 0x1000, 4, |m| m.copy_from_slice(b"mw!!"))
+    t.with_remote_write(rkey, PD, QPN, 0x1000, 4, |mut m| m.copy_from(b"mw!!"))
         .unwrap();
     // The window's key is still no L_Key, and it gives no right it was not asked for.
     assert_eq!(

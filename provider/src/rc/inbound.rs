@@ -98,8 +98,8 @@ impl InMessage {
                 };
                 if n > 0 {
                     let at = va.wrapping_add(u64::from(*offset));
-                    mrs.with_remote_write(*rkey, ctx.pd, ctx.qpn, at, n as usize, |d| {
-                        d.copy_from_slice(payload)
+                    mrs.with_remote_write(*rkey, ctx.pd, ctx.qpn, at, n as usize, |mut d| {
+                        d.copy_from(payload)
                     })
                     .map_err(PlaceError::Access)?;
                 }

@@ -588,7 +588,9 @@ fn gather_inline(ctx: &QpContext, wr: &SendWr, total: u32, mrs: &MrTable) -> Res
         // Inline data needs no lkey (ibv_post_send(3)); softrnic reads it through the table
         // all the same, so that only registered memory is ever read.
         mrs.with_local_read(s.lkey, ctx.pd, s.addr, s.length as usize, |b| {
-            out.extend_from_slice(b)
+            let at = out.len();
+            out.resize(at + b.len(), 0);
+            b.copy_to(&mut out[at..])
         })
         .map_err(|_| Error::InvalidArgument("inline data not in a registered region of the PD"))?;
     }

@@ -356,19 +356,14 @@ impl Responder {
                 }
                 let cmp_swap = info.operation == Operation::CompareSwap;
                 let orig = mrs
-                    .with_remote_atomic(a.rkey, ctx.pd, ctx.qpn, a.va, |word| {
-                        let orig = u64::from_ne_bytes(*word);
-                        let new = if cmp_swap {
-                            if orig == a.compare {
-                                a.swap_add
-                            } else {
-                                orig
-                            }
-                        } else {
+                    .with_remote_atomic(a.rkey, ctx.pd, ctx.qpn, a.va, |orig| {
+                        if !cmp_swap {
                             orig.wrapping_add(a.swap_add)
-                        };
-                        *word = new.to_ne_bytes();
-                        orig
+                        } else if orig == a.compare {
+                            a.swap_add
+                        } else {
+                            orig
+                        }
                     })
                     .map_err(remote_fatal)?;
                 self.save(ctx, Resource::Atomic { psn, orig });

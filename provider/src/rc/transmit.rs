@@ -121,8 +121,8 @@ pub fn scatter(
     let mut at = 0usize;
     for c in chunks_of(sges, offset, data.len() as u32) {
         let n = c.len as usize;
-        mrs.with_local_write(c.key, pd, c.va, n, |dst| {
-            dst.copy_from_slice(&data[at..at + n])
+        mrs.with_local_write(c.key, pd, c.va, n, |mut dst| {
+            dst.copy_from(&data[at..at + n])
         })?;
         at += n;
     }

@@ -174,7 +174,7 @@ impl Node {
                 r.pd,
                 r.addr() + offset as u64,
                 data.len(),
-                |d| d.copy_from_slice(data),
+                |mut d| d.copy_from(data),
             )
             .unwrap();
     }

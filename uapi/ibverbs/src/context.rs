@@ -52,9 +52,9 @@ impl SoftContext {
         self.runtime
             .get_or_init(|| {
                 let opts = OpenOptions {
-                    // Distinct key bytes per process and device.
-                    key_seed: u64::from(std::process::id()) << 32 ^ self as *const _ as u64,
                     progress: progress_from_env(),
+                    // The key seed from the OS: unguessable R_Keys.
+                    ..OpenOptions::default()
                 };
                 let rt = Context::open(self.dev.addr, opts)
                     .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;

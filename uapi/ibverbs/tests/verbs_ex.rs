@@ -11,7 +11,8 @@
 //! its errno and post nothing, `ibv_wr_abort` drops a batch; inline data from a list of
 //! buffers, and an unsignaled WR that completes without a completion; inline data and the
 //! ATOMIC WRITE operand are copied when set (stack buffers, changed before `wr_complete`),
-//! and inline data beyond what softrnic takes (256 bytes) is `ENOMEM`.
+//! and inline data beyond what softrnic takes (256 bytes) is `ENOMEM`; an SGE list longer
+//! than `max_send_sge` is `EINVAL`, none of it read.
 
 mod common;
 
@@ -244,6 +245,11 @@ int main(void)
     ibv_wr_send(qpx);
     ibv_wr_send_tso(qpx, NULL, 0, 0);
     CHECK(ibv_wr_complete(qpx) == EOPNOTSUPP, 72);
+    /* An SGE count beyond max_send_sge is refused before it says how far to read. */
+    ibv_wr_start(qpx);
+    ibv_wr_send(qpx);
+    ibv_wr_set_sge_list(qpx, (size_t)1 << 40, rd);
+    CHECK(ibv_wr_complete(qpx) == EINVAL, 146);
     ibv_wr_start(qpx);
     qpx->wr_id = 17;
     ibv_wr_rdma_write(qpx, mr->rkey, base + 12288);

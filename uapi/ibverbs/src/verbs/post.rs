@@ -26,15 +26,19 @@ const MAX_CHAIN: usize = 1 << 16;
 const SEND_FLAGS: u32 = 0xf;
 
 /// Writes the SGEs of a WR into `out` (replacing what it held, keeping its capacity).
+/// `EINVAL`, nothing read, for a negative `num_sge` or one above `max_sge` (the queue's
+/// granted capacity): a program's `num_sge` is checked before it says how far to read.
 ///
 /// # Safety
-/// `sg_list` must point to `num_sge` readable SGEs when `num_sge > 0`.
+/// `sg_list` must point to `num_sge` readable SGEs when `0 < num_sge <= max_sge`.
 pub(crate) unsafe fn sges_into(
     sg_list: *const ibv_sge,
     num_sge: c_int,
+    max_sge: u32,
     out: &mut Vec<Sge>,
 ) -> Result<(), c_int> {
-    if num_sge < 0 || (num_sge > 0 && sg_list.is_null()) {
+    let fits = u32::try_from(num_sge).is_ok_and(|n| n <= max_sge);
+    if !fits || (num_sge > 0 && sg_list.is_null()) {
         return Err(libc::EINVAL);
     }
     out.clear();
@@ -103,26 +107,31 @@ unsafe fn inline_bytes(
     unsafe { copy_inline(parts, spare) }
 }
 
-/// A receive WR into `slot`, its SGE list reused.
+/// A receive WR into `slot`, its SGE list reused; at most `max_sge` SGEs (`sges_into`).
 ///
 /// # Safety
 /// `w`'s `sg_list` must point to `num_sge` readable SGEs.
-unsafe fn to_recv_wr(w: &ibv_recv_wr, slot: &mut RecvWr) -> Result<(), c_int> {
+unsafe fn to_recv_wr(w: &ibv_recv_wr, slot: &mut RecvWr, max_sge: u32) -> Result<(), c_int> {
     slot.wr_id = w.wr_id;
     // SAFETY: forwarded from the caller.
-    unsafe { sges_into(w.sg_list, w.num_sge, &mut slot.sg_list) }
+    unsafe { sges_into(w.sg_list, w.num_sge, max_sge, &mut slot.sg_list) }
 }
 
 /// softrnic's form of one send WR: `imm_data` as on the wire (verbs gives it in network
 /// order), `invalidate_rkey` as is; `wr.rdma` for WRITE/READ, `wr.atomic` for atomics,
 /// `bind_mw` for BIND_MW (type 2 windows, `verbs::mw`), and the bytes of inline data.
 ///
-/// Written into `slot`, whose SGE list and inline copy are reused.
+/// Written into `slot`, whose SGE list and inline copy are reused; at most `max_sge` SGEs
+/// (`sges_into`).
 ///
 /// # Safety
 /// `w`'s `sg_list` must point to `num_sge` readable SGEs, and for an INLINE WR each must
 /// name readable memory.
-pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<(), c_int> {
+pub(crate) unsafe fn to_send_wr(
+    w: &ibv_send_wr,
+    slot: &mut SendWr,
+    max_sge: u32,
+) -> Result<(), c_int> {
     use SendOpcode::*;
     let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
     let flags = SendFlags(w.send_flags & SEND_FLAGS);
@@ -132,7 +141,7 @@ pub(crate) unsafe fn to_send_wr(w: &ibv_send_wr, slot: &mut SendWr) -> Result<()
     }
     let mut sg_list = std::mem::take(&mut slot.sg_list);
     // SAFETY: forwarded from the caller.
-    unsafe { sges_into(w.sg_list, w.num_sge, &mut sg_list)? };
+    unsafe { sges_into(w.sg_list, w.num_sge, max_sge, &mut sg_list)? };
     // SAFETY: the SGEs name the program's readable memory (forwarded from the caller).
     let inline_data = unsafe { inline_bytes(opcode, flags, &sg_list, slot.inline_data.take())? };
     let imm = match opcode {
@@ -305,6 +314,7 @@ pub(crate) unsafe extern "C" fn op_post_send(
             return unsafe { refuse(wr, bad_wr) };
         };
         let ud = soft.qp.qp_type() == QpType::Ud;
+        let max_sge = soft.init.cap.max_send_sge;
         // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
         unsafe {
             post_chain(
@@ -315,7 +325,7 @@ pub(crate) unsafe extern "C" fn op_post_send(
                 fresh_send,
                 // SAFETY: each WR of a valid chain has a valid sg_list.
                 |w, slot| {
-                    to_send_wr(w, slot)?;
+                    to_send_wr(w, slot, max_sge)?;
                     if ud {
                         // SAFETY: a UD QP's WRs use the `ud` member; every bit pattern of
                         // it is valid (the AH pointer is checked before use).
@@ -341,19 +351,21 @@ pub(crate) unsafe extern "C" fn op_post_recv(
             // SAFETY: the caller passes NULL or a writable slot.
             return unsafe { refuse(wr, bad_wr) };
         };
+        let max_sge = soft.init.cap.max_recv_sge;
         // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
-        unsafe { post_recv_chain(wr, bad_wr, |wrs| soft.qp.post_recv(wrs)) }
+        unsafe { post_recv_chain(wr, bad_wr, max_sge, |wrs| soft.qp.post_recv(wrs)) }
     })
 }
 
-/// Posts a chain of receive WRs (a QP's or an SRQ's) with `post`, through this thread's
-/// receive chain: 0, or the errno with `*bad_wr` set.
+/// Posts a chain of receive WRs (a QP's or an SRQ's, of `max_sge` SGEs at most) with `post`,
+/// through this thread's receive chain: 0, or the errno with `*bad_wr` set.
 ///
 /// # Safety
 /// `wr` must be NULL or a valid chain; `bad_wr` NULL or writable.
 pub(crate) unsafe fn post_recv_chain(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
+    max_sge: u32,
     post: impl FnOnce(&[RecvWr]) -> Result<(), (usize, softrnic_uapi::Error)>,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
@@ -365,7 +377,7 @@ pub(crate) unsafe fn post_recv_chain(
             |w| w.next,
             fresh_recv,
             // SAFETY: each WR of a valid chain has a valid sg_list.
-            |w, slot| to_recv_wr(w, slot),
+            |w, slot| to_recv_wr(w, slot, max_sge),
             |wrs| post(wrs).map_err(|(i, e)| (i, e.errno())),
         )
     }
@@ -468,7 +480,7 @@ mod tests {
                 &raw mut bad,
                 |w| w.next,
                 fresh_recv,
-                |w, slot| to_recv_wr(w, slot),
+                |w, slot| to_recv_wr(w, slot, 2),
                 post,
             )
         }
@@ -531,7 +543,7 @@ mod tests {
                 &raw mut bad,
                 |w| w.next,
                 fresh_recv,
-                |w, slot| to_recv_wr(w, slot),
+                |w, slot| to_recv_wr(w, slot, 2),
                 |wrs| {
                     posted = wrs.len();
                     Ok(())

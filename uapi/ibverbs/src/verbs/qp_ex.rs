@@ -428,8 +428,9 @@ unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length
 }
 
 unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num: size_t, list: *const ibv_sge) {
-    with_batch(qp, |_, b, _, _| {
-        if num > 0 && list.is_null() {
+    with_batch(qp, |soft, b, _, _| {
+        // `num` is checked before it says how far to read.
+        if (num > 0 && list.is_null()) || num > soft.init.cap.max_send_sge as usize {
             return b.fail(libc::EINVAL);
         }
         let Some(w) = b.last() else { return };

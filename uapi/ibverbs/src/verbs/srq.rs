@@ -28,6 +28,8 @@ use crate::verbs::post::{post_recv_chain, refuse};
 #[repr(C)]
 pub(crate) struct SoftSrq {
     ibv: ibv_srq,
+    /// SGEs per WR, as granted (fixed for the SRQ's life: `ibv_modify_srq` cannot change it).
+    max_sge: u32,
     /// `None` only inside a successful `ibv_destroy_srq`.
     srq: Mutex<Option<Srq>>,
 }
@@ -137,8 +139,10 @@ pub(crate) fn publish(pd: *mut ibv_pd, srq_context: *mut libc::c_void, srq: Srq)
         cond: unsafe { std::mem::zeroed() },
         events_completed: 0,
     };
+    let max_sge = srq.query().map_or(0, |a| a.max_sge);
     let p = Box::into_raw(Box::new(SoftSrq {
         ibv,
+        max_sge,
         srq: Mutex::new(Some(srq)),
     }));
     let p = p.cast::<ibv_srq>();
@@ -222,9 +226,10 @@ pub(crate) unsafe extern "C" fn op_post_srq_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     catch(libc::EIO, || {
+        let max_sge = srq_of(srq).map_or(0, |s| s.max_sge);
         let r = with_srq(srq, |s| {
             // SAFETY: the caller passes a valid chain and a NULL or writable bad_wr.
-            unsafe { post_recv_chain(wr, bad_wr, |wrs| s.post_recv(wrs)) }
+            unsafe { post_recv_chain(wr, bad_wr, max_sge, |wrs| s.post_recv(wrs)) }
         });
         // SAFETY: the caller passes NULL or a writable slot.
         r.unwrap_or_else(|_| unsafe { refuse(wr, bad_wr) })

@@ -1,8 +1,8 @@
 /* What the C test programs of uapi/ibverbs/tests share: the CHECK macro (print the failed
  * condition and errno, return the given exit code), opening the only device, a PD with a
  * registered buffer, closing them again, polling one completion with a bound, and an RC QP
- * brought to RTS connected to itself through its device's GID 1 (at once or step by step), and
- * a UD QP in RTS. */
+ * brought to RTS connected to itself through its device's GID 1 (at once or step by step, or
+ * made so with one SGE per WR), and a UD QP in RTS. */
 #ifndef SOFTRNIC_TEST_H
 #define SOFTRNIC_TEST_H
 
@@ -176,6 +176,21 @@ static inline int connect_on_device(struct ibv_context *ctx, struct ibv_qp *qp, 
 static inline int connect_to_self(struct ibv_context *ctx, struct ibv_qp *qp, int access)
 {
     return connect_on_device(ctx, qp, access, qp->qp_num);
+}
+
+/* An RC QP on `pd` whose queues complete on `cq` (4 WRs of one SGE each way), in RTS
+ * connected to itself with `access` for the peer; exits 24 or 25 when a step fails. */
+static inline struct ibv_qp *rc_qp_to_self(struct ibv_context *ctx, struct ibv_pd *pd,
+                                           struct ibv_cq *cq, int access)
+{
+    struct ibv_qp_init_attr init = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+    };
+    struct ibv_qp *qp = ibv_create_qp(pd, &init);
+    REQUIRE(qp && init.cap.max_send_sge == 1 && init.cap.max_recv_sge == 1, 24);
+    REQUIRE(connect_to_self(ctx, qp, access) == 0, 25);
+    return qp;
 }
 
 #endif
