@@ -8,7 +8,7 @@
 //! the transport must have learnt the counter and moved every ICRC to its packet's ID.
 //!
 //! Needs root (a network namespace and an AF_PACKET socket) and the `ip` and `ethtool`
-//! commands; says so on stderr and skips otherwise.
+//! commands; skips otherwise (`softrnic_testkit::skip`).
 
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -84,7 +84,10 @@ fn drain(fd: &OwnedFd) -> Vec<Vec<u8>> {
 fn every_segment_the_kernel_cuts_from_a_run_has_a_valid_icrc() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !have("ip", "-V") || !have("ethtool", "--version") {
-        eprintln!("SKIPPED: needs root and the ip and ethtool commands (apt-get install iproute2 ethtool)");
+        softrnic_testkit::skip(
+            "every_segment_the_kernel_cuts_from_a_run_has_a_valid_icrc",
+            "needs root and the ip and ethtool commands (apt-get install iproute2 ethtool)",
+        );
         return;
     }
     let ns = Netns::new("gso");

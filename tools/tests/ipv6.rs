@@ -3,8 +3,8 @@
 //! namespace whose `lo` carries those addresses. Over IPv6 the receiver rebuilds the IP header
 //! the ICRC covers (no IP ID), so the demo's packets are verified end to end.
 //!
-//! Needs root (a network namespace) and the `ip` command; says so on stderr and skips
-//! otherwise.
+//! Needs root (a network namespace) and the `ip` command; skips otherwise
+//! (`softrnic_testkit::skip`).
 
 use std::net::IpAddr;
 
@@ -18,7 +18,10 @@ fn the_demo_runs_over_ipv6() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root || !have("ip", "-V") {
-        eprintln!("SKIPPED: needs root and the ip command (apt-get install iproute2)");
+        softrnic_testkit::skip(
+            "the_demo_runs_over_ipv6",
+            "needs root and the ip command (apt-get install iproute2)",
+        );
         return;
     }
     let ns = Netns::new("v6");

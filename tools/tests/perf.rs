@@ -74,7 +74,10 @@ fn gso_reads_whole_runs_and_counts_every_segment() {
     let _one = serial();
     let r = match udp_gso_bandwidth(&tiny_gso()) {
         Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-            eprintln!("skipped: {e}");
+            softrnic_testkit::skip(
+                "gso_reads_whole_runs_and_counts_every_segment",
+                &e.to_string(),
+            );
             return;
         }
         r => r.unwrap(),

@@ -330,8 +330,12 @@ fn perf_all_measures_every_set_in_one_run() {
 
 #[test]
 fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
+    let test = "perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong";
     if !std::path::Path::new("/usr/bin/ib_send_lat").exists() {
-        eprintln!("SKIPPED: /usr/bin/ib_send_lat missing (apt-get install perftest)");
+        softrnic_testkit::skip(
+            test,
+            "/usr/bin/ib_send_lat missing (apt-get install perftest)",
+        );
         return;
     }
     let _one = serial();
@@ -350,7 +354,10 @@ fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("libsoftrnic_ibverbs.so is not in") {
-        eprintln!("SKIPPED: the drop-in library is not built ({stderr})");
+        softrnic_testkit::skip(
+            test,
+            &format!("the drop-in library is not built ({stderr})"),
+        );
         return;
     }
     assert!(out.status.success(), "{out:?}");

@@ -1,7 +1,8 @@
 //! `tools/scripts/perf_plot.py` on a small `softrnic perf --all --json` run checked into
 //! `tests/data/perf_run.json`: the SVG is well-formed XML with one point per measured figure
 //! in each series, and the Markdown table has a row per line with a baseline, each with its
-//! figure, its baseline's and the ratio. Skips (saying so) where there is no `python3`.
+//! figure, its baseline's and the ratio. Skips (`softrnic_testkit::skip`) where there is no
+//! `python3`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -67,7 +68,10 @@ fn the_script_draws_both_panels_and_tabulates_every_ratio() {
         &table_path,
     ];
     let Some(out) = perf_plot(&args, Stdio::null()) else {
-        eprintln!("skipped: python3 is not installed, so tools/scripts/perf_plot.py cannot run");
+        softrnic_testkit::skip(
+            "the_script_draws_both_panels_and_tabulates_every_ratio",
+            "python3 is not installed, so tools/scripts/perf_plot.py cannot run",
+        );
         return;
     };
     assert!(out.status.success(), "{out:?}");

@@ -1,6 +1,6 @@
 //! `softrnic run`: an unmodified verbs program runs on softrnic's drop-in library, on the
-//! device of `--addr`, and the program's exit status comes back. Skips (saying so) when
-//! Debian's ibverbs-utils or the built library is missing.
+//! device of `--addr`, and the program's exit status comes back. Skips
+//! (`softrnic_testkit::skip`) when Debian's ibverbs-utils or the built library is missing.
 
 use std::process::Command;
 
@@ -10,8 +10,12 @@ fn softrnic() -> Command {
 
 #[test]
 fn ibv_devinfo_runs_on_softrnic_and_sees_the_address_device() {
+    let test = "ibv_devinfo_runs_on_softrnic_and_sees_the_address_device";
     if !std::path::Path::new("/usr/bin/ibv_devinfo").exists() {
-        eprintln!("SKIPPED: /usr/bin/ibv_devinfo missing (apt-get install ibverbs-utils)");
+        softrnic_testkit::skip(
+            test,
+            "/usr/bin/ibv_devinfo missing (apt-get install ibverbs-utils)",
+        );
         return;
     }
     let out = softrnic()
@@ -23,7 +27,10 @@ fn ibv_devinfo_runs_on_softrnic_and_sees_the_address_device() {
         String::from_utf8_lossy(&out.stderr),
     );
     if stderr.contains("libsoftrnic_ibverbs.so is not in") {
-        eprintln!("SKIPPED: the drop-in library is not built ({stderr})");
+        softrnic_testkit::skip(
+            test,
+            &format!("the drop-in library is not built ({stderr})"),
+        );
         return;
     }
     assert!(out.status.success(), "{stdout}{stderr}");
@@ -42,7 +49,10 @@ fn the_programs_exit_status_comes_back() {
         .output()
         .expect("runs");
     if String::from_utf8_lossy(&out.stderr).contains("libsoftrnic_ibverbs.so is not in") {
-        eprintln!("SKIPPED: the drop-in library is not built");
+        softrnic_testkit::skip(
+            "the_programs_exit_status_comes_back",
+            "the drop-in library is not built",
+        );
         return;
     }
     assert_eq!(out.status.code(), Some(7));

@@ -69,7 +69,10 @@ fn softrnic_view(path: &str) -> BTreeMap<u64, (u64, u64, u64)> {
 #[test]
 fn decode_agrees_with_tshark_on_opcode_qpn_and_psn() {
     if Command::new("tshark").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: tshark is not installed (apt-get install tshark; .ci/run does)");
+        softrnic_testkit::skip(
+            "decode_agrees_with_tshark_on_opcode_qpn_and_psn",
+            "tshark is not installed (apt-get install tshark; .ci/run does)",
+        );
         return;
     }
     for name in CAPTURES {

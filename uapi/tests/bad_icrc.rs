@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
 mod common;
 
-use common::hostile::{nothing_at, packet, set_int, skipped, socket, victim, Ext, MEM_LEN};
+use common::hostile::{nothing_at, packet, set_int, socket, victim, Ext, MEM_LEN};
 use common::Node;
 use softrnic_provider::transport::UdpTransport;
 use softrnic_uapi::{Mtu, QpState, WcStatus};
@@ -24,9 +24,9 @@ fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 93, last))
 }
 
-/// The victim's transport at `addr`: the socket path, or the packet ring (`None`, said, where
-/// it cannot be had).
-fn transport(addr: IpAddr, ring: bool) -> Option<UdpTransport> {
+/// The victim's transport at `addr`: the socket path, or the packet ring (`None`, the test
+/// `test` skipping, where it cannot be had).
+fn transport(test: &str, addr: IpAddr, ring: bool) -> Option<UdpTransport> {
     let t = UdpTransport::bind(addr).unwrap().without_ring();
     if !ring {
         return Some(t);
@@ -34,7 +34,7 @@ fn transport(addr: IpAddr, ring: bool) -> Option<UdpTransport> {
     match t.with_ring() {
         Ok(t) => Some(t),
         Err((_, e)) => {
-            skipped(&format!("no packet ring on {addr} ({e})"));
+            softrnic_testkit::skip(test, &format!("no packet ring on {addr} ({e})"));
             None
         }
     }
@@ -72,9 +72,11 @@ fn with_len(mut e: Ext, len: usize) -> Ext {
 }
 
 /// Wrong and missing ICRCs on a SEND and a WRITE: none executed, each counted; then the
-/// same SEND with its ICRC is.
-fn bad_icrcs_are_dropped(ring: bool, v: IpAddr, p: IpAddr) {
-    let Some(t) = transport(v, ring) else { return };
+/// same SEND with its ICRC is. The test is `test`.
+fn bad_icrcs_are_dropped(test: &str, ring: bool, v: IpAddr, p: IpAddr) {
+    let Some(t) = transport(test, v, ring) else {
+        return;
+    };
     let (node, peer) = victim(t, p, Mtu::Mtu1024);
     let qpn = node.qp.qp_num();
     node.post_recv_of(1, 64);
@@ -126,12 +128,22 @@ fn bad_icrcs_are_dropped(ring: bool, v: IpAddr, p: IpAddr) {
 
 #[test]
 fn bad_icrcs_are_dropped_on_the_socket_path() {
-    bad_icrcs_are_dropped(false, ip(11), ip(12));
+    bad_icrcs_are_dropped(
+        "bad_icrcs_are_dropped_on_the_socket_path",
+        false,
+        ip(11),
+        ip(12),
+    );
 }
 
 #[test]
 fn bad_icrcs_are_dropped_on_the_ring_path() {
-    bad_icrcs_are_dropped(true, ip(13), ip(14));
+    bad_icrcs_are_dropped(
+        "bad_icrcs_are_dropped_on_the_ring_path",
+        true,
+        ip(13),
+        ip(14),
+    );
 }
 
 /// `UDP_SEGMENT` (linux/udp.h).
@@ -139,15 +151,16 @@ const UDP_SEGMENT: libc::c_int = 103;
 
 /// Sends `segs` (all of one length) from `sock` to `(to, 4791)` as one UDP GSO run: the kernel
 /// numbers their IPv4 IDs 0, 1, 2 ... (an unconnected socket's DF datagrams), so segment
-/// `k`'s ICRC is moved to ID `k`. `None` where the kernel cannot segment.
-fn send_run(sock: &UdpSocket, to: IpAddr, segs: &[Vec<u8>]) -> Option<()> {
+/// `k`'s ICRC is moved to ID `k`. `None`, the test `test` skipping, where the kernel cannot
+/// segment.
+fn send_run(test: &str, sock: &UdpSocket, to: IpAddr, segs: &[Vec<u8>]) -> Option<()> {
     if let Err(e) = set_int(
         sock,
         libc::SOL_UDP,
         UDP_SEGMENT,
         segs[0].len() as libc::c_int,
     ) {
-        skipped(&format!("no UDP_SEGMENT: {e}"));
+        softrnic_testkit::skip(test, &format!("no UDP_SEGMENT: {e}"));
         return None;
     }
     let mut run = Vec::new();
@@ -167,9 +180,11 @@ fn send_run(sock: &UdpSocket, to: IpAddr, segs: &[Vec<u8>]) -> Option<()> {
 /// first is executed, the second dropped and counted, the third (out of sequence) not
 /// executed. A short run (three 1 KiB WRITEs: cut by the ring, or by the kernel for the
 /// socket) and a long one (three 4 KiB WRITEs: longer than a ring slot, read whole from the
-/// socket with `UDP_GRO` on the ring path).
-fn runs_with_a_bad_segment(ring: bool, v: IpAddr, p: IpAddr) {
-    let Some(t) = transport(v, ring) else { return };
+/// socket with `UDP_GRO` on the ring path). The test is `test`.
+fn runs_with_a_bad_segment(test: &str, ring: bool, v: IpAddr, p: IpAddr) {
+    let Some(t) = transport(test, v, ring) else {
+        return;
+    };
     let (node, _peer) = victim(t, p, Mtu::Mtu4096);
     let qpn = node.qp.qp_num();
     let sender = socket(p, 0);
@@ -187,7 +202,7 @@ fn runs_with_a_bad_segment(ring: bool, v: IpAddr, p: IpAddr) {
             .collect();
         let segs = [segs[0].clone(), wrong(segs[1].clone()), segs[2].clone()];
         let errors = node.rx().icrc_errors;
-        if send_run(&sender, v, &segs).is_none() {
+        if send_run(test, &sender, v, &segs).is_none() {
             return;
         }
         received += 3;
@@ -208,10 +223,20 @@ fn runs_with_a_bad_segment(ring: bool, v: IpAddr, p: IpAddr) {
 
 #[test]
 fn a_run_with_a_bad_segment_on_the_socket_path() {
-    runs_with_a_bad_segment(false, ip(15), ip(16));
+    runs_with_a_bad_segment(
+        "a_run_with_a_bad_segment_on_the_socket_path",
+        false,
+        ip(15),
+        ip(16),
+    );
 }
 
 #[test]
 fn a_run_with_a_bad_segment_on_the_ring_path() {
-    runs_with_a_bad_segment(true, ip(17), ip(18));
+    runs_with_a_bad_segment(
+        "a_run_with_a_bad_segment_on_the_ring_path",
+        true,
+        ip(17),
+        ip(18),
+    );
 }

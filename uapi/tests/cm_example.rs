@@ -1,7 +1,7 @@
 //! The connection manager's example, `examples/cm_ping.rs`, run as its documentation says: a
 //! server on 127.0.58.1 and a client from 127.0.58.2, two processes; the client gets each of
 //! its 10 messages back in capitals from the server and both exit 0. `cargo test
-//! --all-targets` builds the example; without it the test says SKIP.
+//! --all-targets` builds the example; without it the test skips.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -17,8 +17,9 @@ fn example() -> Option<PathBuf> {
 #[test]
 fn cm_ping_server_and_client() {
     let Some(prog) = example() else {
-        eprintln!(
-            "SKIP cm_ping_server_and_client: build the example first (cargo test --all-targets)"
+        softrnic_testkit::skip(
+            "cm_ping_server_and_client",
+            "build the example first (cargo test --all-targets)",
         );
         return;
     };

@@ -9,12 +9,13 @@ use softrnic_uapi::{Access, Context, OpenOptions, MAX_DM_SIZE};
 
 const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::ZERO_BASED.0);
 
-fn open() -> Option<Context> {
+/// The device on 127.0.62.11, or `None` (the test `test` skipping) if it cannot be opened.
+fn open(test: &str) -> Option<Context> {
     let addr = IpAddr::V4(Ipv4Addr::new(127, 0, 62, 11));
     match Context::open(addr, OpenOptions::default()) {
         Ok(c) => Some(c),
         Err(e) => {
-            eprintln!("skipping: cannot open a UDP device on {addr}: {e}");
+            softrnic_testkit::skip(test, &format!("cannot open a UDP device on {addr}: {e}"));
             None
         }
     }
@@ -22,7 +23,9 @@ fn open() -> Option<Context> {
 
 #[test]
 fn device_memory_budget_copies_and_regions() {
-    let Some(ctx) = open() else { return };
+    let Some(ctx) = open("device_memory_budget_copies_and_regions") else {
+        return;
+    };
     let errno = |r: softrnic_uapi::Error| r.errno();
 
     // The budget.

@@ -25,7 +25,8 @@ const ALL: Access = Access(
 );
 const WIN: Access = Access(Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
 
-fn side(addr: IpAddr, seed: u64) -> Option<Node> {
+/// A node on `addr`, or `None` (the test `test` skipping) if its device cannot be opened.
+fn side(test: &str, addr: IpAddr, seed: u64) -> Option<Node> {
     let opts = OpenOptions {
         progress: Progress::Thread,
         key_seed: seed,
@@ -33,7 +34,7 @@ fn side(addr: IpAddr, seed: u64) -> Option<Node> {
     let ctx = match Context::open(addr, opts) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("skipping: cannot open a UDP device on {addr}: {e}");
+            softrnic_testkit::skip(test, &format!("cannot open a UDP device on {addr}: {e}"));
             return None;
         }
     };
@@ -46,13 +47,13 @@ fn side(addr: IpAddr, seed: u64) -> Option<Node> {
     Some(Node::new(setup.with(ctx), LEN, ALL))
 }
 
-/// A connected pair; `base` picks the addresses 127.0.15.{base, base + 1}.
-fn pair(base: u8) -> Option<(Node, Node)> {
+/// A connected pair for the test `test`; `base` picks the addresses 127.0.15.{base, base + 1}.
+fn pair(test: &str, base: u8) -> Option<(Node, Node)> {
     let (ia, ib) = (
         IpAddr::V4(Ipv4Addr::new(127, 0, 15, base)),
         IpAddr::V4(Ipv4Addr::new(127, 0, 15, base + 1)),
     );
-    let (a, b) = (side(ia, 1)?, side(ib, 2)?);
+    let (a, b) = (side(test, ia, 1)?, side(test, ib, 2)?);
     common::connect(&a.dev, ia, &b.dev, ib);
     Some((a, b))
 }
@@ -88,7 +89,9 @@ fn contents(mr: &MemoryRegion) -> Vec<u8> {
 
 #[test]
 fn type1_window_over_udp_and_dereg_is_ebusy_while_bound() {
-    let Some((a, b)) = pair(1) else { return };
+    let Some((a, b)) = pair("type1_window_over_udp_and_dereg_is_ebusy_while_bound", 1) else {
+        return;
+    };
     a.mem.write(0, &[0xab; 64]).unwrap();
     let mw = b.pd.alloc_mw(MwType::Type1).unwrap();
     let old = mw.rkey();
@@ -124,7 +127,9 @@ fn type1_window_over_udp_and_dereg_is_ebusy_while_bound() {
 
 #[test]
 fn type2_window_over_udp_dies_with_send_with_invalidate() {
-    let Some((a, b)) = pair(3) else { return };
+    let Some((a, b)) = pair("type2_window_over_udp_dies_with_send_with_invalidate", 3) else {
+        return;
+    };
     let mw = b.pd.alloc_mw(MwType::Type2).unwrap();
     let bind = mw
         .bind_wr(5, inc_rkey(mw.rkey()), &b.mem, 0..1024, WIN)

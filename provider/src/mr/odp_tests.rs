@@ -188,7 +188,10 @@ fn a_memory_window_key_is_einval() {
 #[test]
 fn pages_that_cannot_be_had_fail_only_a_flushed_prefetch() {
     if !pages::supported() {
-        eprintln!("SKIP: this kernel has no MADV_POPULATE_READ (Linux 5.14)");
+        softrnic_testkit::skip(
+            "pages_that_cannot_be_had_fail_only_a_flushed_prefetch",
+            "this kernel has no MADV_POPULATE_READ (Linux 5.14)",
+        );
         return;
     }
     let p = Pages::new();

@@ -150,7 +150,10 @@ mod tests {
     #[test]
     fn read_only_memory_passes_only_without_write_rights() {
         if !supported() {
-            eprintln!("SKIP: this kernel has no MADV_POPULATE_READ");
+            softrnic_testkit::skip(
+                "read_only_memory_passes_only_without_write_rights",
+                "this kernel has no MADV_POPULATE_READ",
+            );
             return;
         }
         let p = map(libc::PROT_READ);
@@ -162,7 +165,10 @@ mod tests {
     #[test]
     fn inaccessible_and_unmapped_memory_is_efault() {
         if !supported() {
-            eprintln!("SKIP: this kernel has no MADV_POPULATE_READ");
+            softrnic_testkit::skip(
+                "inaccessible_and_unmapped_memory_is_efault",
+                "this kernel has no MADV_POPULATE_READ",
+            );
             return;
         }
         let p = map(libc::PROT_NONE);

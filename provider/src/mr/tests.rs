@@ -35,7 +35,10 @@ fn register_refuses_memory_that_is_not_there() {
     const PAGE: usize = 4096;
     let t = MrTable::new(2, 9).unwrap();
     if !pages::supported() {
-        eprintln!("SKIP: this kernel has no MADV_POPULATE_READ (Linux 5.14), so no page check");
+        softrnic_testkit::skip(
+            "register_refuses_memory_that_is_not_there",
+            "this kernel has no MADV_POPULATE_READ (Linux 5.14), so no page check",
+        );
         return;
     }
     // SAFETY: a fresh anonymous read-only mapping of two pages.

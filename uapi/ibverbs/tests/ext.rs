@@ -194,7 +194,10 @@ fn the_extensions_are_exported_with_version_softrnic_1_0() {
         .arg(common::built_library())
         .output()
     else {
-        eprintln!("SKIP the_extensions_are_...: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(
+            "the_extensions_are_exported_with_version_softrnic_1_0",
+            "no objdump (apt-get install binutils)",
+        );
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout);

@@ -8,7 +8,7 @@
 //!
 //! The datagram leaves the device and comes back through the kernel's multicast loopback,
 //! which Linux does on `lo` without any setting; where joining fails the program exits 3 and
-//! the test says SKIP on stderr.
+//! the test skips (`softrnic_testkit::skip`).
 
 mod common;
 
@@ -148,7 +148,7 @@ fn multicast_through_the_c_abi() {
     let out = common::run(&exe, &[], Some("127.0.32.5"));
     let (stdout, stderr) = common::texts(&out);
     if out.status.code() == Some(3) {
-        eprintln!("SKIP {test}: {stderr}");
+        softrnic_testkit::skip(test, stderr.trim());
         return;
     }
     assert!(out.status.success(), "{stdout}{stderr}");

@@ -114,7 +114,8 @@ fn is_outcome(text: &str) -> bool {
 fn rdma_core_tests_hold_the_floor() {
     let test = "rdma_core_tests_hold_the_floor";
     if !Path::new(PYTHON).exists() || !Path::new(SHIPPED).join("run_tests.py").exists() {
-        eprintln!("SKIP {test}: no {PYTHON} or {SHIPPED} (apt-get install python3-pyverbs)");
+        let reason = format!("no {PYTHON} or {SHIPPED} (apt-get install python3-pyverbs)");
+        softrnic_testkit::skip(test, &reason);
         return;
     }
     let dir: PathBuf = common::lib_dir().join("pyverbs");

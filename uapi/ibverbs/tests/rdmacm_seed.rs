@@ -20,7 +20,8 @@
 //! Twice: server and client on two addresses (127.0.51.1 and 127.0.51.2), and both on one
 //! (127.0.51.3), where the two processes share the device. The client is started again while
 //! the server does not listen yet (it then exits 2); both processes are killed at a deadline,
-//! so a hang fails the test. Skips (`SKIP` on stderr) without cc or librdmacm's headers.
+//! so a hang fails the test. Skips (`softrnic_testkit::skip`) without cc or librdmacm's
+//! headers.
 
 mod common;
 
@@ -58,8 +59,8 @@ const CLIENT_CHECKS: &[&str] = &[
     "client: ok",
 ];
 
-/// The program compiled as `name` (one per test: the tests run at once), or `None` after
-/// `SKIP` without cc or headers.
+/// The program compiled as `name` (one per test: the tests run at once), or `None`, the test
+/// `test` skipping, without cc or headers.
 fn compile(name: &str, test: &str) -> Option<std::path::PathBuf> {
     common::compile_c_with(
         name,

@@ -64,7 +64,7 @@ fn prints_its_usage(tool: &str, package: &str, usage: &str) {
         .env("LD_LIBRARY_PATH", dir)
         .output()
     else {
-        eprintln!("{tool}: no ldd, the binding of each library is not checked");
+        softrnic_testkit::skip(tool, "no ldd, the binding of each library is not checked");
         return;
     };
     let (stdout, stderr) = common::texts(&ldd);

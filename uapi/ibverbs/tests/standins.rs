@@ -34,19 +34,17 @@ fn defined_functions(path: &Path) -> Option<BTreeSet<(String, String)>> {
 }
 
 /// Asserts that the stand-in loaded as `soname` exports every versioned function of the
-/// installed library of that name, with its version; SKIPs without the library or objdump.
+/// installed library of that name, with its version; skips without the library or objdump.
 fn exports_all_of(soname: &str, test: &str) {
     let real = Path::new(LIBDIR).join(soname);
     if !real.exists() {
-        eprintln!(
-            "SKIP {test}: no {} (apt-get install ibverbs-providers)",
-            real.display()
-        );
+        let reason = format!("no {} (apt-get install ibverbs-providers)", real.display());
+        softrnic_testkit::skip(test, &reason);
         return;
     }
     let ours = common::lib_dir().join(soname);
     let (Some(theirs), Some(ours)) = (defined_functions(&real), defined_functions(&ours)) else {
-        eprintln!("SKIP {test}: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(test, "no objdump (apt-get install binutils)");
         return;
     };
     let wanted: BTreeSet<_> = theirs.into_iter().filter(|(_, v)| v != "Base").collect();
@@ -136,7 +134,10 @@ int main(void)
 fn vendor_functions_answer_not_supported_from_c() {
     let test = "vendor_functions_answer_not_supported_from_c";
     if !Path::new("/usr/include/infiniband/efadv.h").exists() {
-        eprintln!("SKIP {test}: no <infiniband/efadv.h> (apt-get install libibverbs-dev)");
+        softrnic_testkit::skip(
+            test,
+            "no <infiniband/efadv.h> (apt-get install libibverbs-dev)",
+        );
         return;
     }
     let dir = common::lib_dir();

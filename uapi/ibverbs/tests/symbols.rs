@@ -42,7 +42,10 @@ fn ibverbs_symbols(objdump: &str, defined: bool) -> BTreeSet<(String, String)> {
 fn soname_and_version_nodes() {
     let lib = common::built_library();
     let Ok(out) = Command::new("readelf").arg("-dV").arg(&lib).output() else {
-        eprintln!("SKIP soname_and_version_nodes: no readelf (apt-get install binutils)");
+        softrnic_testkit::skip(
+            "soname_and_version_nodes",
+            "no readelf (apt-get install binutils)",
+        );
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout);
@@ -62,8 +65,9 @@ fn soname_and_version_nodes() {
 
 #[test]
 fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
+    let test = "every_import_of_the_rdma_core_programs_is_exported_with_its_version";
     let Some(ours) = dynamic_symbols(&common::built_library()) else {
-        eprintln!("SKIP every_import_...: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(test, "no objdump (apt-get install binutils)");
         return;
     };
     let exported = ibverbs_symbols(&ours, true);
@@ -86,7 +90,7 @@ fn every_import_of_the_rdma_core_programs_is_exported_with_its_version() {
         }
     }
     if checked == 0 {
-        eprintln!("SKIP every_import_...: no ibverbs-utils/perftest binaries in /usr/bin");
+        softrnic_testkit::skip(test, "no ibverbs-utils/perftest binaries in /usr/bin");
         return;
     }
     assert!(missing.is_empty(), "not exported:\n{}", missing.join("\n"));
@@ -116,8 +120,8 @@ fn default_public_symbols(objdump: &str, node: &str) -> BTreeSet<(String, String
 }
 
 /// Checks that the library `ours` exports every default-version public symbol (of version
-/// node `node`, `probe` among them) of rdma-core's `theirs`, with its version; says SKIP
-/// without `theirs` (from Debian package `package`) or objdump.
+/// node `node`, `probe` among them) of rdma-core's `theirs`, with its version; the test
+/// `test` skips without `theirs` (from Debian package `package`) or objdump.
 fn exports_every_symbol_of(
     test: &str,
     ours: &Path,
@@ -128,12 +132,12 @@ fn exports_every_symbol_of(
 ) {
     let theirs_path = Path::new(theirs);
     if !theirs_path.exists() {
-        eprintln!("SKIP {test}: no {theirs} (apt-get install {package})");
+        softrnic_testkit::skip(test, &format!("no {theirs} (apt-get install {package})"));
         return;
     }
     let (Some(ours), Some(theirs_dump)) = (dynamic_symbols(ours), dynamic_symbols(theirs_path))
     else {
-        eprintln!("SKIP {test}: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(test, "no objdump (apt-get install binutils)");
         return;
     };
     let wanted = default_public_symbols(&theirs_dump, node);
@@ -186,7 +190,10 @@ include!("../../rdmacm/src/symbols.rs");
 #[test]
 fn every_function_the_rdmacm_shim_looks_up_is_exported() {
     let Some(ours) = dynamic_symbols(&common::built_library()) else {
-        eprintln!("SKIP every_function_the_rdmacm_shim_...: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(
+            "every_function_the_rdmacm_shim_looks_up_is_exported",
+            "no objdump (apt-get install binutils)",
+        );
         return;
     };
     let exported: BTreeSet<&str> = ours
@@ -201,6 +208,7 @@ fn every_function_the_rdmacm_shim_looks_up_is_exported() {
 
 #[test]
 fn perftest_binaries_resolve_every_import_with_the_standins() {
+    let test = "perftest_binaries_resolve_every_import_with_the_standins";
     let mut checked = 0;
     for entry in std::fs::read_dir("/usr/bin").expect("/usr/bin").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -214,7 +222,7 @@ fn perftest_binaries_resolve_every_import_with_the_standins() {
             .env("LD_LIBRARY_PATH", common::lib_dir())
             .output()
         else {
-            eprintln!("SKIP perftest_binaries_...: no ldd");
+            softrnic_testkit::skip(test, "no ldd");
             return;
         };
         let text = format!(
@@ -238,6 +246,6 @@ fn perftest_binaries_resolve_every_import_with_the_standins() {
         checked += 1;
     }
     if checked == 0 {
-        eprintln!("SKIP perftest_binaries_...: perftest not installed (apt-get install perftest)");
+        softrnic_testkit::skip(test, "perftest not installed (apt-get install perftest)");
     }
 }

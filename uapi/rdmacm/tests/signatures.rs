@@ -2,8 +2,8 @@
 //! becomes a C redeclaration of its function after `<rdma/rdma_cma.h>` and
 //! `<rdma/rdma_verbs.h>`. A C compiler accepts a redeclaration only if it is compatible with the
 //! header's, so a wrong type, a missing `const` or a wrong argument count fails to compile.
-//! The enums the list passes as `unsigned int` are checked to be that. Skips, saying why on
-//! stderr, without `cc` or without the librdmacm-dev headers.
+//! The enums the list passes as `unsigned int` are checked to be that. Skips
+//! (`softrnic_testkit::skip`) without `cc` or without the librdmacm-dev headers.
 
 use std::process::Command;
 
@@ -106,13 +106,11 @@ fn c_program() -> String {
 
 #[test]
 fn every_signature_matches_the_installed_headers() {
+    let test = "every_signature_matches_the_installed_headers";
     let header = std::path::Path::new("/usr/include/rdma/rdma_cma.h");
     if !header.exists() {
-        eprintln!(
-            "SKIP every_signature_matches_the_installed_headers: no {} (apt-get install \
-             librdmacm-dev)",
-            header.display()
-        );
+        let reason = format!("no {} (apt-get install librdmacm-dev)", header.display());
+        softrnic_testkit::skip(test, &reason);
         return;
     }
     let dir = std::env::temp_dir().join(format!("softrnic-rdmacm-sig-{}", std::process::id()));
@@ -122,7 +120,7 @@ fn every_signature_matches_the_installed_headers() {
     let out = match Command::new("cc").arg("-fsyntax-only").arg(&src).output() {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIP every_signature_matches_the_installed_headers: cannot run cc: {e}");
+            softrnic_testkit::skip(test, &format!("cannot run cc: {e}"));
             return;
         }
     };

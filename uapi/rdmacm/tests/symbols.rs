@@ -141,7 +141,10 @@ fn rdmacm_exports(objdump: &str) -> BTreeSet<(String, String)> {
 fn soname_and_version_nodes() {
     let lib = built_library();
     let Ok(out) = Command::new("readelf").arg("-dV").arg(&lib).output() else {
-        eprintln!("SKIP soname_and_version_nodes: no readelf (apt-get install binutils)");
+        softrnic_testkit::skip(
+            "soname_and_version_nodes",
+            "no readelf (apt-get install binutils)",
+        );
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout);
@@ -159,7 +162,10 @@ fn soname_and_version_nodes() {
 #[test]
 fn exports_exactly_rdma_core_44s_symbols_with_their_versions() {
     let Some(ours) = dynamic_symbols(&built_library()) else {
-        eprintln!("SKIP exports_exactly_...: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(
+            "exports_exactly_rdma_core_44s_symbols_with_their_versions",
+            "no objdump (apt-get install binutils)",
+        );
         return;
     };
     let ours = rdmacm_exports(&ours);
@@ -175,18 +181,16 @@ fn exports_exactly_rdma_core_44s_symbols_with_their_versions() {
 
 #[test]
 fn exports_every_symbol_of_the_installed_librdmacm() {
+    let test = "exports_every_symbol_of_the_installed_librdmacm";
     let system = Path::new("/usr/lib/x86_64-linux-gnu/librdmacm.so.1");
     if !system.exists() {
-        eprintln!(
-            "SKIP exports_every_symbol_of_the_installed_librdmacm: no {} (apt-get install \
-             librdmacm1)",
-            system.display()
-        );
+        let reason = format!("no {} (apt-get install librdmacm1)", system.display());
+        softrnic_testkit::skip(test, &reason);
         return;
     }
     let (Some(ours), Some(theirs)) = (dynamic_symbols(&built_library()), dynamic_symbols(system))
     else {
-        eprintln!("SKIP exports_every_symbol_...: no objdump (apt-get install binutils)");
+        softrnic_testkit::skip(test, "no objdump (apt-get install binutils)");
         return;
     };
     let (ours, theirs) = (rdmacm_exports(&ours), rdmacm_exports(&theirs));

@@ -4,7 +4,6 @@
 //! ICRC a UDP socket's datagram from a given address carries (DF, IP ID 0: every test socket
 //! has `IP_PMTUDISC_DO`).
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -32,11 +31,6 @@ const HANG: Duration = Duration::from_secs(10);
 /// How long a victim is watched for a reaction that must not come, once it has received
 /// the packets (a missed late reaction can only make the check pass wrongly).
 pub const QUIET: Duration = Duration::from_millis(100);
-
-/// Says on stderr, past the test harness's capture, that a test could not run and why.
-pub fn skipped(reason: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
-}
 
 /// A UDP socket on `(addr, port)` whose IPv4 datagrams carry DF and IP ID 0.
 pub fn socket(addr: IpAddr, port: u16) -> UdpSocket {

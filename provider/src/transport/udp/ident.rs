@@ -201,7 +201,11 @@ mod tests {
         let next = match probe(&s, &sink) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                eprintln!("SKIPPED: this kernel gives no timestamped copies: {e}");
+                let reason = format!("this kernel gives no timestamped copies: {e}");
+                softrnic_testkit::skip(
+                    "the_probe_predicts_the_counter_of_a_connected_socket",
+                    &reason,
+                );
                 return;
             }
             Err(e) => panic!("probe: {e}"),

@@ -1,6 +1,6 @@
 //! Multicast over loopback: two transports join a group, a third sends to it. Linux delivers
-//! IPv4 multicast on `lo` without any setting; where it cannot (joining fails), the test says
-//! SKIP on stderr and passes.
+//! IPv4 multicast on `lo` without any setting; where it cannot (joining fails), the test
+//! skips (`softrnic_testkit::skip`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -60,7 +60,11 @@ fn both_members_receive_a_datagram_to_the_group_until_one_leaves() {
     let mut b = UdpTransport::bind(addr(2)).unwrap();
     let mut c = UdpTransport::bind(addr(3)).unwrap();
     if let Err(e) = b.join_multicast(GROUP) {
-        eprintln!("SKIP: cannot join {GROUP} on loopback: {e}");
+        let reason = format!("cannot join {GROUP} on loopback: {e}");
+        softrnic_testkit::skip(
+            "both_members_receive_a_datagram_to_the_group_until_one_leaves",
+            &reason,
+        );
         return;
     }
     c.join_multicast(GROUP).unwrap();

@@ -1,5 +1,5 @@
 //! Tests of the packet ring (`udp/ring.rs`): what comes through it, and how. A packet socket
-//! needs `CAP_NET_RAW`; without it each test says so and passes without checking anything.
+//! needs `CAP_NET_RAW`; without it each test skips (`softrnic_testkit::skip`).
 //! Addresses: 127.0.38.x (127.0.74.x for the burst test).
 
 use std::net::UdpSocket;
@@ -10,13 +10,14 @@ fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 38, last))
 }
 
-/// A transport on `ip` reading from its packet ring, or `None` (said) without `CAP_NET_RAW`.
-fn ringed(ip: IpAddr) -> Option<UdpTransport> {
+/// A transport on `ip` reading from its packet ring, or `None` (the test `test` skipping)
+/// without `CAP_NET_RAW`.
+fn ringed(test: &str, ip: IpAddr) -> Option<UdpTransport> {
     let t = bind(ip); // the socket path, whatever the environment says
     match t.with_ring() {
         Ok(t) => Some(t),
         Err((_, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!("SKIPPED: a packet ring needs CAP_NET_RAW ({e})");
+            softrnic_testkit::skip(test, &format!("a packet ring needs CAP_NET_RAW ({e})"));
             None
         }
         Err((_, e)) => panic!("opening the packet ring: {e}"),
@@ -24,16 +25,17 @@ fn ringed(ip: IpAddr) -> Option<UdpTransport> {
 }
 
 /// An unconnected sender on `from` that can send runs of `segments`, and a receiver on `to`
-/// reading from its ring; `None` (said) where either cannot be had.
+/// reading from its ring; `None` (the test `test` skipping) where either cannot be had.
 fn segmenting_to_ringed(
+    test: &str,
     from: IpAddr,
     to: IpAddr,
     segments: usize,
 ) -> Option<(UdpTransport, UdpTransport)> {
-    let b = ringed(to)?;
+    let b = ringed(test, to)?;
     let a = bind_unconnected(from);
     if a.segment_limits().max_segments < segments {
-        eprintln!("SKIPPED: this kernel cannot segment UDP (no UDP_SEGMENT)");
+        softrnic_testkit::skip(test, "this kernel cannot segment UDP (no UDP_SEGMENT)");
         return None;
     }
     Some((a, b))
@@ -71,7 +73,12 @@ fn receive(t: &mut UdpTransport, slot: usize, cap: usize, want: usize) -> Vec<Go
 
 #[test]
 fn datagrams_to_the_device_come_with_their_ip_header_and_nothing_else_does() {
-    let Some(mut t) = ringed(ip(1)) else { return };
+    let Some(mut t) = ringed(
+        "datagrams_to_the_device_come_with_their_ip_header_and_nothing_else_does",
+        ip(1),
+    ) else {
+        return;
+    };
     assert!(t.receives_from_ring());
     let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 38, 2), 0)).unwrap();
     let from = peer.local_addr().unwrap();
@@ -121,7 +128,9 @@ fn receive_socket(t: &mut UdpTransport) -> Vec<Vec<u8>> {
 /// Bad.
 #[test]
 fn every_ipv4_icrc_is_checked_exactly() {
-    let Some(mut b) = ringed(ip(5)) else { return };
+    let Some(mut b) = ringed("every_ipv4_icrc_is_checked_exactly", ip(5)) else {
+        return;
+    };
     let mut a = bind(ip(4));
     let data = b"softrnic over a packet ring";
     let (hdr, _) = send_only((ip(4), 0xc007), ip(5), 0x12, 1, data);
@@ -140,7 +149,12 @@ fn every_ipv4_icrc_is_checked_exactly() {
 /// more segments than the batch has room for is taken over several calls.
 #[test]
 fn a_segmentation_run_arrives_as_its_segments() {
-    let Some((mut a, mut b)) = segmenting_to_ringed(ip(6), ip(7), 3) else {
+    let Some((mut a, mut b)) = segmenting_to_ringed(
+        "a_segmentation_run_arrives_as_its_segments",
+        ip(6),
+        ip(7),
+        3,
+    ) else {
         return;
     };
     let (s0, s1, s2) = ([1u8; 300], [2u8; 300], [3u8; 120]);
@@ -196,7 +210,9 @@ fn one_run<'a>(pieces: &'a [[&'a [u8]; 1]], dst: IpAddr, port: u16) -> Vec<OutPa
 /// A lone datagram longer than the batch's slot arrives cut and says so, as from a socket.
 #[test]
 fn a_datagram_longer_than_the_slot_arrives_truncated() {
-    let Some(mut t) = ringed(ip(8)) else { return };
+    let Some(mut t) = ringed("a_datagram_longer_than_the_slot_arrives_truncated", ip(8)) else {
+        return;
+    };
     let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 38, 9), 0)).unwrap();
     peer.send_to(&[5u8; 3000], (ip(8), 4791)).unwrap();
     let got = receive(&mut t, 1024, 4, 1);
@@ -208,7 +224,9 @@ fn a_datagram_longer_than_the_slot_arrives_truncated() {
 /// A waiting progress thread wakes for the ring: `poll` reports a datagram there.
 #[test]
 fn poll_reports_a_datagram_in_the_ring() {
-    let Some(mut t) = ringed(ip(10)) else { return };
+    let Some(mut t) = ringed("poll_reports_a_datagram_in_the_ring", ip(10)) else {
+        return;
+    };
     let r = t.poll(Some(Duration::from_millis(20))).unwrap();
     assert!(!r.recv, "nothing came yet");
     let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 38, 11), 0)).unwrap();
@@ -221,7 +239,9 @@ fn poll_reports_a_datagram_in_the_ring() {
 /// Receiving from the ring allocates nothing.
 #[test]
 fn the_ring_allocates_nothing_per_packet() {
-    let Some(mut t) = ringed(ip(12)) else { return };
+    let Some(mut t) = ringed("the_ring_allocates_nothing_per_packet", ip(12)) else {
+        return;
+    };
     let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 38, 13), 0)).unwrap();
     let mut batch = RecvBatch::new(8, 2048);
     let mut got = 0;
@@ -243,7 +263,12 @@ fn the_ring_allocates_nothing_per_packet() {
 /// thousand 15-segment runs (64 KiB WRITEs' size), each segment once, in order.
 #[test]
 fn long_runs_come_through_the_socket_as_their_segments() {
-    let Some((mut a, mut b)) = segmenting_to_ringed(ip(14), ip(15), 15) else {
+    let Some((mut a, mut b)) = segmenting_to_ringed(
+        "long_runs_come_through_the_socket_as_their_segments",
+        ip(14),
+        ip(15),
+        15,
+    ) else {
         return;
     };
     let mut segs = vec![[0u8; 4112]; 15];
@@ -285,7 +310,8 @@ fn a_steered_ring_takes_only_its_blocks_datagrams() {
     let mut t = match t.with_ring() {
         Ok(t) => t,
         Err((_, e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!("SKIPPED: a packet ring needs CAP_NET_RAW ({e})");
+            let reason = format!("a packet ring needs CAP_NET_RAW ({e})");
+            softrnic_testkit::skip("a_steered_ring_takes_only_its_blocks_datagrams", &reason);
             return;
         }
         Err((_, e)) => panic!("opening the packet ring: {e}"),
@@ -322,7 +348,9 @@ fn a_steered_ring_takes_only_its_blocks_datagrams() {
 fn the_ring_holds_a_burst_the_socket_would_hold() {
     const BURST: usize = 2048;
     let to = IpAddr::V4(Ipv4Addr::new(127, 0, 74, 1));
-    let Some(mut t) = ringed(to) else { return };
+    let Some(mut t) = ringed("the_ring_holds_a_burst_the_socket_would_hold", to) else {
+        return;
+    };
     let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 74, 2), 0)).unwrap();
     let mut payload = [0u8; 1024 + 28];
     for k in 0..BURST {

@@ -10,6 +10,9 @@ use super::*;
 use crate::transport::test_util::send_only;
 use crate::transport::{IcrcStatus, IpHeaderOrigin};
 
+/// Why a test of connected sockets skips when the socket stays unconnected.
+const UNCONNECTED: &str = "the socket stayed unconnected (no transmit timestamps here)";
+
 /// Counts this thread's allocations, to check that the data path makes none.
 struct CountingAlloc;
 
@@ -249,7 +252,7 @@ fn ipv6_loopback_and_icrc() {
     let mut t = match UdpTransport::bind(ip).map(UdpTransport::without_ring) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
-            eprintln!("skipping ipv6_loopback_and_icrc: no IPv6 loopback ({e})");
+            softrnic_testkit::skip("ipv6_loopback_and_icrc", &format!("no IPv6 loopback ({e})"));
             return;
         }
         Err(e) => panic!("binding [::1]:4791: {e}"),
@@ -329,7 +332,10 @@ fn a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets() {
     let limits = a.segment_limits();
     let mut a = a;
     if limits == SegmentLimits::NONE {
-        eprintln!("SKIPPED: this kernel has no UDP_SEGMENT (Linux >= 4.18)");
+        softrnic_testkit::skip(
+            "a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets",
+            "this kernel has no UDP_SEGMENT (Linux >= 4.18)",
+        );
         return;
     }
     assert!(limits.max_segments >= 3);
@@ -476,7 +482,10 @@ fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
     assert_eq!(a.send_batch(&[pkt(&first, 0)]).unwrap(), 1);
     assert_eq!(recv_all(&mut b, 1).len(), 1);
     let Some((peer, Some(next))) = a.connection(port) else {
-        eprintln!("SKIPPED: the socket stayed unconnected (no transmit timestamps here)");
+        softrnic_testkit::skip(
+            "a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers",
+            UNCONNECTED,
+        );
         return;
     };
     assert_eq!(peer, to_b);
@@ -590,7 +599,10 @@ fn after_a_refused_datagram_a_connected_socket_learns_its_counter_again() {
     assert_eq!(a.send_batch(&[pkt(&open)]).unwrap(), 1);
     assert_eq!(recv_all(&mut b, 1).len(), 1);
     let Some((_, Some(next))) = a.connection(port) else {
-        eprintln!("SKIPPED: the socket stayed unconnected (no transmit timestamps here)");
+        softrnic_testkit::skip(
+            "after_a_refused_datagram_a_connected_socket_learns_its_counter_again",
+            UNCONNECTED,
+        );
         return;
     };
     // Over the largest UDP payload: only its size matters.
@@ -656,7 +668,10 @@ fn ipv6_datagrams_without_a_udp_checksum_are_received() {
     let rx = match bound_socket(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 0), &[]) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
-            eprintln!("SKIPPED: no IPv6 loopback ({e})");
+            softrnic_testkit::skip(
+                "ipv6_datagrams_without_a_udp_checksum_are_received",
+                &format!("no IPv6 loopback ({e})"),
+            );
             return;
         }
         Err(e) => panic!("binding [::1]: {e}"),

@@ -3,8 +3,8 @@
 //!
 //! [`table`] lists (C type, field path, offset, size) from `core::mem::offset_of!`; the test
 //! writes a C program printing `offsetof`/`sizeof` of the same fields, compiles it with `cc`,
-//! runs it and compares line by line. It skips, saying why on stderr, without `cc` or without
-//! the libibverbs-dev headers. `crate::rdmacm::layout` does the same for `<rdma/rdma_cma.h>`
+//! runs it and compares line by line. It skips (`softrnic_testkit::skip`) without `cc` or
+//! without the libibverbs-dev headers. `crate::rdmacm::layout` does the same for `<rdma/rdma_cma.h>`
 //! with the [`layout!`] macro and [`compare_with_headers`].
 
 use core::mem::size_of;
@@ -276,16 +276,14 @@ fn structs_match_the_installed_verbs_h() {
 }
 
 /// The test `test`: `entries` against the C compiler's view of `headers` (under
-/// `/usr/include`, from the Debian package `package`); skips, saying why on stderr, if a
+/// `/usr/include`, from the Debian package `package`); skips (`softrnic_testkit::skip`) if a
 /// header or `cc` is missing.
 pub(crate) fn compare_with_headers(test: &str, headers: &[&str], package: &str, entries: &[Entry]) {
     for h in headers {
         let header = std::path::Path::new("/usr/include").join(h);
         if !header.exists() {
-            eprintln!(
-                "SKIP {test}: no {} (apt-get install {package})",
-                header.display()
-            );
+            let reason = format!("no {} (apt-get install {package})", header.display());
+            softrnic_testkit::skip(test, &reason);
             return;
         }
     }
@@ -297,7 +295,7 @@ pub(crate) fn compare_with_headers(test: &str, headers: &[&str], package: &str, 
     let cc = match Command::new("cc").arg("-o").arg(&exe).arg(&src).output() {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIP {test}: cannot run cc: {e}");
+            softrnic_testkit::skip(test, &format!("cannot run cc: {e}"));
             return;
         }
     };

@@ -1,6 +1,6 @@
 //! The layout test of [`super::abi`]: every struct against the C compiler's view of the
 //! installed `<rdma/rdma_cma.h>` (with `<infiniband/ib.h>` for `sockaddr_ib`), in the way of
-//! `crate::abi::layout`. Skips, saying why on stderr, without `cc` or without the
+//! `crate::abi::layout`. Skips (`softrnic_testkit::skip`) without `cc` or without the
 //! librdmacm-dev headers.
 
 use super::abi::*;

@@ -114,8 +114,9 @@ mod tests {
     #[test]
     fn the_table_is_the_enum_of_the_installed_verbs_h() {
         let Ok(h) = std::fs::read_to_string("/usr/include/infiniband/verbs.h") else {
-            eprintln!(
-                "SKIP the_table_is_the_enum_...: no verbs.h (apt-get install libibverbs-dev)"
+            softrnic_testkit::skip(
+                "the_table_is_the_enum_of_the_installed_verbs_h",
+                "no verbs.h (apt-get install libibverbs-dev)",
             );
             return;
         };

@@ -67,7 +67,8 @@ pub fn lib_dir() -> &'static Path {
     })
 }
 
-/// `/usr/bin/<name>` if installed, or `None` after saying on stderr that `test` skips.
+/// `/usr/bin/<name>` if installed, or `None`, the test `test` skipping
+/// (`softrnic_testkit::skip`).
 pub fn program(name: &str, test: &str) -> Option<PathBuf> {
     program_of(name, test, "ibverbs-utils perftest")
 }
@@ -78,10 +79,8 @@ pub fn program_of(name: &str, test: &str, packages: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!(
-            "SKIP {test}: {} not installed (apt-get install {packages})",
-            p.display()
-        );
+        let reason = format!("{} not installed (apt-get install {packages})", p.display());
+        softrnic_testkit::skip(test, &reason);
         None
     }
 }
@@ -108,7 +107,8 @@ pub fn texts(out: &Output) -> (String, String) {
 
 /// Compiles the C program `source` against the installed `<infiniband/verbs.h>` and links it
 /// with the built library (so it imports our versioned symbols, as programs linked against
-/// rdma-core do); `None`, after saying on stderr that `test` skips, without cc or headers.
+/// rdma-core do); `None`, the test `test` skipping (`softrnic_testkit::skip`), without cc or
+/// headers.
 /// Programs may `#include "softrnic_test.h"` (`tests/c/`: CHECK and REQUIRE, opening the only
 /// device, a PD with a registered buffer, QP state changes, `connect_to_self`, `poll_one`,
 /// teardown).
@@ -147,7 +147,7 @@ pub fn compile_c_linked(
 ) -> Option<PathBuf> {
     let (header, package) = header;
     if !Path::new("/usr/include").join(header).exists() {
-        eprintln!("SKIP {test}: no <{header}> (apt-get install {package})");
+        softrnic_testkit::skip(test, &format!("no <{header}> (apt-get install {package})"));
         return None;
     }
     let dir = lib_dir();
@@ -166,7 +166,7 @@ pub fn compile_c_linked(
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIP {test}: cannot run cc: {e}");
+            softrnic_testkit::skip(test, &format!("cannot run cc: {e}"));
             return None;
         }
     };

@@ -1,0 +1,9 @@
+//! What softrnic's tests share. Every crate of the workspace may list it under
+//! `[dev-dependencies]`: it depends on none of them.
+//!
+//! - [`skip`]: a test that cannot run here says so where the reader sees it, and CI
+//!   (`SOFTRNIC_NO_SKIP=1`) turns the skip into a failure.
+
+pub mod skip;
+
+pub use skip::skip;
