@@ -95,6 +95,10 @@ pub(super) struct Inner {
     /// Packets handed to the transport, readable without the `io` lock (see
     /// [`Device::packets_sent`]).
     pub(super) packets_sent: AtomicU64,
+    /// A round of progress panicked: the device failed ([`guarded`]).
+    failed: AtomicBool,
+    /// The next round panics ([`Device::inject_panic`]).
+    pub(super) inject_panic: AtomicBool,
 }
 
 /// The NIC, locked by [`Device::nic`]; dropping it marks the device dirty (before unlocking,
@@ -160,6 +164,8 @@ impl Device {
             epoch: Instant::now(),
             thread_rounds: AtomicU64::new(0),
             packets_sent: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            inject_panic: AtomicBool::new(false),
         });
         let thread = {
             let inner = inner.clone();
@@ -240,15 +246,22 @@ impl Device {
     /// the same with one QP or thousands, and the device's dirty mark, which may stand for
     /// another thread's change to another QP, is left as it is.
     pub fn post_send<R>(&self, qpn: u32, post: impl FnOnce(&mut Nic) -> R) -> R {
-        let r = post(&mut lock(&self.inner.nic));
-        match self.inner.io.try_lock() {
+        let inner = &*self.inner;
+        let r = post(&mut lock(&inner.nic));
+        if inner.failed.load(Ordering::Acquire) {
+            // The QP is in ERR: the WR completed with a flush error, for its CQ now.
+            lock(&inner.nic).route_qp_completions(qpn);
+            return r;
+        }
+        match inner.io.try_lock() {
             Ok(mut io) => {
-                transmit_qp(&self.inner, &mut io, qpn, Instant::now());
+                guarded(inner, || transmit_qp(inner, &mut io, qpn, Instant::now()));
             }
             Err(TryLockError::Poisoned(p)) => {
-                transmit_qp(&self.inner, &mut p.into_inner(), qpn, Instant::now());
+                let mut io = p.into_inner();
+                guarded(inner, || transmit_qp(inner, &mut io, qpn, Instant::now()));
             }
-            Err(TryLockError::WouldBlock) => self.inner.dirty.store(true, Ordering::Release),
+            Err(TryLockError::WouldBlock) => inner.dirty.store(true, Ordering::Release),
         }
         r
     }
@@ -269,13 +282,21 @@ impl Device {
     /// ACK of a message whose completion the application has already seen still leaves (else
     /// the peer retries against a QP that is gone and fails with RETRY_EXC_ERR).
     pub fn flush(&self) -> usize {
-        progress(&self.inner, &mut lock(&self.inner.io), Round::Flush).packets
+        let inner = &*self.inner;
+        guarded(inner, || {
+            progress(inner, &mut lock(&inner.io), Round::Flush)
+        })
+        .packets
     }
 
     fn round(&self, round: Round) -> Moved {
-        match self.inner.io.try_lock() {
-            Ok(mut io) => progress(&self.inner, &mut io, round),
-            Err(TryLockError::Poisoned(p)) => progress(&self.inner, &mut p.into_inner(), round),
+        let inner = &*self.inner;
+        match inner.io.try_lock() {
+            Ok(mut io) => guarded(inner, || progress(inner, &mut io, round)),
+            Err(TryLockError::Poisoned(p)) => {
+                let mut io = p.into_inner();
+                guarded(inner, || progress(inner, &mut io, round))
+            }
             // The other thread's round may change the CQs.
             Err(TryLockError::WouldBlock) => Moved {
                 packets: 0,
@@ -362,6 +383,18 @@ impl Device {
         self.inner.packets_sent.load(Ordering::Relaxed)
     }
 
+    /// Makes the next round of progress panic, as a bug in the engine would: for tests of
+    /// what a failed device does ([`guarded`]).
+    #[doc(hidden)]
+    pub fn inject_panic(&self) {
+        self.inner.inject_panic.store(true, Ordering::Release);
+    }
+
+    /// Whether the device failed (a round of progress panicked).
+    pub fn has_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Acquire)
+    }
+
     /// The emitter's counters.
     pub fn emit_stats(&self) -> super::EmitStats {
         lock(&self.inner.io).emitter.stats()
@@ -399,7 +432,7 @@ fn watchdog(inner: &Inner) {
         if idle {
             // A thread polling right now holds the transport; then nothing is due.
             if let Ok(mut io) = inner.io.try_lock() {
-                progress(inner, &mut io, Round::Thread);
+                guarded(inner, || progress(inner, &mut io, Round::Thread));
             }
             watch = WATCH_WHILE_POLLED;
             std::thread::park_timeout(IDLE_ROUND);
@@ -471,9 +504,12 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
         inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
         let (moved, deferred) = {
             let mut io = lock(&inner.io);
-            let moved = progress(inner, &mut io, Round::Thread).packets;
+            let moved = guarded(inner, || progress(inner, &mut io, Round::Thread)).packets;
             (moved, io.deferred_until())
         };
+        if inner.failed.load(Ordering::Acquire) {
+            return; // nothing more to make progress on
+        }
         // A deferred transmit waits for the application's post (see `round.rs`).
         if deferred.is_none() && (moved > 0 || lock(&inner.nic).wants_transmit()) {
             continue;
@@ -509,6 +545,30 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
                 unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
             }
             None => std::thread::sleep(sleep.min(Duration::from_micros(50))),
+        }
+    }
+}
+
+/// Runs a round of progress, `round`. A panic in it is a bug in the engine, and the state it
+/// left cannot be trusted: the device *fails* instead of going on, or of losing its progress
+/// thread without a word. Every QP enters ERR, its outstanding WRs complete with
+/// `IBV_WC_WR_FLUSH_ERR`, every context gets `IBV_EVENT_DEVICE_FATAL` (`Nic::device_failed`),
+/// and no round runs again: polls find the flushed completions, posts complete with flush
+/// errors. (The panic's message goes to standard error, by the default hook.)
+fn guarded<R: Default>(inner: &Inner, round: impl FnOnce() -> R) -> R {
+    if inner.failed.load(Ordering::Acquire) {
+        return R::default();
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(round)) {
+        Ok(moved) => moved,
+        Err(_) => {
+            inner.failed.store(true, Ordering::Release);
+            // The NIC's lock may be poisoned, its state half-changed: each QP is still
+            // told to flush, and a second panic there leaves the device failed all the same.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                lock(&inner.nic).device_failed();
+            }));
+            R::default()
         }
     }
 }

@@ -180,6 +180,17 @@ pub struct Moved {
     pub looked: bool,
 }
 
+impl Default for Moved {
+    /// Nothing moved; the CQs may have changed all the same (another thread's round, a
+    /// failed device's flush).
+    fn default() -> Moved {
+        Moved {
+            packets: 0,
+            looked: true,
+        }
+    }
+}
+
 /// Who makes a round of progress, which decides what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Round {
@@ -264,6 +275,9 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
 
 /// One round: receive a batch (not after a post), run timers, send everything the QPs have.
 pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
+    if inner.inject_panic.swap(false, Ordering::AcqRel) {
+        panic!("a round of progress panicked (Device::inject_panic)");
+    }
     let mut moved = Moved {
         packets: 0,
         looked: true,

@@ -418,6 +418,22 @@ impl Nic {
         }
     }
 
+    /// The device failed (its progress panicked): every QP enters ERR, its outstanding WRs
+    /// complete with `IBV_WC_WR_FLUSH_ERR` on their CQs, and every context gets
+    /// `IBV_EVENT_DEVICE_FATAL` (element: port 1).
+    pub fn device_failed(&mut self) {
+        for e in self.qps.values_mut() {
+            e.qp.device_failed();
+        }
+        self.route_completions();
+        self.collect_events();
+        self.owners.push_to_all(AsyncEvent {
+            event_type: EventType::DeviceFatal,
+            element: Element::Port(1),
+        });
+        self.owners.signal();
+    }
+
     /// `ibv_create_qp` for RC; with `srq`, the QP takes its receive WQEs from that SRQ.
     ///
     /// # Errors

@@ -124,6 +124,15 @@ impl Owners {
         }
     }
 
+    /// Queues `ev` for every owner (an event of the whole device).
+    pub fn push_to_all(&mut self, ev: AsyncEvent) {
+        for o in self.owners.values_mut() {
+            let before = o.events.len();
+            o.events.push(ev);
+            self.queued += o.events.len() - before;
+        }
+    }
+
     /// `owner`'s oldest event; when there is none, its next pending event is signalled again.
     pub fn pop(&mut self, owner: OwnerId) -> Option<AsyncEvent> {
         let o = self.owners.get_mut(&owner.0)?;

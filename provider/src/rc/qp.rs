@@ -351,6 +351,14 @@ impl Qp {
         }
     }
 
+    /// The device failed (`IBV_EVENT_DEVICE_FATAL`): the QP enters ERR, as if modified to it,
+    /// and every outstanding WR completes with `IBV_WC_WR_FLUSH_ERR`.
+    pub fn device_failed(&mut self) {
+        if self.state != QpState::Err {
+            self.enter_error();
+        }
+    }
+
     /// Applies what a role asked for: a fatal error moves the QP to ERR; in SQD, the last
     /// acknowledgement drains the send queue.
     fn settle(&mut self) {
