@@ -176,9 +176,11 @@ fn send_run(test: &str, sock: &UdpSocket, to: IpAddr, segs: &[Vec<u8>]) -> Optio
     Some(())
 }
 
-/// Runs of three WRITEs (PSN n, n+1, n+2) to three places, the middle one's ICRC wrong: the
-/// first is executed, the second dropped and counted, the third (out of sequence) not
-/// executed. A short run (three 1 KiB WRITEs: cut by the ring, or by the kernel for the
+/// Runs of three WRITEs to three places, the middle one's ICRC wrong: the first (PSN n) is
+/// executed, the second (n+1) dropped and counted, the third not executed. The third's PSN
+/// is n+16, further ahead than a responder holds a request for a late one
+/// (`rc/responder/reorder.rs`), so that it is dropped as out of sequence at once: one held,
+/// it would be executed in its turn, long after the run. A short run (three 1 KiB WRITEs: cut by the ring, or by the kernel for the
 /// socket) and a long one (three 4 KiB WRITEs: longer than a ring slot, read whole from the
 /// socket with `UDP_GRO` on the ring path). The test is `test`.
 fn runs_with_a_bad_segment(test: &str, ring: bool, v: IpAddr, p: IpAddr) {
@@ -196,7 +198,8 @@ fn runs_with_a_bad_segment(test: &str, ring: bool, v: IpAddr, p: IpAddr) {
         let segs: Vec<Vec<u8>> = (0..3)
             .map(|k| {
                 let e = with_len(write_at(&node, at(k)), len);
-                let op = (Opcode::RC_RDMA_WRITE_ONLY, qpn, psn + k as u32);
+                let ahead = [0, 1, 16][k];
+                let op = (Opcode::RC_RDMA_WRITE_ONLY, qpn, psn + ahead);
                 packet(from, v, op, e, &vec![fill + k as u8; len])
             })
             .collect();
