@@ -21,7 +21,11 @@ const LEN: u32 = 64;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    run(std::env::args().skip(1).collect())
+}
+
+/// The program with its arguments (`tests/cm_example.rs` runs it so too).
+pub fn run(args: Vec<String>) -> Result<(), Box<dyn Error>> {
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["server", listen] => server(listen.parse()?),
         ["client", src, dst, count] => client(src.parse()?, dst.parse()?, count.parse()?),
