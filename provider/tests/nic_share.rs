@@ -165,7 +165,8 @@ fn a_qp_that_goes_back_after_a_timeout_lets_the_others_send() {
     assert_eq!(sent, [WINDOW_PSNS as usize, 0, 0, 0]);
     assert!(drain(&mut nic).is_empty(), "nothing is acknowledged");
     // No ACK comes (the peer is dead): at its retransmit timeout the first QP goes back to
-    // resend from its oldest PSN and holds no more than its share of the window.
+    // resend from its oldest PSN, one packet (the probe whose ACK says how far the peer
+    // got), and the others take their shares of the window.
     let later = now + std::time::Duration::from_secs(1);
     nic.handle_timeout(later);
     let (mut out, mut dests) = (TxQueue::new(), Vec::new());
@@ -180,7 +181,14 @@ fn a_qp_that_goes_back_after_a_timeout_lets_the_others_send() {
     let share = DEVICE_WINDOW_PSNS as usize / 4;
     let n = per_qp(&dests);
     assert_eq!(n.len(), 4, "every QP sends: {n:?}");
-    assert!(n.values().all(|&k| k == share), "{n:?}");
+    let first = 0x100; // the peer of the first QP
+    assert_eq!(n[&first], 1, "the first QP's probe: {n:?}");
+    assert!(
+        n.iter()
+            .filter(|(q, _)| **q != first)
+            .all(|(_, &k)| k == share),
+        "{n:?}"
+    );
 }
 
 /// What the peer of each QP has received: the last PSN and the messages ended, by the peer's

@@ -178,9 +178,9 @@ fn send_run(test: &str, sock: &UdpSocket, to: IpAddr, segs: &[Vec<u8>]) -> Optio
 
 /// Runs of three WRITEs to three places, the middle one's ICRC wrong: the first (PSN n) is
 /// executed, the second (n+1) dropped and counted, the third not executed. The third's PSN
-/// is n+16, further ahead than a responder holds a request for a late one
-/// (`rc/responder/reorder.rs`), so that it is dropped as out of sequence at once: one held,
-/// it would be executed in its turn, long after the run. A short run (three 1 KiB WRITEs: cut by the ring, or by the kernel for the
+/// is n+100, further ahead than a responder holds a request behind a gap
+/// (`rc/responder/reorder.rs`), so that it is dropped at once: one held would be executed in
+/// its turn, long after the run. A short run (three 1 KiB WRITEs: cut by the ring, or by the kernel for the
 /// socket) and a long one (three 4 KiB WRITEs: longer than a ring slot, read whole from the
 /// socket with `UDP_GRO` on the ring path). The test is `test`.
 fn runs_with_a_bad_segment(test: &str, ring: bool, v: IpAddr, p: IpAddr) {
@@ -198,7 +198,7 @@ fn runs_with_a_bad_segment(test: &str, ring: bool, v: IpAddr, p: IpAddr) {
         let segs: Vec<Vec<u8>> = (0..3)
             .map(|k| {
                 let e = with_len(write_at(&node, at(k)), len);
-                let ahead = [0, 1, 16][k];
+                let ahead = [0, 1, 100][k];
                 let op = (Opcode::RC_RDMA_WRITE_ONLY, qpn, psn + ahead);
                 packet(from, v, op, e, &vec![fill + k as u8; len])
             })

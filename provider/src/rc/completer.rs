@@ -93,6 +93,9 @@ impl Requester {
                         let status = match code {
                             NakCode::PsnSequenceError => {
                                 self.retry_from(ctx, psn, ev);
+                                // One packet first: a responder that held what followed the
+                                // lost one acknowledges all of it once that one arrives.
+                                self.resend_probe = Some(psn.add(1));
                                 return;
                             }
                             NakCode::InvalidRequest | NakCode::InvalidRdRequest => {
@@ -170,6 +173,7 @@ impl Requester {
             } else {
                 self.go_back(ctx, una);
             }
+            self.resend_probe = Some(una.add(1));
         }
     }
 
@@ -328,6 +332,7 @@ impl Requester {
     /// transmission moved past anything now acknowledged.
     pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
+        self.resend_probe = None;
         self.rto.progress(self.una, now);
         match ctx.ack_timeout {
             Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rto.arm(now, d)),

@@ -170,6 +170,11 @@ pub(crate) struct Requester {
     pub seat: Seat,
     /// The round-trip estimate the retransmit timer runs by (`rto.rs`).
     pub rto: rto::Rto,
+    /// After going back to resend: the PSN before which resending may go until the peer makes
+    /// progress. A responder that held what followed the lost packet acknowledges all of it
+    /// once the lost one arrives (`rc/responder/reorder.rs`); resending the whole window
+    /// meanwhile would only repeat what it has.
+    pub resend_probe: Option<Psn>,
 }
 
 impl Requester {
@@ -190,6 +195,7 @@ impl Requester {
             max_send_wr,
             seat: Seat::default(),
             rto: rto::Rto::default(),
+            resend_probe: None,
         }
     }
 
@@ -374,6 +380,12 @@ impl Requester {
         {
             return false;
         }
+        if self
+            .resend_probe
+            .is_some_and(|end| self.next_psn.cmp_modular(end) != std::cmp::Ordering::Less)
+        {
+            return false; // the probe is out: its ACK says how far the peer is
+        }
         let w = &self.sq[self.cur];
         if w.is_local() {
             return false; // waits for its turn (run_local_op)
@@ -477,8 +489,11 @@ impl Requester {
             let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
             // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
             let interval = ack_req_interval(self.seat.window());
-            let ack_req =
-                ctx.is_reliable() && ((seg.last && asks) || self.unasked.packets >= interval);
+            // A resend probe asks wherever it is in its message: its ACK is what says how far
+            // the responder got.
+            let probe = resend && self.resend_probe == Some(psn.add(1));
+            let ack_req = ctx.is_reliable()
+                && ((seg.last && asks) || probe || self.unasked.packets >= interval);
             if ack_req {
                 self.unasked = Unasked::default();
             } else if seg.last {

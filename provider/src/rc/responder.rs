@@ -186,13 +186,14 @@ impl Responder {
             }
             PsnClass::Duplicate => self.duplicate(ctx, pkt, mrs),
             PsnClass::OutOfSequence => {
-                if self.nak_sent || self.reorder.hold(self.epsn, pkt) {
-                    return; // dropped after the NAK (C9-102), or held (`reorder.rs`)
+                // Held for its turn, or dropped (`responder/reorder.rs`); once the gap is
+                // longer than reordering makes, it is NAKed, once (C9-102).
+                let held = self.reorder.hold(self.epsn, pkt);
+                if !self.nak_sent && (!held || self.reorder.gap_is_loss(self.epsn)) {
+                    self.nak_sent = true;
+                    let epsn = self.epsn;
+                    self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
                 }
-                self.nak_sent = true;
-                self.reorder.clear();
-                let epsn = self.epsn;
-                self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
             }
         }
     }
