@@ -169,7 +169,9 @@ impl Responder {
         let psn = pkt.repr.bth.psn;
         match classify(self.epsn, psn) {
             PsnClass::Expected => {
-                self.nak_sent = false;
+                // It fills a gap (a loss NAKed, or requests held behind it): the requester is
+                // resending and waits for the ACK, which must not be held.
+                let fills_gap = std::mem::take(&mut self.nak_sent) || self.reorder.is_holding();
                 self.run(ctx, pkt, mrs, &mut srq, ev);
                 // The held requests that now follow, in PSN order.
                 while self.reorder.is_holding() && !ev.fatal && !self.nak_sent {
@@ -182,6 +184,9 @@ impl Responder {
                     if !ran {
                         break;
                     }
+                }
+                if fills_gap {
+                    self.note_queued(false);
                 }
             }
             PsnClass::Duplicate => self.duplicate(ctx, pkt, mrs),
