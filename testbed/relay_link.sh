@@ -8,7 +8,9 @@
 # Runs SERVER_CMD in sr74b, waits a moment, runs CLIENT_CMD in sr74a, waits for both, prints
 # the relay's counters and each end's drop counters, and removes everything on exit. Extra
 # RELAY_ARGS (e.g. --no-vnet) go to the relay. OFFLOAD_OFF (e.g. 'tx off gso off tso off')
-# are ethtool -K features set on both ends: frames as on a wire. Needs root.
+# are ethtool -K features set on both ends: frames as on a wire. NET (default 74) numbers
+# the namespaces, interfaces and subnet (srNETa, 10.NET.0.1, ...), so that two links can
+# exist at once (testbed/tests/soak.rs uses 75). Needs root.
 #
 # usage: testbed/relay_link.sh 'SERVER_CMD' 'CLIENT_CMD' [RELAY_ARGS...]
 #   e.g. testbed/relay_link.sh \
@@ -17,12 +19,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "relay_link: needs root (network namespaces)" >&2; exit 2; }
-[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
 SERVER=$1 CLIENT=$2
 shift 2
 RELAY=${RELAY:-target/release/packet-relay}
 [ -x "$RELAY" ] || cargo build --release -q -p softrnic-testbed
-A=sr74a B=sr74b R=sr74r
+NET=${NET:-74}
+A=sr${NET}a B=sr${NET}b R=sr${NET}r
 relay_pid=
 teardown() {
     [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
@@ -31,19 +34,19 @@ teardown() {
 trap teardown EXIT
 teardown
 for ns in $A $B $R; do ip netns add $ns; ip -n $ns link set lo up; done
-ip link add sr74a0 netns $A type veth peer name sr74ra netns $R
-ip link add sr74b0 netns $B type veth peer name sr74rb netns $R
-ip -n $A addr add 10.74.0.1/24 dev sr74a0
-ip -n $B addr add 10.74.0.2/24 dev sr74b0
-for l in sr74ra sr74rb; do ip -n $R link set $l up; done
-ip -n $A link set sr74a0 up
+ip link add ${A}0 netns $A type veth peer name ${R}a netns $R
+ip link add ${B}0 netns $B type veth peer name ${R}b netns $R
+ip -n $A addr add 10.$NET.0.1/24 dev ${A}0
+ip -n $B addr add 10.$NET.0.2/24 dev ${B}0
+for l in ${R}a ${R}b; do ip -n $R link set $l up; done
+ip -n $A link set ${A}0 up
 if [ -n "${OFFLOAD_OFF:-}" ]; then
     # Frames as on a wire: runs cut and checksums filled in where they leave each end.
-    ip netns exec $A ethtool -K sr74a0 $OFFLOAD_OFF >/dev/null
-    ip netns exec $B ethtool -K sr74b0 $OFFLOAD_OFF >/dev/null
+    ip netns exec $A ethtool -K ${A}0 $OFFLOAD_OFF >/dev/null
+    ip netns exec $B ethtool -K ${B}0 $OFFLOAD_OFF >/dev/null
 fi
-ip -n $B link set sr74b0 up
-ip netns exec $R "$RELAY" sr74ra sr74rb "$@" &
+ip -n $B link set ${B}0 up
+ip netns exec $R "$RELAY" ${R}a ${R}b "$@" &
 relay_pid=$!
 sleep 0.3 # (the relay binds before the ends talk)
 ip netns exec $B nstat -n

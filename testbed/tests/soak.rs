@@ -1,0 +1,65 @@
+//! A soak through a lossy link: for `SOFTRNIC_SOAK_SECS` seconds (default 60), 16 RC QPs
+//! between a device in network namespace sr75a (10.75.0.1) and one in sr75b (10.75.0.2),
+//! joined by `packet-relay` losing 1% of the frames, reordering 2% and duplicating 1%
+//! (seeded; offloads off, so a frame is one packet), carry every RC operation of the verbs
+//! API (SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, READ, CMP_SWAP, FETCH_ADD) of 1 byte
+//! to 64 KiB, and every byte is checked (`testbed/src/soak/`). The link is
+//! `testbed/relay_link.sh`'s (with `NET=75`, so that it can stand beside the script's own);
+//! its two ends are `soak-node` processes.
+//!
+//! Needs root (network namespaces), `ip`, `nstat` and `ethtool`; skips without them.
+
+use std::process::Command;
+
+const TEST: &str = "sixteen_qps_of_every_rc_operation_survive_a_lossy_link";
+
+/// The relay's impairments: 1% lost, 1% duplicated, 2% reordered, seeded.
+const IMPAIRMENTS: [&str; 8] = [
+    "--loss",
+    "0.01",
+    "--dup",
+    "0.01",
+    "--reorder",
+    "0.02",
+    "--seed",
+    "75",
+];
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn sixteen_qps_of_every_rc_operation_survive_a_lossy_link() {
+    // SAFETY: a plain call with no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        softrnic_testkit::skip(TEST, "needs root (network namespaces)");
+        return;
+    }
+    if let Some(missing) = ["ip", "nstat", "ethtool"].into_iter().find(|p| !have(p)) {
+        softrnic_testkit::skip(TEST, &format!("`{missing}` is not installed"));
+        return;
+    }
+    let secs: u64 = std::env::var("SOFTRNIC_SOAK_SECS")
+        .ok()
+        .map(|s| s.parse().expect("SOFTRNIC_SOAK_SECS: a number of seconds"))
+        .unwrap_or(60);
+    let node = env!("CARGO_BIN_EXE_soak-node");
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/relay_link.sh"))
+        .arg(format!("{node} server 10.75.0.2"))
+        .arg(format!("{node} client 10.75.0.1 10.75.0.2 {secs}"))
+        .args(IMPAIRMENTS)
+        .env("NET", "75")
+        .env("RELAY", env!("CARGO_BIN_EXE_packet-relay"))
+        .env("OFFLOAD_OFF", "tx off gso off tso off")
+        .output()
+        .expect("runs testbed/relay_link.sh");
+    // The two ends' reports, the relay's counters (frames, lost, duplicated, reordered)
+    // and the ends' drop counters.
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the soak failed: {}", out.status);
+}
