@@ -10,10 +10,12 @@
 //!   the same run, as a bridge forwards it. With `--no-vnet` a run arrives as one frame
 //!   longer than the MTU with nothing saying it is a run; the kernel refuses to send it
 //!   (`EMSGSIZE`) and it is counted as dropped: a link that loses every run.
-//! * **Impairments** (`--loss P`, `--dup P`, `--reorder P`, each a probability per frame,
-//!   drawn from a SplitMix64 seeded with `--seed N`): a lost frame is not sent on, a
-//!   duplicated one is sent twice, a reordered one is held and sent after the next frame
-//!   the same way (or after 1 ms if none comes). Per frame: with offloads off at both ends
+//! * **Impairments** (`--loss P`, `--dup P`, `--reorder P`, `--corrupt P`, each a probability
+//!   per frame, drawn from a SplitMix64 seeded with `--seed N`): a lost frame is not sent on,
+//!   a duplicated one is sent twice, a reordered one is held and sent after the next frame
+//!   the same way (or after 1 ms if none comes), a corrupted one has one bit of its UDP
+//!   payload flipped (an IPv4 UDP frame with a payload; RoCEv2 sends UDP checksum 0, so
+//!   only the ICRC can tell). Per frame: with offloads off at both ends
 //!   (`OFFLOAD_OFF` in `relay_link.sh`) a frame is one packet, as on a wire.
 //! * **Counters**: frames and bytes each way, the frames that could not be sent, and those
 //!   lost, duplicated and reordered, printed on `SIGINT`/`SIGTERM` (and every `--every`
@@ -45,6 +47,7 @@ struct Counts {
     lost: u64,
     duplicated: u64,
     reordered: u64,
+    corrupted: u64,
 }
 
 /// The impairments of the link: probabilities per frame.
@@ -53,6 +56,7 @@ struct Impair {
     loss: f64,
     dup: f64,
     reorder: f64,
+    corrupt: f64,
 }
 
 /// How long a reordered frame waits for a frame to go ahead of it.
@@ -74,11 +78,22 @@ impl Direction {
         }
     }
 
-    /// Relays `frame` with the impairments drawn from `rng`.
-    fn relay(&mut self, frame: &[u8], impair: Impair, rng: &mut SplitMix64, c: &mut Counts) {
+    /// Relays `frame` (`head` bytes of virtio header before it) with the impairments drawn
+    /// from `rng`.
+    fn relay(
+        &mut self,
+        frame: &mut [u8],
+        head: usize,
+        impair: Impair,
+        rng: &mut SplitMix64,
+        c: &mut Counts,
+    ) {
         if rng.chance(impair.loss) {
             c.lost += 1;
             return;
+        }
+        if rng.chance(impair.corrupt) && flip_udp_payload_bit(&mut frame[head..], rng) {
+            c.corrupted += 1;
         }
         if self.held.is_none() && rng.chance(impair.reorder) {
             c.reordered += 1;
@@ -139,6 +154,7 @@ fn run() -> io::Result<()> {
             "--loss" => impair.loss = number()?,
             "--dup" => impair.dup = number()?,
             "--reorder" => impair.reorder = number()?,
+            "--corrupt" => impair.corrupt = number()?,
             "--seed" => seed = number()? as u64,
             _ => names.push(a.clone()),
         }
@@ -205,7 +221,8 @@ fn run() -> io::Result<()> {
                 if vnet && n >= VNET_HDR_LEN && buf[1] != 0 {
                     c.runs += 1;
                 }
-                ways[from].relay(&buf[..n], impair, &mut rng, c);
+                let head = if vnet { VNET_HDR_LEN } else { 0 };
+                ways[from].relay(&mut buf[..n], head, impair, &mut rng, c);
             }
         }
         for (way, c) in ways.iter_mut().zip(counts.iter_mut()) {
@@ -224,7 +241,7 @@ fn usage() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
         "usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P] \
-         [--reorder P] [--seed N]",
+         [--reorder P] [--corrupt P] [--seed N]",
     )
 }
 
@@ -232,7 +249,7 @@ fn report(names: &[&String; 2], counts: &[Counts; 2]) {
     for (from, c) in counts.iter().enumerate() {
         eprintln!(
             "packet-relay: {} -> {}: {} frames ({} runs), {} bytes, {} not sent, \
-             {} lost, {} duplicated, {} reordered",
+             {} lost, {} duplicated, {} reordered, {} corrupted",
             names[from],
             names[1 - from],
             c.frames,
@@ -241,7 +258,8 @@ fn report(names: &[&String; 2], counts: &[Counts; 2]) {
             c.dropped,
             c.lost,
             c.duplicated,
-            c.reordered
+            c.reordered,
+            c.corrupted
         );
     }
 }
@@ -313,4 +331,21 @@ fn open(name: &str, vnet: bool) -> io::Result<libc::c_int> {
         return Err(io::Error::last_os_error());
     }
     Ok(fd)
+}
+
+/// Flips one random bit of the UDP payload of the Ethernet frame `frame`, if it is IPv4 UDP
+/// with a payload; returns whether it did.
+fn flip_udp_payload_bit(frame: &mut [u8], rng: &mut SplitMix64) -> bool {
+    const ETH: usize = 14;
+    let is_ipv4 = frame.len() > ETH + 20 && frame[12..14] == [0x08, 0x00];
+    if !is_ipv4 || frame[ETH + 9] != libc::IPPROTO_UDP as u8 {
+        return false;
+    }
+    let payload = ETH + usize::from(frame[ETH] & 0x0f) * 4 + 8;
+    if frame.len() <= payload {
+        return false;
+    }
+    let bit = rng.below(((frame.len() - payload) * 8) as u64) as usize;
+    frame[payload + bit / 8] ^= 1 << (bit % 8);
+    true
 }
