@@ -8,6 +8,8 @@
 //! `testbed/relay_link.sh`'s (with `NET=75`, so that it can stand beside the script's own);
 //! its two ends are `soak-node` processes.
 //!
+//! Halfway through, the link goes down for 300 ms and comes back; every WR still completes.
+//!
 //! Needs root (network namespaces), `ip`, `nstat` and `ethtool`; skips without them.
 
 use std::process::Command;
@@ -27,6 +29,12 @@ const IMPAIRMENTS: [&str; 10] = [
     "--seed",
     "75",
 ];
+
+/// How long the link is down mid-run, in seconds: less than the QPs' retries last (8 x
+/// 67 ms at timeout 14, retry_cnt 7), so every WR must still complete. (The relay drops the
+/// frames itself: `ip link set down` lasts longer than asked, as the kernel's linkwatch may
+/// take a second to bring a carrier back.)
+const LINK_DOWN: &str = "0.3";
 
 fn have(program: &str) -> bool {
     Command::new("sh")
@@ -51,10 +59,14 @@ fn sixteen_qps_of_every_rc_operation_survive_a_lossy_link() {
         .map(|s| s.parse().expect("SOFTRNIC_SOAK_SECS: a number of seconds"))
         .unwrap_or(60);
     let node = env!("CARGO_BIN_EXE_soak-node");
+    // Halfway through (the client starts about a second after the relay), the link goes down
+    // for [`LINK_DOWN`] and comes back.
+    let down_at = (secs as f64 / 2.0 + 1.0).to_string();
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/relay_link.sh"))
         .arg(format!("{node} server 10.75.0.2"))
         .arg(format!("{node} client 10.75.0.1 10.75.0.2 {secs}"))
         .args(IMPAIRMENTS)
+        .args(["--down-at", &down_at, "--down-for", LINK_DOWN])
         .env("NET", "75")
         .env("RELAY", env!("CARGO_BIN_EXE_packet-relay"))
         .env("OFFLOAD_OFF", "tx off gso off tso off")

@@ -15,14 +15,17 @@
 //!   a duplicated one is sent twice, a reordered one is held and sent after the next frame
 //!   the same way (or after 1 ms if none comes), a corrupted one has one bit of its UDP
 //!   payload flipped (an IPv4 UDP frame with a payload; RoCEv2 sends UDP checksum 0, so
-//!   only the ICRC can tell). Per frame: with offloads off at both ends
+//!   only the ICRC can tell). `--down-at S --down-for D`: every frame is lost from S
+//!   seconds after the start for D seconds, a link down and up again (the kernel's own link
+//!   down, `ip link set down`, lasts longer than asked: a carrier coming back waits for
+//!   linkwatch). Per frame: with offloads off at both ends
 //!   (`OFFLOAD_OFF` in `relay_link.sh`) a frame is one packet, as on a wire.
 //! * **Counters**: frames and bytes each way, the frames that could not be sent, and those
 //!   lost, duplicated and reordered, printed on `SIGINT`/`SIGTERM` (and every `--every`
 //!   seconds when given).
 //!
 //! usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P]
-//!        [--reorder P] [--seed N]
+//!        [--reorder P] [--corrupt P] [--seed N] [--down-at SECS --down-for SECS]
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +60,22 @@ struct Impair {
     dup: f64,
     reorder: f64,
     corrupt: f64,
+    /// The link is down (every frame lost) from this long after the start, for `down_for`.
+    down_at: Option<Duration>,
+    down_for: Duration,
+}
+
+/// When the relay started: `--down-at` counts from it.
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+impl Impair {
+    /// Whether the link is down now.
+    fn is_down(&self) -> bool {
+        self.down_at.is_some_and(|at| {
+            let t = START.get_or_init(Instant::now).elapsed();
+            t >= at && t < at + self.down_for
+        })
+    }
 }
 
 /// How long a reordered frame waits for a frame to go ahead of it.
@@ -88,7 +107,7 @@ impl Direction {
         rng: &mut SplitMix64,
         c: &mut Counts,
     ) {
-        if rng.chance(impair.loss) {
+        if rng.chance(impair.loss) || impair.is_down() {
             c.lost += 1;
             return;
         }
@@ -155,11 +174,14 @@ fn run() -> io::Result<()> {
             "--dup" => impair.dup = number()?,
             "--reorder" => impair.reorder = number()?,
             "--corrupt" => impair.corrupt = number()?,
+            "--down-at" => impair.down_at = Some(Duration::from_secs_f64(number()?)),
+            "--down-for" => impair.down_for = Duration::from_secs_f64(number()?),
             "--seed" => seed = number()? as u64,
             _ => names.push(a.clone()),
         }
     }
     let mut rng = SplitMix64(seed);
+    START.get_or_init(Instant::now);
     let [a, b] = names.as_slice() else {
         return Err(usage());
     };
@@ -241,7 +263,7 @@ fn usage() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
         "usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P] \
-         [--reorder P] [--corrupt P] [--seed N]",
+         [--reorder P] [--corrupt P] [--seed N] [--down-at SECS --down-for SECS]",
     )
 }
 
