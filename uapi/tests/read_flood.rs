@@ -15,19 +15,16 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use common::{connect, Setup, Side};
+use common::{connect, hostile, Setup, Side};
 use softrnic_uapi::{
     Access, ConnectAttr, Context, OpenOptions, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr,
     WcStatus,
 };
-use softrnic_wire::bth::BthRepr;
-use softrnic_wire::frame::{DatagramRepr, IpHeader, UdpHeader, UDP_HEADER_LEN};
 use softrnic_wire::reth::RethRepr;
-use softrnic_wire::roce::RoceRepr;
-use softrnic_wire::{Opcode, Psn, ROCE_V2_UDP_PORT};
+use softrnic_wire::{Opcode, ROCE_V2_UDP_PORT};
 
 const VICTIM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 61, 21));
 const LEGIT: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 61, 22));
@@ -41,58 +38,6 @@ const DUPLICATES: usize = 500;
 
 /// The bound on every wait for something that must come, never a timing assertion.
 const HANG: Duration = Duration::from_secs(60);
-
-/// A READ request from `FLOODER` to QP `dest_qp` of `VICTIM`, as a UDP socket that never
-/// fragments sends it (DF, IP ID 0), with its ICRC.
-fn read_request(dest_qp: u32, psn: Psn, reth: RethRepr) -> Vec<u8> {
-    let mut roce = RoceRepr::new(BthRepr {
-        opcode: Opcode::RC_RDMA_READ_REQUEST,
-        solicited: false,
-        mig_req: false,
-        pkey: 0xffff,
-        fecn: false,
-        becn: false,
-        dest_qp,
-        ack_req: false,
-        psn,
-    });
-    roce.reth = Some(reth);
-    let datagram = DatagramRepr {
-        ip: IpHeader::udp_socket(FLOODER, VICTIM, 64).unwrap(),
-        udp: UdpHeader {
-            src_port: ROCE_V2_UDP_PORT,
-            dst_port: ROCE_V2_UDP_PORT,
-            checksum: 0,
-        },
-        roce,
-    };
-    let mut headers = [0u8; 128];
-    let n = datagram.emit_headers(&mut headers).unwrap();
-    let icrc = datagram.icrc(&headers[..n], &[]).unwrap();
-    let at = datagram.ip.header_len() + UDP_HEADER_LEN;
-    let mut payload = headers[at..n].to_vec();
-    payload.extend_from_slice(&icrc.to_le_bytes());
-    payload
-}
-
-/// The flooder's socket: port 4791 of its address, never fragmenting (so that the kernel
-/// sends the IP header the ICRC was computed over).
-fn flooder_socket() -> UdpSocket {
-    let s = UdpSocket::bind((FLOODER, ROCE_V2_UDP_PORT)).unwrap();
-    let dont = libc::IP_PMTUDISC_DO;
-    // SAFETY: setsockopt on our socket with an int option.
-    let r = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&s),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&dont as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(r, 0, "IP_MTU_DISCOVER");
-    s
-}
 
 /// Packets the device has sent, read without waiting for its busy `io` lock.
 fn packets_sent(s: &Side) -> u64 {
@@ -128,15 +73,21 @@ fn a_flood_of_duplicate_reads_costs_one_response_and_starves_no_other_qp() {
     );
 
     // The flood: the READ, then the same request again and again, as fast as a socket sends.
-    let flooder = flooder_socket();
-    let request = read_request(
-        flooded.qp.qp_num(),
-        Psn::new(FLOOD_PSN),
-        RethRepr {
-            va: big.addr(),
-            rkey: big.rkey(),
-            dma_len: READ_LEN,
+    let flooder = hostile::socket(FLOODER, ROCE_V2_UDP_PORT);
+    let reth = RethRepr {
+        va: big.addr(),
+        rkey: big.rkey(),
+        dma_len: READ_LEN,
+    };
+    let request = hostile::packet(
+        flooder.local_addr().unwrap(),
+        VICTIM,
+        (Opcode::RC_RDMA_READ_REQUEST, flooded.qp.qp_num(), FLOOD_PSN),
+        hostile::Ext {
+            reth: Some(reth),
+            aeth: None,
         },
+        &[],
     );
     let before = packets_sent(&flooded);
     for _ in 0..=DUPLICATES {
