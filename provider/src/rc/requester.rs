@@ -170,10 +170,10 @@ pub(crate) struct Requester {
     pub seat: Seat,
     /// The round-trip estimate the retransmit timer runs by (`rto.rs`).
     pub rto: rto::Rto,
-    /// After going back to resend: the PSN before which resending may go until the peer makes
-    /// progress. A responder that held what followed the lost packet acknowledges all of it
-    /// once the lost one arrives (`rc/responder/reorder.rs`); resending the whole window
-    /// meanwhile would only repeat what it has.
+    /// After a sequence NAK or a retransmit timeout: the PSN before which resending may go
+    /// until the peer makes progress. A responder that held what followed the lost packet
+    /// acknowledges all of it once the lost one arrives (`rc/responder/reorder.rs`);
+    /// resending the whole window meanwhile would only repeat what it has.
     pub resend_probe: Option<Psn>,
 }
 

@@ -90,14 +90,19 @@ impl Rto {
     /// the early interval, but never after the counted timeout.
     pub fn deadline(&self, now: Instant, timeout: Duration) -> Instant {
         let counted = self.since.unwrap_or(now) + timeout;
-        let early = self.backoff.or_else(|| {
-            self.estimate
-                .map(|(srtt, rttvar)| (srtt + rttvar * 4).max(MIN_RTO))
-        });
-        match early {
+        match self.early() {
             Some(d) => (now + d).min(counted),
             None => counted,
         }
+    }
+
+    /// The early interval now: the backed-off one, else the estimate's `srtt + 4 rttvar` (at
+    /// least [`MIN_RTO`]); none before a round trip was measured.
+    fn early(&self) -> Option<Duration> {
+        self.backoff.or_else(|| {
+            self.estimate
+                .map(|(srtt, rttvar)| (srtt + rttvar * 4).max(MIN_RTO))
+        })
     }
 
     /// The timer fired at `now`: whether this resend counts as a retry (a whole `timeout`
@@ -108,11 +113,7 @@ impl Rto {
         if counted {
             self.since = Some(now);
         }
-        let current = self.backoff.or_else(|| {
-            self.estimate
-                .map(|(srtt, rttvar)| (srtt + rttvar * 4).max(MIN_RTO))
-        });
-        self.backoff = current.map(|d| (d * 2).min(timeout));
+        self.backoff = self.early().map(|d| (d * 2).min(timeout));
         self.timing = None;
         self.resending = true;
         counted
