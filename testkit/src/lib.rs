@@ -3,7 +3,10 @@
 //!
 //! - [`skip`]: a test that cannot run here says so where the reader sees it, and CI
 //!   (`SOFTRNIC_NO_SKIP=1`) turns the skip into a failure.
+//! - [`dropin`]: where the built drop-in libraries are, for tests that run unmodified
+//!   programs on softrnic.
 
+pub mod dropin;
 pub mod skip;
 
 pub use skip::skip;

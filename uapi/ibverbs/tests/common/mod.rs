@@ -9,63 +9,11 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// `target/<profile>`, from the test executable's path (`target/<profile>/deps/<test>`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .to_path_buf()
-}
-
-/// The built library, `target/<profile>/deps/libsoftrnic_ibverbs.so`: the copy `cargo test`
-/// rebuilds (it does not refresh the one in `target/<profile>`, which only `cargo build`
-/// updates).
-pub fn built_library() -> PathBuf {
-    profile_dir().join("deps").join("libsoftrnic_ibverbs.so")
-}
-
-/// The built `libsoftrnic_rdmacm.so`, softrnic's `librdmacm.so.1` (`uapi/rdmacm`), beside
-/// [`built_library`].
-pub fn built_rdmacm() -> PathBuf {
-    profile_dir().join("deps").join("libsoftrnic_rdmacm.so")
-}
-
-/// The other libraries softrnic ships, (built file in `deps/`, name to load as): its
-/// `librdmacm.so.1` and the stand-ins for rdma-core's vendor libraries. The crate's
-/// dev-dependencies on them make `cargo test` build them.
-const STANDINS: &[(&str, &str)] = &[
-    ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),
-    ("libsoftrnic_mlx5.so", "libmlx5.so.1"),
-    ("libsoftrnic_efa.so", "libefa.so.1"),
-];
-
-/// A directory (one per test process) where `libibverbs.so.1` links to the built library,
-/// `librdmacm.so.1` to softrnic's, and `libmlx5.so.1`, `libefa.so.1` to the stand-ins: what
-/// `LD_LIBRARY_PATH` must name.
-pub fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let lib = built_library();
-        assert!(lib.exists(), "{} not built", lib.display());
-        let dir = profile_dir().join(format!("softrnic-libibverbs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("creating the library directory");
-        let link = dir.join("libibverbs.so.1");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&lib, &link).expect("linking libibverbs.so.1");
-        for (built, name) in STANDINS {
-            let standin = profile_dir().join("deps").join(built);
-            assert!(standin.exists(), "{} not built", standin.display());
-            let link = dir.join(name);
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&standin, &link).expect("linking a stand-in");
-        }
-        dir
-    })
-}
+// Not every test binary that includes this module uses all three.
+#[allow(unused_imports)]
+pub use softrnic_testkit::dropin::{built_library, built_rdmacm, lib_dir};
 
 /// `/usr/bin/<name>` if installed, or `None`, the test `test` skipping
 /// (`softrnic_testkit::skip`).
