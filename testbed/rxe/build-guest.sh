@@ -14,16 +14,26 @@ SUITE=bookworm
 # The guest needs rdma_rxe (in the kernel image), the rdma tool, rdma-core's programs and
 # perftest, and the procps/iproute2 tools the harness drives it with (pkill, ss).
 PACKAGES=linux-image-amd64,rdma-core,ibverbs-utils,ibverbs-providers,perftest,rdmacm-utils,librpma0,iproute2,kmod,procps
+# Debian 12's own kernel (6.1) has an rxe without ATOMIC WRITE and FLUSH (Linux 6.2 added
+# them); bookworm-backports' kernel has both. The guest boots the newest kernel installed.
+backports_kernel() {
+  echo "deb $2 $SUITE-backports main" > "$1/etc/apt/sources.list.d/backports.list"
+  chroot "$1" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y -q --no-install-recommends \
+    -t $SUITE-backports linux-image-amd64
+  chroot "$1" apt-get clean
+}
 mkdir -p "$DIR"
 if [ ! -x "$DIR/rootfs/usr/bin/ib_write_bw" ]; then
   mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
   rm -rf "$DIR/rootfs.partial"
   debootstrap --variant=minbase --include=$PACKAGES $SUITE "$DIR/rootfs.partial" \
     "${mirror:-http://deb.debian.org/debian}"
+  backports_kernel "$DIR/rootfs.partial" "${mirror:-http://deb.debian.org/debian}"
   mv "$DIR/rootfs.partial" "$DIR/rootfs"
 fi
 R=$DIR/rootfs
-K=$(ls "$R/lib/modules" | head -1)
+K=$(ls "$R/lib/modules" | sort -V | tail -1)
 S=$DIR/stage
 rm -rf "$S" && mkdir "$S"
 # Everything but what a shell-driven guest never reads: modules (added below, only those

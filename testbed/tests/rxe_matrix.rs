@@ -1,7 +1,9 @@
 //! softrnic against the Linux kernel's Soft-RoCE, every cell of the matrix: {RC, UC, UD and
-//! SRQ pingpong, WRITE, READ, SEND, CMP_SWP, FETCH_ADD, rdma_cm} x {softrnic -> rxe,
-//! rxe -> softrnic} x {IPv4, IPv6} x {path MTU 1024, 4096}, unmodified programs on both
-//! sides, each cell captured and checked (see `softrnic_testbed::rxe::matrix`).
+//! SRQ pingpong, WRITE, WRITE_IMM, READ, SEND, CMP_SWP, FETCH_ADD, ATOMIC_WRITE, rdma_cm} x
+//! {softrnic -> rxe, rxe -> softrnic} x {IPv4, IPv6} x {path MTU 1024, 4096}, the same
+//! programs on both sides (rdma-core's, perftest's, and `testbed/rxe/verbs_op.c` where
+//! neither has the operation), each cell captured and checked (see
+//! `softrnic_testbed::rxe::matrix`).
 //!
 //! The first run builds the guest (debootstrap from Debian's mirror, a few minutes) into
 //! `/var/cache/softrnic/rxe-guest` (`SOFTRNIC_RXE_CACHE`); later runs boot it in about 20 s.
@@ -13,6 +15,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
+use softrnic_testbed::rxe::guest;
 use softrnic_testbed::rxe::matrix::{self, Cell, Client, Host, CASES};
 use softrnic_testbed::rxe::net::Family;
 use softrnic_testbed::rxe::Lab;
@@ -39,6 +42,7 @@ fn missing() -> Option<String> {
         ("ibv_rc_pingpong", "ibverbs-utils"),
         ("ib_write_bw", "perftest"),
         ("rping", "rdmacm-utils"),
+        ("cc", "gcc"),
     ];
     let path = std::env::var("PATH").unwrap_or_default();
     let absent: Vec<&str> = tools
@@ -46,6 +50,10 @@ fn missing() -> Option<String> {
         .filter(|(tool, _)| !path.split(':').any(|d| Path::new(d).join(tool).exists()))
         .map(|(_, package)| *package)
         .collect();
+    let mut absent = absent;
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        absent.push("libibverbs-dev");
+    }
     (!absent.is_empty()).then(|| format!("apt-get install {}", absent.join(" ")))
 }
 
@@ -58,12 +66,15 @@ fn softrnic_and_kernel_rxe_interoperate_in_every_cell() {
     let only = std::env::var("SOFTRNIC_RXE_CELLS").unwrap_or_default();
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rxe-matrix");
     std::fs::create_dir_all(&out_dir).expect("creating the output folder");
+    let programs = out_dir.join("programs");
+    guest::build_programs(&programs).expect("building verbs_op");
     let host = Host {
         lib_dir: softrnic_testkit::dropin::lib_dir().to_path_buf(),
+        programs: programs.clone(),
         out_dir: out_dir.clone(),
     };
     let t0 = Instant::now();
-    let mut lab = Lab::start(&out_dir, 1024).expect("starting the kernel-rxe guest");
+    let mut lab = Lab::start(&out_dir, &programs, 1024).expect("starting the kernel-rxe guest");
     say(&format!(
         "rxe matrix: guest kernel {} ready after {:.0?}; GID indices IPv4 {}, IPv6 {}",
         lab.kernel,

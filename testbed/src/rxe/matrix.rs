@@ -45,6 +45,11 @@ use Operation as Op;
 use Transport::{Rc, Uc, Ud};
 
 /// Every case, in the table's order.
+///
+/// The bandwidth tools keep at most 8 messages of 16 KiB outstanding (`-t 8`): kernel rxe under
+/// emulation takes well under 2000 packets a second, and a burst of 100 messages of 64 KiB
+/// (6400 packets at path MTU 1024) once stalled it for 640 ms, longer than the requester's
+/// seven retries of 67 ms (`timeout` 14) — a failure of the emulated peer, not of either side.
 pub const CASES: &[Case] = &[
     Case {
         name: "rc_pingpong",
@@ -80,24 +85,32 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "WRITE",
-        server: "ib_write_bw -x {gid} -F -m {mtu} -s 65536 -n 100 -p {port}",
-        client: "ib_write_bw -x {gid} -F -m {mtu} -s 65536 -n 100 -p {port} {server4}",
+        server: "ib_write_bw -x {gid} -F -m {mtu} -s 16384 -n 100 -t 8 -p {port}",
+        client: "ib_write_bw -x {gid} -F -m {mtu} -s 16384 -n 100 -t 8 -p {port} {server4}",
+        tcp: true,
+        expect: &[(Rc, Op::RdmaWrite), (Rc, Op::Acknowledge)],
+        full_mtu: true,
+    },
+    Case {
+        name: "WRITE_IMM",
+        server: "verbs_op -o write_imm -g {gid} -m {mtu} -n 50 -s 8192 -p {port}",
+        client: "verbs_op -o write_imm -g {gid} -m {mtu} -n 50 -s 8192 -p {port} {server4}",
         tcp: true,
         expect: &[(Rc, Op::RdmaWrite), (Rc, Op::Acknowledge)],
         full_mtu: true,
     },
     Case {
         name: "READ",
-        server: "ib_read_bw -x {gid} -F -m {mtu} -s 65536 -n 100 -p {port}",
-        client: "ib_read_bw -x {gid} -F -m {mtu} -s 65536 -n 100 -p {port} {server4}",
+        server: "ib_read_bw -x {gid} -F -m {mtu} -s 16384 -n 100 -t 8 -p {port}",
+        client: "ib_read_bw -x {gid} -F -m {mtu} -s 16384 -n 100 -t 8 -p {port} {server4}",
         tcp: true,
         expect: &[(Rc, Op::RdmaReadRequest), (Rc, Op::RdmaReadResponse)],
         full_mtu: true,
     },
     Case {
         name: "SEND",
-        server: "ib_send_bw -x {gid} -F -m {mtu} -s 65536 -n 100 -p {port}",
-        client: "ib_send_bw -x {gid} -F -m {mtu} -s 65536 -n 100 -p {port} {server4}",
+        server: "ib_send_bw -x {gid} -F -m {mtu} -s 16384 -n 100 -t 8 -p {port}",
+        client: "ib_send_bw -x {gid} -F -m {mtu} -s 16384 -n 100 -t 8 -p {port} {server4}",
         tcp: true,
         expect: &[(Rc, Op::Send), (Rc, Op::Acknowledge)],
         full_mtu: true,
@@ -119,6 +132,15 @@ pub const CASES: &[Case] = &[
         full_mtu: false,
     },
     Case {
+        name: "ATOMIC_WRITE",
+        server: "verbs_op -o atomic_write -g {gid} -m {mtu} -n 50 -s 8 -p {port}",
+        client: "verbs_op -o atomic_write -g {gid} -m {mtu} -n 50 -s 8 -p {port} {server4}",
+        tcp: true,
+        // IBTA 1.5 (9.4.8): an ATOMIC WRITE is answered like an RDMA READ of no bytes.
+        expect: &[(Rc, Op::AtomicWrite), (Rc, Op::RdmaReadResponse)],
+        full_mtu: false,
+    },
+    Case {
         name: "rdma_cm (rping)",
         server: "rping -s -v -C 10 -S 8192 -a {me} -p {port}",
         client: "rping -c -v -C 10 -S 8192 -a {server} -p {port}",
@@ -130,6 +152,15 @@ pub const CASES: &[Case] = &[
             (Ud, Op::Send),
         ],
         full_mtu: true,
+    },
+    Case {
+        name: "rdma_cm (udaddy)",
+        server: "udaddy -b {me}",
+        client: "udaddy -s {server}",
+        tcp: false,
+        // UD QPs found through the CM's SIDR_REQ/SIDR_REP, both UD SENDs to QP1.
+        expect: &[(Ud, Op::Send)],
+        full_mtu: false,
     },
 ];
 
@@ -178,10 +209,13 @@ pub fn link_mtu(mtu: u32) -> u32 {
     }
 }
 
-/// What the host side needs: the drop-in libraries' folder and a folder for pcaps and logs.
+/// What the host side needs: the drop-in libraries' folder, the programs built for the
+/// matrix ([`super::guest::build_programs`]), and a folder for pcaps and logs.
 pub struct Host {
     /// `LD_LIBRARY_PATH` for programs on softrnic.
     pub lib_dir: PathBuf,
+    /// The folder of `verbs_op`, ahead of the system's on softrnic's side's `PATH`.
+    pub programs: PathBuf,
     /// Where each cell's pcap and logs go.
     pub out_dir: PathBuf,
 }
@@ -229,6 +263,11 @@ fn softrnic_program(host: &Host, cell: &Cell, command: &str, log: &Path) -> io::
         .args(["netns", "exec", NETNS, "env"])
         .arg(format!("LD_LIBRARY_PATH={}", host.lib_dir.display()))
         .arg(format!("SOFTRNIC_ADDR={}", cell.family.host()))
+        .arg(format!(
+            "PATH={}:{}",
+            host.programs.display(),
+            std::env::var("PATH").unwrap_or_default()
+        ))
         .args(["timeout", "120"])
         .args(command.split_whitespace())
         .stdin(Stdio::null())
@@ -269,7 +308,7 @@ fn listens(pid: u32, port: u16) -> bool {
 
 /// The programs a cell may leave behind in the guest, as a `pkill` pattern (process names are
 /// cut at 15 characters: `ibv_srq_pingpon`).
-const GUEST_PROGRAMS: &str = "^(ibv_.._pingpo|ibv_srq_pingpo|ib_.*_bw|rping)";
+const GUEST_PROGRAMS: &str = "^(ibv_.._pingpo|ibv_srq_pingpo|ib_.*_bw|rping|udaddy|verbs_op)";
 
 /// Runs one cell. `guest_gid` is the guest's GID index of the cell's family (softrnic's is
 /// always 1, its address).

@@ -8,7 +8,7 @@
 //! captured ([`capture`]) and every packet's ICRC checked by softrnic's wire layer.
 //!
 //! Needs root (namespaces, the tap), `qemu-system-x86_64`, `debootstrap` and Debian's mirror
-//! (the first build), `tcpdump`, `cpio` and `zstd`. `testbed/tests/rxe_matrix.rs` is the test.
+//! (the first build), `tcpdump`, `cpio` and `zstd`, and `cc` with `libibverbs-dev`. `testbed/tests/rxe_matrix.rs` is the test.
 
 pub mod capture;
 pub mod console;
@@ -45,13 +45,14 @@ impl Drop for NetGuard {
 }
 
 impl Lab {
-    /// Builds (or takes from the cache) the guest, creates the link at path MTU `mtu`, boots
-    /// the guest (its console log in `dir`) and waits until rxe is up.
+    /// Builds (or takes from the cache) the guest, with the programs in `programs` (see
+    /// [`guest::build_programs`]), creates the link at path MTU `mtu`, boots the guest (its
+    /// console log in `dir`) and waits until rxe is up.
     ///
     /// # Errors
     /// Whatever failed, with what the failing step said.
-    pub fn start(dir: &Path, mtu: u32) -> io::Result<Lab> {
-        let image = guest::Image::get(None)?;
+    pub fn start(dir: &Path, programs: &Path, mtu: u32) -> io::Result<Lab> {
+        let image = guest::Image::get(Some(programs))?;
         net::create(matrix::link_mtu(mtu))?;
         let net = NetGuard;
         let mut vm = vm::Vm::boot(&image, dir, matrix::link_mtu(mtu))?;
