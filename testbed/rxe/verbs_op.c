@@ -188,7 +188,7 @@ static void connect_qp(struct ibv_qp *qp, const struct peer *me, const struct pe
 			  IBV_QP_MIN_RNR_TIMER))
 		fail(1, "modify QP to RTR failed");
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
+	a.timeout = 18; /* 1.07 s: an emulated peer pauses for half a second at times */
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.sq_psn = me->psn;

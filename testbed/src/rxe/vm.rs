@@ -28,6 +28,8 @@ impl Vm {
         std::fs::create_dir_all(dir)?;
         let socket = dir.join("console.sock");
         let log = dir.join("console.log");
+        let pidfile = dir.join("qemu.pid");
+        stop_leftover(&pidfile);
         let _ = std::fs::remove_file(&socket);
         let _ = std::fs::remove_file(&log);
         let append = format!(
@@ -53,6 +55,8 @@ impl Vm {
                 &format!("tap,id=n0,ifname={TAP},script=no,downscript=no"),
             ])
             .args(["-device", "virtio-net-pci,netdev=n0,mac=52:54:00:98:00:02"])
+            .arg("-pidfile")
+            .arg(&pidfile)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -93,6 +97,24 @@ impl Vm {
     pub fn log(&self) -> &Path {
         &self.log
     }
+}
+
+/// Stops the QEMU of a run that was killed before it could (its pid in `pidfile`): it would
+/// hold the tap, and keep the old namespace alive.
+fn stop_leftover(pidfile: &Path) {
+    let Some(pid) = std::fs::read_to_string(pidfile)
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+    else {
+        return;
+    };
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if cmdline.windows(18).any(|w| w == b"qemu-system-x86_64") {
+        // SAFETY: kill(2) on a pid whose command line was just seen to be QEMU's.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = std::fs::remove_file(pidfile);
 }
 
 impl Drop for Vm {
