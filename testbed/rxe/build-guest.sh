@@ -19,7 +19,8 @@ PACKAGES=linux-image-amd64,rdma-core,ibverbs-utils,ibverbs-providers,perftest,rd
 backports_kernel() {
   echo "deb $2 $SUITE-backports main" > "$1/etc/apt/sources.list.d/backports.list"
   chroot "$1" apt-get update -q
-  DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y -q --no-install-recommends \
+  # INITRD=No: the kernel's own initramfs is never booted (ours is built below).
+  DEBIAN_FRONTEND=noninteractive INITRD=No chroot "$1" apt-get install -y -q --no-install-recommends \
     -t $SUITE-backports linux-image-amd64
   chroot "$1" apt-get clean
 }

@@ -77,6 +77,14 @@ impl Image {
                     tail(&out.stderr)
                 )));
             }
+            // The initramfs of older trees: never booted again.
+            for old in std::fs::read_dir(&dir)?.filter_map(Result::ok) {
+                let name = old.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with("initramfs-") && old.path() != initramfs {
+                    let _ = std::fs::remove_file(old.path());
+                }
+            }
         }
         Ok(Image { kernel, initramfs })
     }
