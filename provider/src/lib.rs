@@ -12,6 +12,10 @@
 
 #![deny(missing_docs)]
 
+// First: the event macros are visible only to the modules declared after it.
+#[macro_use]
+mod trace;
+
 pub mod bpf;
 pub mod cm;
 pub mod cq;

@@ -225,6 +225,7 @@ impl Shared {
         guid: u64,
         opts: OpenOptions,
     ) -> std::io::Result<Shared> {
+        crate::log::init_from_env();
         let mrs = Arc::new(
             MrTable::new(Limits::MAX_MR as u32, opts.key_seed).map_err(std::io::Error::other)?,
         );

@@ -30,6 +30,7 @@ pub mod cm;
 mod context;
 mod descriptor;
 mod dm;
+pub mod log;
 mod mr;
 mod mr_file;
 mod mw;

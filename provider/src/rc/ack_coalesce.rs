@@ -117,6 +117,7 @@ impl AckCoalescer {
             // The peer was waiting for the ACK whose hold ended.
             self.coalescing = false;
             self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+            trace_event!(target: "softrnic::rc", backoff = self.backoff, "ACK coalescing off: the peer waited for the held ACK");
             self.until_probe = self.backoff;
         }
         let Queued::PlainAck { unacked } = what else {
@@ -125,6 +126,9 @@ impl AckCoalescer {
         };
         if Self::holds(timers) {
             // The peer went on without the ACK.
+            if !self.coalescing {
+                trace_event!(target: "softrnic::rc", "ACK coalescing on: the peer went on without the held ACK");
+            }
             self.coalescing = true;
             self.backoff = FIRST_BACKOFF;
             if unacked >= MAX_COVERED {
@@ -143,6 +147,7 @@ impl AckCoalescer {
             self.until_probe = self.backoff;
         }
         let hold = ack_timeout.map_or(HOLD, |t| HOLD.min(t / 4));
+        trace_event!(target: "softrnic::rc", hold_us = hold.as_micros() as u64, "ACK held");
         timers.set(Timer::AckHold, now + hold);
     }
 

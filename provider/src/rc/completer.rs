@@ -71,6 +71,7 @@ impl Requester {
                         self.ack_through(ctx, now, psn, AtRdAtomic::Retry, timers, ev);
                     }
                     Syndrome::RnrNak(timer) => {
+                        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), wait_us = timer.micros(), "RNR NAK received");
                         self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
                         if !self.front_holds(psn) {
                             return;
@@ -86,6 +87,7 @@ impl Requester {
                         }
                     }
                     Syndrome::Nak(code) => {
+                        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), code = ?code, "NAK received");
                         self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
                         if !self.front_holds(psn) {
                             return;
@@ -168,6 +170,7 @@ impl Requester {
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
             let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
+            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, "local ACK timeout");
             if counted {
                 self.retry_from(ctx, una, ev);
             } else {

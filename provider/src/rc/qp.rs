@@ -289,6 +289,9 @@ impl Qp {
         }
         let prev = self.state;
         self.state = next;
+        if prev != next {
+            debug_event!(target: "softrnic::qp", qpn = self.ctx.qpn, from = ?prev, to = ?next, "state change");
+        }
         match next {
             QpState::Reset if prev != QpState::Reset => {
                 self.req.reset();
@@ -339,6 +342,7 @@ impl Qp {
     /// on an SRQ are not the QP's and stay there; only one taken for a message in progress is
     /// flushed, and `IBV_EVENT_QP_LAST_WQE_REACHED` says that the QP takes no more.
     fn enter_error(&mut self) {
+        debug_event!(target: "softrnic::qp", qpn = self.ctx.qpn, "enters ERR: outstanding work requests flush");
         self.state = QpState::Err;
         self.sq_draining = false;
         self.sqd_notify = false;

@@ -298,6 +298,7 @@ impl Requester {
 
     /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
     pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
+        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
         self.last_go_back = Some(psn);
         let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
             return;
@@ -316,6 +317,7 @@ impl Requester {
 
     /// Completes `sq[0]` with `status` and asks for the error state (the rest is flushed).
     pub fn fail_front(&mut self, ctx: &QpContext, status: WcStatus, ev: &mut Events) {
+        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, status = ?status, "work request fails; the QP enters ERR");
         if let Some(w) = self.sq.pop_front() {
             ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
             self.cur = self.cur.saturating_sub(1);

@@ -197,6 +197,7 @@ impl Responder {
                 if !self.nak_sent && (!held || self.reorder.gap_is_loss(self.epsn)) {
                     self.nak_sent = true;
                     let epsn = self.epsn;
+                    debug_event!(target: "softrnic::rc", qpn = ctx.qpn, expected = epsn.value(), got = pkt.repr.bth.psn.value(), "NAK sent: PSN sequence error");
                     self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
                 }
             }
@@ -213,6 +214,7 @@ impl Responder {
         ev: &mut Events,
     ) {
         if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, srq, ev) {
+            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = pkt.repr.bth.psn.value(), code = ?code, "NAK sent; the QP enters ERR");
             self.queue_ack(pkt.repr.bth.psn, Syndrome::Nak(code));
             if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
                 ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, status));
@@ -410,6 +412,7 @@ impl Responder {
     fn rnr(&mut self, ctx: &QpContext, psn: Psn) -> Result<(), Fatal> {
         self.nak_sent = true;
         self.reorder.clear(); // the requester resends from `psn`
+        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "RNR NAK sent: no receive WQE");
         self.queue_ack(psn, Syndrome::RnrNak(RnrTimer(ctx.min_rnr_timer)));
         Ok(())
     }
