@@ -14,6 +14,7 @@
 
 pub mod bpf;
 pub mod cm;
+pub mod counters;
 pub mod cq;
 pub mod device;
 pub mod driver;

@@ -71,6 +71,7 @@ impl Requester {
                         self.ack_through(ctx, now, psn, AtRdAtomic::Retry, timers, ev);
                     }
                     Syndrome::RnrNak(timer) => {
+                        ev.counters.rcvd_rnr_err += 1;
                         self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
                         if !self.front_holds(psn) {
                             return;
@@ -82,10 +83,12 @@ impl Requester {
                             let wait = Duration::from_micros(u64::from(timer.micros()));
                             timers.set(Timer::Rnr, now + wait);
                         } else {
+                            ev.counters.retry_rnr_exceeded_err += 1;
                             self.fail_front(ctx, WcStatus::RnrRetryExcErr, ev);
                         }
                     }
                     Syndrome::Nak(code) => {
+                        ev.counters.rcvd_seq_err += u64::from(code == NakCode::PsnSequenceError);
                         self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
                         if !self.front_holds(psn) {
                             return;
@@ -167,6 +170,7 @@ impl Requester {
             let una = self.una;
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
+            ev.counters.timeout_resends += 1;
             let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
             if counted {
                 self.retry_from(ctx, una, ev);
@@ -191,8 +195,10 @@ impl Requester {
     /// `IBV_WC_RETRY_EXC_ERR`.
     fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) {
         if self.retry.try_consume() {
+            ev.counters.completer_retry_err += 1;
             self.go_back(ctx, psn);
         } else {
+            ev.counters.retry_exceeded_err += 1;
             self.fail_front(ctx, WcStatus::RetryExcErr, ev);
         }
     }
