@@ -170,13 +170,14 @@ impl Requester {
             let una = self.una;
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
-            ev.counters.timeout_resends += 1;
             let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
-            if counted {
-                self.retry_from(ctx, una, ev);
+            let resent = if counted {
+                self.retry_from(ctx, una, ev)
             } else {
                 self.go_back(ctx, una);
-            }
+                true
+            };
+            ev.counters.timeout_resends += u64::from(resent);
             self.resend_probe = Some(una.add(1));
         }
     }
@@ -192,14 +193,16 @@ impl Requester {
     }
 
     /// Resends from `psn` if the transport retry budget allows; otherwise
-    /// `IBV_WC_RETRY_EXC_ERR`.
-    fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) {
+    /// `IBV_WC_RETRY_EXC_ERR`. Says whether it resent.
+    fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) -> bool {
         if self.retry.try_consume() {
             ev.counters.completer_retry_err += 1;
             self.go_back(ctx, psn);
+            true
         } else {
             ev.counters.retry_exceeded_err += 1;
             self.fail_front(ctx, WcStatus::RetryExcErr, ev);
+            false
         }
     }
 
