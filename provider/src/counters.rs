@@ -13,7 +13,7 @@
 //! | counter | rxe name | counted when |
 //! |---|---|---|
 //! | `sent_pkts` | `sent_pkts` | device: a packet is handed to the transport; QP: the QP built a packet to send (request, response, ACK or NAK) |
-//! | `rcvd_pkts` | `rcvd_pkts` | a packet passed the NIC's checks (QPN, source, P_Key, ICRC) and was handed to a QP (per group member for multicast, on a QP) |
+//! | `rcvd_pkts` | `rcvd_pkts` | a packet passed the NIC's checks (ICRC, QPN, source, P_Key): device, once; QP, each QP it was handed to (every member of a multicast group) |
 //! | `send_err` | `send_err` | device: the transport failed to send a packet, or the driver gave up on a full socket (RC retransmits it) |
 //! | `duplicate_request` | `duplicate_request` | the responder got a request with a PSN before the expected PSN (IBTA 9.7.5.1.2) |
 //! | `out_of_seq_request` | `out_of_seq_request` | the responder NAKed a PSN Sequence Error (a request beyond the expected PSN; once per gap, C9-102) |
