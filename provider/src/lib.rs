@@ -18,6 +18,7 @@ mod trace;
 
 pub mod bpf;
 pub mod cm;
+pub mod counters;
 pub mod cq;
 pub mod device;
 pub mod driver;

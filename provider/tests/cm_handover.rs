@@ -130,7 +130,9 @@ fn listener_across_a_handover(test: &str, (here, peer): (IpAddr, IpAddr), relist
         drop(group_socket);
         Ok(())
     });
-    member.watch("lo", adopt, Box::new(Vec::new)).unwrap();
+    member
+        .watch("lo", adopt, Box::new(Default::default))
+        .unwrap();
     let (events, heard) = mpsc::channel();
     let (listening, connecting, rivalling) = (1, 2, 3);
     let listener = cm_of(&member, here, listening, &events);

@@ -274,3 +274,25 @@ fn waiting_qps_get_the_room_acks_make_in_the_order_they_began_to_wait() {
     assert_eq!(order[..expected.len()], expected[..]);
     assert!(peers.0.values().all(|&(_, msn)| msn == 2));
 }
+
+#[test]
+fn each_qp_counts_its_packets_and_the_nic_keeps_a_destroyed_qps_counts() {
+    let (mut nic, qpns, _buf, _mrs) = writers(2, 4);
+    let dests = drain(&mut nic);
+    let sent = per_qp(&dests);
+    let reports = nic.qp_reports();
+    for r in &reports {
+        let to = 0x100 + qpns.iter().position(|&q| q == r.qpn).unwrap() as u32;
+        assert_eq!(r.counters.sent_pkts, sent[&to] as u64, "QP {:#x}", r.qpn);
+        assert_eq!(r.counters.rcvd_pkts, 0);
+    }
+    let total = dests.len() as u64;
+    assert_eq!(nic.qp_counters().sent_pkts, total);
+    nic.destroy_qp(qpns[0]).unwrap();
+    assert_eq!(nic.qp_reports().len(), 1);
+    assert_eq!(
+        nic.qp_counters().sent_pkts,
+        total,
+        "a device's counts outlive its QPs"
+    );
+}

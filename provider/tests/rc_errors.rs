@@ -281,6 +281,20 @@ fn rnr_retry_exhausted_completes_with_rnr_retry_exc_err() {
             vec![Syndrome::RnrNak(RnrTimer(TIMER)); tries],
             "{ctx}"
         );
+        // Counted as rxe counts them: each RNR NAK on both sides, the exhaustion once.
+        let (ca, cb) = (p.a.qp.counters(), p.b.qp.counters());
+        let tries = tries as u64;
+        assert_eq!((cb.send_rnr_err, ca.rcvd_rnr_err), (tries, tries), "{ctx}");
+        assert_eq!(ca.retry_rnr_exceeded_err, 1, "{ctx}");
+        assert_eq!(
+            (ca.completer_retry_err, ca.retry_exceeded_err),
+            (0, 0),
+            "{ctx}"
+        );
+        // The three requests on each try, an RNR NAK for each try.
+        assert_eq!(ca.sent_pkts, 3 * tries, "{ctx}");
+        assert_eq!((cb.rcvd_pkts, cb.sent_pkts), (3 * tries, tries), "{ctx}");
+        assert_eq!(ca.rcvd_pkts, tries, "{ctx}");
         assert!(
             p.elapsed() >= rnr_wait(TIMER) * u32::from(rnr_retry),
             "{ctx}: each retry waited the RNR timer ({:?})",
@@ -392,6 +406,18 @@ fn peer_gone(gone: Gone, retry_cnt: u8) {
         took >= t * tries && took < t * (tries + 1),
         "{ctx}: failed after {took:?}, expected {tries} x {t:?}"
     );
+    let c = p.a.qp.counters();
+    let retries = u64::from(retry_cnt);
+    assert_eq!(
+        (
+            c.completer_retry_err,
+            c.timeout_resends,
+            c.retry_exceeded_err
+        ),
+        (retries, retries, 1),
+        "{ctx}: each retry a timeout's, then the exhaustion"
+    );
+    assert_eq!(c.sent_pkts, p.fabric.stats().sent, "{ctx}");
     let sent = p.fabric.stats().sent;
     assert_eq!(
         sent,
@@ -918,6 +944,35 @@ fn drop_nth(n: &mut Node, opcode: Opcode, nth: usize) {
 }
 
 #[test]
+fn a_lost_send_is_nak_ed_and_resent_and_counted_on_both_sides() {
+    let mut p = pair(41, Connect::default());
+    let a_mem = p.a.region(4096, ALL);
+    let b_mem = p.b.region(4 * 4096, ALL);
+    for i in 0..4u64 {
+        p.b.post_recv(900 + i, sge_of(&b_mem, 4096 * i, 100));
+    }
+    drop_nth(&mut p.b, Opcode::RC_SEND_ONLY, 0);
+    for i in 1..=4 {
+        p.a.post_send(i, sge_of(&a_mem, 0, 100));
+    }
+    p.run_to_quiescence(100_000);
+    assert_eq!(wc_statuses(&p.a.send_wcs), each(1..=4, WcStatus::Success));
+    let (ca, cb) = (p.a.qp.counters(), p.b.qp.counters());
+    // The loss is found by a PSN Sequence Error NAK, or by the local ACK timeout.
+    assert!(ca.completer_retry_err >= 1, "{ca:?}");
+    assert_eq!(cb.out_of_seq_request, ca.rcvd_seq_err, "{ca:?} {cb:?}");
+    assert_eq!(ca.rcvd_seq_err + ca.timeout_resends, ca.completer_retry_err);
+    assert_eq!(
+        cb.out_of_seq_request,
+        u64::from(naks(&p.a).contains(&Syndrome::Nak(NakCode::PsnSequenceError)))
+    );
+    // The dropped SEND never reached the QP; everything else did.
+    assert_eq!(cb.rcvd_pkts, ca.sent_pkts - 1, "{ca:?} {cb:?}");
+    assert_eq!(ca.rcvd_pkts, cb.sent_pkts, "{ca:?} {cb:?}");
+    assert_eq!((ca.retry_exceeded_err, cb.send_rnr_err), (0, 0));
+}
+
+#[test]
 fn a_lost_read_response_is_answered_again_with_the_same_data() {
     const TIMEOUT: u8 = 10;
     let c = Connect {
@@ -1068,6 +1123,12 @@ fn every_packet_twice_executes_every_request_once() {
     p.run_to_quiescence(10_000);
     assert_eq!(wc_statuses(&p.a.send_wcs), each(1..=6, WcStatus::Success));
     assert!(p.fabric.stats().duplicated > 0);
+    // Every request arrived twice: the second copies are duplicates (the responder's
+    // answers to them arrive twice too, but the requester has no such counter).
+    let (ca, cb) = (p.a.qp.counters(), p.b.qp.counters());
+    assert_eq!(cb.duplicate_request * 2, cb.rcvd_pkts, "{cb:?}");
+    assert_eq!(cb.rcvd_pkts, 2 * ca.sent_pkts, "{ca:?} {cb:?}");
+    assert_eq!(ca.completer_retry_err + cb.out_of_seq_request, 0);
     // 100 + 5 + 5 + 5 = 115, then CAS 115 -> 1: each atomic ran once.
     assert_eq!(p.b.read(&b_mem, PAGE, 8), 1u64.to_ne_bytes());
     let origs: Vec<u64> = (0..4)

@@ -8,4 +8,5 @@ pub mod perf;
 pub mod pingpong;
 pub mod rig;
 pub mod run;
+pub mod stat;
 pub mod status;

@@ -108,6 +108,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The counters of each softrnic device in use on this host, per process and per QP
+    /// (packets sent and received, duplicate and out-of-sequence requests, sequence and RNR
+    /// NAKs, retries, drops), like kernel rxe's hw_counters.
+    Stat {
+        /// Only the device of this address.
+        #[arg(long)]
+        addr: Option<std::net::IpAddr>,
+        /// One JSON array (of devices) instead of text (a line per reading with --watch).
+        #[arg(long, conflicts_with = "prometheus")]
+        json: bool,
+        /// The Prometheus text exposition format instead of text.
+        #[arg(long)]
+        prometheus: bool,
+        /// Read again every SECS seconds until interrupted (text: with the rates per second).
+        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+        watch: Option<Duration>,
+    },
     /// Measure throughput and latency over loopback (127.0.0.1 to 127.0.0.2): RC RDMA WRITE
     /// and RC SEND ping-pong, each next to the raw kernel UDP baseline of the same run.
     Perf {
@@ -189,6 +206,12 @@ fn main() -> ExitCode {
         }
         Command::Decode { file, json } => run_decode(&file, json),
         Command::Status { addr, json } => run_status(addr, json),
+        Command::Stat {
+            addr,
+            json,
+            prometheus,
+            watch,
+        } => run_stat(addr, json, prometheus, watch),
         Command::Perf {
             iters,
             json,
@@ -291,6 +314,41 @@ fn run_status(addr: Option<std::net::IpAddr>, json: bool) -> io::Result<()> {
         print!("{}", status::text(&devices));
     }
     Ok(())
+}
+
+fn run_stat(
+    addr: Option<std::net::IpAddr>,
+    json: bool,
+    prometheus: bool,
+    watch: Option<Duration>,
+) -> io::Result<()> {
+    use softrnic_tools::{stat, status};
+    let mut out = io::stdout().lock();
+    let mut before: Option<(stat::Readings, std::time::Instant)> = None;
+    loop {
+        let devices = status::collect(addr)?;
+        let now = std::time::Instant::now();
+        if json {
+            // One line per reading, so that a watcher can read them one by one.
+            writeln!(out, "{}", stat::json(&devices))?;
+        } else if prometheus {
+            write!(out, "{}", stat::prometheus(&devices))?;
+        } else {
+            let earlier = before
+                .as_ref()
+                .map(|(r, t)| (r, now.duration_since(*t).as_secs_f64()));
+            write!(out, "{}", stat::text(&devices, earlier))?;
+        }
+        let Some(every) = watch else {
+            return Ok(());
+        };
+        if !json {
+            writeln!(out)?;
+        }
+        out.flush()?;
+        before = Some((stat::readings(&devices), now));
+        std::thread::sleep(every);
+    }
 }
 
 fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {

@@ -212,7 +212,7 @@ impl Shared {
             Box::new(move || {
                 listing
                     .upgrade()
-                    .map_or_else(Vec::new, |s| s.device.nic().qp_reports())
+                    .map_or_else(Default::default, |s| s.device.observe())
             }),
         )
     }

@@ -36,8 +36,10 @@ use std::time::{Duration, Instant};
 use super::emit::Emitter;
 pub use super::round::Moved;
 use super::round::{progress, transmit_qp, Io, Round};
+use crate::counters::DeviceCounters;
 use crate::device::Gid;
 use crate::error::{Error, Result};
+use crate::host::status::QpReport;
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
 use crate::nic::{CqId, Nic};
@@ -95,6 +97,8 @@ pub(super) struct Inner {
     /// Packets handed to the transport, readable without the `io` lock (see
     /// [`Device::packets_sent`]).
     pub(super) packets_sent: AtomicU64,
+    /// Packets the transport failed to send, or that were given up on a full socket.
+    pub(super) send_errors: AtomicU64,
     /// A round of progress panicked: the device failed ([`guarded`]).
     failed: AtomicBool,
     /// The next round panics ([`Device::inject_panic`]).
@@ -164,6 +168,7 @@ impl Device {
             epoch: Instant::now(),
             thread_rounds: AtomicU64::new(0),
             packets_sent: AtomicU64::new(0),
+            send_errors: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             inject_panic: AtomicBool::new(false),
         });
@@ -381,6 +386,19 @@ impl Device {
     /// for up to `ROUND_BUDGET` packets, and takes it again at once).
     pub fn packets_sent(&self) -> u64 {
         self.inner.packets_sent.load(Ordering::Relaxed)
+    }
+
+    /// The device's counters ([`crate::counters`]) and its QPs as `softrnic status` and
+    /// `softrnic stat` report them, read under one NIC lock.
+    pub fn observe(&self) -> (DeviceCounters, Vec<QpReport>) {
+        let nic = lock(&self.inner.nic);
+        let counters = DeviceCounters::of(
+            self.inner.packets_sent.load(Ordering::Relaxed),
+            self.inner.send_errors.load(Ordering::Relaxed),
+            &nic.rx,
+            &nic.qp_counters(),
+        );
+        (counters, nic.qp_reports())
     }
 
     /// Makes the next round of progress panic, as a bug in the engine would: for tests of

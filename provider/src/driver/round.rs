@@ -489,6 +489,7 @@ fn send_queued(inner: &Inner, io: &mut Io) -> usize {
     } = io;
     let mut done = 0;
     let mut stalls = 0;
+    let mut failed = 0;
     while done < txs.len() {
         match emitter.send(&txs.as_slice()[done..], &inner.mrs, transport.as_mut()) {
             Ok(0) => {
@@ -501,10 +502,22 @@ fn send_queued(inner: &Inner, io: &mut Io) -> usize {
                 let _ = transport.poll(Some(Duration::from_micros(200)));
             }
             Ok(n) => done += n,
-            Err(_) => done += 1, // a per-packet failure: dropped, RC recovers
+            Err(_) => {
+                // A per-packet failure: dropped, RC recovers.
+                done += 1;
+                failed += 1;
+            }
         }
     }
-    inner.packets_sent.fetch_add(done as u64, Ordering::Relaxed);
+    inner
+        .packets_sent
+        .fetch_add((done - failed) as u64, Ordering::Relaxed);
+    let given_up = txs.len() - done;
+    if failed + given_up > 0 {
+        inner
+            .send_errors
+            .fetch_add((failed + given_up) as u64, Ordering::Relaxed);
+    }
     done
 }
 

@@ -196,7 +196,9 @@ mod tests {
             counted.fetch_add(1, Ordering::Relaxed);
             Ok(())
         });
-        second.watch("lo", adopt, Box::new(Vec::new)).unwrap();
+        second
+            .watch("lo", adopt, Box::new(Default::default))
+            .unwrap();
         let link = MemberLink::open(addr, second.block()).unwrap();
         link.listen(0x0106_0018).unwrap();
         to_block_of(&second, addr);

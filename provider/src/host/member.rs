@@ -23,6 +23,7 @@ use super::block::{Lease, QpnBlock};
 use super::fdpass;
 use super::handover::{self, OFFER};
 use super::status::{self, ProcessReport, QpReport};
+use crate::counters::DeviceCounters;
 
 /// How often the member's thread looks whether the member was dropped.
 const STOP_TICK: Duration = Duration::from_millis(100);
@@ -30,8 +31,8 @@ const STOP_TICK: Duration = Duration::from_millis(100);
 /// What gets the socket of a rebuilt group (the device's transport adopts it).
 pub type Adopt = Box<dyn Fn(UdpSocket) -> io::Result<()> + Send>;
 
-/// What lists the device's QPs, for a status report.
-pub type ListQps = Box<dyn Fn() -> Vec<QpReport> + Send>;
+/// What reads the device's counters and lists its QPs, for a status report.
+pub type Observe = Box<dyn Fn() -> (DeviceCounters, Vec<QpReport>) + Send>;
 
 /// What runs after the member joined a rebuilt group, on the member's thread; it returns
 /// whether to run again after the next (`false` once what it served is gone).
@@ -93,12 +94,12 @@ impl Member {
 
     /// Starts watching the agent (once): when it goes, `adopt` gets a placeholder socket
     /// (giving the group's back), then the socket of the rebuilt group. Meanwhile, status
-    /// questions are answered with the QPs `qps` lists, the device's address being on network
-    /// interface `interface`.
+    /// questions are answered with the counters and QPs `qps` gives, the device's address
+    /// being on network interface `interface`.
     ///
     /// # Errors
     /// Spawning the thread; copying the lease's socket for it.
-    pub fn watch(&self, interface: &str, adopt: Adopt, qps: ListQps) -> io::Result<()> {
+    pub fn watch(&self, interface: &str, adopt: Adopt, qps: Observe) -> io::Result<()> {
         let mut w = lock(&self.watcher);
         if w.is_some() {
             return Ok(());
@@ -212,7 +213,7 @@ struct Watcher {
     shared: Arc<Shared>,
     lease: net::UnixListener,
     adopt: Adopt,
-    qps: ListQps,
+    qps: Observe,
 }
 
 impl Watcher {
@@ -297,11 +298,13 @@ impl Watcher {
                 return;
             }
             while let Ok((asker, _)) = self.lease.accept() {
+                let (counters, qps) = (self.qps)();
                 let report = ProcessReport::of_this_process(
                     self.block,
                     lock(&self.shared.agent).is_some(),
                     &self.interface,
-                    (self.qps)(),
+                    counters,
+                    qps,
                 );
                 let _ = status::answer(asker, &report);
             }

@@ -1,6 +1,7 @@
-//! What each process does with a shared device, as `softrnic status` shows it (like
-//! `rdma resource show qp` for a kernel device): the processes using each address, and their
-//! QPs with type, state and peer.
+//! What each process does with a shared device, as `softrnic status` and `softrnic stat`
+//! show it (like `rdma resource show qp` and rxe's `hw_counters` for a kernel device): the
+//! processes using each address, their QPs with type, state and peer, and the device's and
+//! each QP's counters ([`crate::counters`]).
 //!
 //! Every process using a shared device holds a QPN block's lease ([`super::block`]), a
 //! listening Unix socket under a name the kernel lists in `/proc/net/unix`. So the devices
@@ -12,7 +13,12 @@
 //! ```text
 //! process <pid> <block> <runs the agent: 0|1> <interface> <program name>
 //! qp <QPN> <type: ibv value> <state: ibv value> <peer address|-> <peer QPN|->
+//! counters <name>=<value> ...
+//! qp_counters <QPN> <name>=<value> ...
 //! ```
+//!
+//! `counters` is the device's (in this process), `qp_counters` a QP's; a counter whose name
+//! the reader does not know (a newer process's) is skipped, one it misses reads 0.
 
 use std::io::{self, Read, Write};
 use std::net::IpAddr;
@@ -21,6 +27,7 @@ use std::os::unix::net::{SocketAddr, UnixStream};
 use std::time::Duration;
 
 use super::block::{lease_name, QpnBlock};
+use crate::counters::{DeviceCounters, QpCounters};
 use crate::qp_state::{QpState, QpType};
 
 /// How long a question waits for an answer (a stopped or stuck process gives none).
@@ -40,6 +47,8 @@ pub struct QpReport {
     pub state: QpState,
     /// The connected QP's address and number (RC and UC, from RTR on).
     pub peer: Option<(IpAddr, u32)>,
+    /// What it counted.
+    pub counters: QpCounters,
 }
 
 /// One process using a device.
@@ -57,6 +66,8 @@ pub struct ProcessReport {
     pub program: String,
     /// Its QPs, by number.
     pub qps: Vec<QpReport>,
+    /// The device's counters in this process.
+    pub counters: DeviceCounters,
 }
 
 impl ProcessReport {
@@ -65,6 +76,7 @@ impl ProcessReport {
         block: QpnBlock,
         runs_agent: bool,
         interface: &str,
+        counters: DeviceCounters,
         mut qps: Vec<QpReport>,
     ) -> ProcessReport {
         let program = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
@@ -76,6 +88,7 @@ impl ProcessReport {
             interface: interface.to_string(),
             program: program.trim().to_string(),
             qps,
+            counters,
         }
     }
 
@@ -113,6 +126,18 @@ impl ProcessReport {
                 q.state.ibv()
             );
         }
+        out += "counters";
+        for (name, value) in self.counters.values() {
+            out += &format!(" {name}={value}");
+        }
+        out += "\n";
+        for q in &self.qps {
+            out += &format!("qp_counters {}", q.qpn);
+            for (name, value) in q.counters.values() {
+                out += &format!(" {name}={value}");
+            }
+            out += "\n";
+        }
         out
     }
 
@@ -138,11 +163,35 @@ impl ProcessReport {
                 interface: interface.to_string(),
                 program: program.to_string(),
                 qps: Vec::new(),
+                counters: DeviceCounters::default(),
             },
             _ => return Err(bad(first)),
         };
+        // Each `name=value` of `fields`, given to `set`.
+        let counted = |line: &str, fields: &[&str], set: &mut dyn FnMut(&str, u64) -> bool| {
+            for field in fields {
+                let (name, value) = field.split_once('=').ok_or_else(|| bad(line))?;
+                let _known = set(name, value.parse().map_err(|_| bad(line))?);
+            }
+            Ok::<(), io::Error>(())
+        };
         for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
+            if let ["counters", fields @ ..] = &f[..] {
+                let c = &mut report.counters;
+                counted(line, fields, &mut |n, v| c.set(n, v))?;
+                continue;
+            }
+            if let ["qp_counters", qpn, fields @ ..] = &f[..] {
+                let qpn: u32 = qpn.parse().map_err(|_| bad(line))?;
+                let q = report
+                    .qps
+                    .iter_mut()
+                    .find(|q| q.qpn == qpn)
+                    .ok_or_else(|| bad(line))?;
+                counted(line, fields, &mut |n, v| q.counters.set(n, v))?;
+                continue;
+            }
             let ["qp", qpn, qp_type, state, addr, peer_qpn] = f[..] else {
                 return Err(bad(line));
             };
@@ -156,6 +205,7 @@ impl ProcessReport {
                 qp_type: QpType::from_ibv(number(qp_type)?).map_err(|_| bad(line))?,
                 state: QpState::from_ibv(number(state)?).map_err(|_| bad(line))?,
                 peer,
+                counters: QpCounters::default(),
             });
         }
         Ok(report)
@@ -237,14 +287,25 @@ mod tests {
                     qp_type: QpType::Rc,
                     state: QpState::Rts,
                     peer: Some(("::ffff:127.0.0.2".parse().unwrap(), 0x4005)),
+                    counters: QpCounters {
+                        sent_pkts: 12,
+                        rcvd_seq_err: 1,
+                        ..QpCounters::default()
+                    },
                 },
                 QpReport {
                     qpn: 0xc012,
                     qp_type: QpType::Ud,
                     state: QpState::Init,
                     peer: None,
+                    counters: QpCounters::default(),
                 },
             ],
+            counters: DeviceCounters {
+                sent_pkts: 12,
+                icrc_errors: 3,
+                ..DeviceCounters::default()
+            },
         }
     }
 
@@ -256,10 +317,25 @@ mod tests {
         let back = ProcessReport::decode(&text).unwrap();
         assert_eq!(back.program, "ib_write_bw");
         assert_eq!(back.qps, r.qps);
+        assert_eq!(back.counters, r.counters);
+        assert!(
+            text.contains("\ncounters sent_pkts=12 rcvd_pkts=0 "),
+            "{text}"
+        );
+        assert!(text.contains("\nqp_counters 49169 sent_pkts=12 "), "{text}");
         assert_eq!(
             (back.pid, back.block, back.runs_agent),
             (4242, QpnBlock(3), true)
         );
+    }
+
+    #[test]
+    fn counters_of_unknown_names_are_skipped_and_missing_ones_read_0() {
+        let text = "process 1 3 1 lo p\nqp 17 2 3 - -\ncounters sent_pkts=4 future=9\n\
+            qp_counters 17 rcvd_pkts=2 future=1\n";
+        let r = ProcessReport::decode(text).unwrap();
+        assert_eq!((r.counters.sent_pkts, r.counters.rcvd_pkts), (4, 0));
+        assert_eq!(r.qps[0].counters.rcvd_pkts, 2);
     }
 
     #[test]
@@ -271,6 +347,9 @@ mod tests {
             "process 1 3 1 d p\nqp 1 7 3 - -",
             "process 1 3 1 d p\nqp 1 2 9 - -",
             "process 1 3 1 d p\nqp 1 2 3 nowhere 5",
+            "process 1 3 1 d p\ncounters sent_pkts",
+            "process 1 3 1 d p\ncounters sent_pkts=x",
+            "process 1 3 1 d p\nqp_counters 5 sent_pkts=1",
         ] {
             let e = ProcessReport::decode(text).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{text:?}");

@@ -19,6 +19,7 @@ mod reset;
 mod turns;
 mod xrc;
 
+use crate::counters::QpCounters;
 use crate::cq::{Cq, Notifier};
 use crate::device::Gid;
 use crate::device::Limits;
@@ -178,6 +179,8 @@ pub struct Nic {
     max_qp: usize,
     /// Receive counters.
     pub rx: RxStats,
+    /// The counters of the QPs destroyed, summed: a device's counts outlive its QPs.
+    retired: QpCounters,
 }
 
 impl Nic {
@@ -201,6 +204,7 @@ impl Nic {
             next_cq: 1,
             max_qp,
             rx: RxStats::default(),
+            retired: QpCounters::default(),
         }
     }
 
@@ -551,6 +555,7 @@ impl Nic {
             .qps
             .remove(&qpn)
             .ok_or(Error::InvalidArgument("no such QP"))?;
+        self.retired.add(e.qp.counters());
         self.turns.remove(qpn);
         self.deadlines.remove(qpn);
         self.senders.update(&mut e.sending, false);
@@ -599,8 +604,8 @@ impl Nic {
         Ok(())
     }
 
-    /// Every QP, as `softrnic status` reports it: number, type, state, and the connected
-    /// QP's address and number once it has one (RC and UC).
+    /// Every QP, as `softrnic status` reports it: number, type, state, the connected QP's
+    /// address and number once it has one (RC and UC), and its counters.
     pub fn qp_reports(&self) -> Vec<QpReport> {
         self.qps
             .values()
@@ -612,9 +617,19 @@ impl Nic {
                     qp_type: e.qp.qp_type(),
                     state: e.qp.state(),
                     peer: connected.then_some((ctx.dst, ctx.dest_qpn)),
+                    counters: *e.qp.counters(),
                 }
             })
             .collect()
+    }
+
+    /// The counters of every QP the NIC has had, summed ([`crate::counters`]).
+    pub fn qp_counters(&self) -> QpCounters {
+        let mut sum = self.retired;
+        for e in self.qps.values() {
+            sum.add(e.qp.counters());
+        }
+        sum
     }
 
     /// The QP `qpn`.

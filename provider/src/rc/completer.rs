@@ -72,6 +72,7 @@ impl Requester {
                     }
                     Syndrome::RnrNak(timer) => {
                         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), wait_us = timer.micros(), "RNR NAK received");
+                        ev.counters.rcvd_rnr_err += 1;
                         self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
                         if !self.front_holds(psn) {
                             return;
@@ -83,11 +84,13 @@ impl Requester {
                             let wait = Duration::from_micros(u64::from(timer.micros()));
                             timers.set(Timer::Rnr, now + wait);
                         } else {
+                            ev.counters.retry_rnr_exceeded_err += 1;
                             self.fail_front(ctx, WcStatus::RnrRetryExcErr, ev);
                         }
                     }
                     Syndrome::Nak(code) => {
                         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), code = ?code, "NAK received");
+                        ev.counters.rcvd_seq_err += u64::from(code == NakCode::PsnSequenceError);
                         self.ack_through(ctx, now, psn.sub(1), AtRdAtomic::Stop, timers, ev);
                         if !self.front_holds(psn) {
                             return;
@@ -171,11 +174,13 @@ impl Requester {
             // timeout after the last progress does.
             let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
             debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, "local ACK timeout");
-            if counted {
-                self.retry_from(ctx, una, ev);
+            let resent = if counted {
+                self.retry_from(ctx, una, ev)
             } else {
                 self.go_back(ctx, una);
-            }
+                true
+            };
+            ev.counters.timeout_resends += u64::from(resent);
             self.resend_probe = Some(una.add(1));
         }
     }
@@ -191,12 +196,16 @@ impl Requester {
     }
 
     /// Resends from `psn` if the transport retry budget allows; otherwise
-    /// `IBV_WC_RETRY_EXC_ERR`.
-    fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) {
+    /// `IBV_WC_RETRY_EXC_ERR`. Says whether it resent.
+    fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) -> bool {
         if self.retry.try_consume() {
+            ev.counters.completer_retry_err += 1;
             self.go_back(ctx, psn);
+            true
         } else {
+            ev.counters.retry_exceeded_err += 1;
             self.fail_front(ctx, WcStatus::RetryExcErr, ev);
+            false
         }
     }
 

@@ -135,6 +135,8 @@ pub struct Events {
     pub affiliated: VecDeque<EventType>,
     /// The QP must enter ERR.
     pub fatal: bool,
+    /// What the QP counted (`softrnic stat`).
+    pub counters: crate::counters::QpCounters,
 }
 
 impl Events {

@@ -299,7 +299,11 @@ impl Qp {
                 self.uc.reset();
                 self.timers = TimerTable::default();
                 self.acks = AckCoalescer::default();
-                self.ev = Events::default();
+                // The counters are the QP's whole life's, as a device's are.
+                self.ev = Events {
+                    counters: self.ev.counters,
+                    ..Events::default()
+                };
             }
             QpState::Rts if prev == QpState::Rtr => self.req.reset_retries(&self.ctx),
             QpState::Err if prev != QpState::Err => self.enter_error(),
@@ -465,6 +469,7 @@ impl Qp {
         mrs: &MrTable,
         srqs: &mut SrqTable,
     ) {
+        self.ev.counters.rcvd_pkts += 1;
         let Ok(info) = pkt.repr.info() else { return };
         if self.qp_type == QpType::Ud {
             if self.state.accepts_incoming() {
@@ -560,6 +565,13 @@ impl Qp {
     /// [`Qp::poll_transmit`] writing the packet into `out` (see [`crate::rc::TxQueue`]):
     /// `true` if there was one.
     pub fn poll_transmit_into(&mut self, now: Instant, mrs: &MrTable, out: &mut Transmit) -> bool {
+        let sent = self.transmit_into(now, mrs, out);
+        self.ev.counters.sent_pkts += u64::from(sent);
+        sent
+    }
+
+    /// [`Qp::poll_transmit_into`], uncounted.
+    fn transmit_into(&mut self, now: Instant, mrs: &MrTable, out: &mut Transmit) -> bool {
         if self.state == QpState::Reset {
             return false;
         }
@@ -606,6 +618,11 @@ impl Qp {
     /// The earliest time [`Qp::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next_timeout()
+    }
+
+    /// What the QP counted (`softrnic stat`, [`crate::counters`]).
+    pub fn counters(&self) -> &crate::counters::QpCounters {
+        &self.ev.counters
     }
 
     /// The next completion, in order.

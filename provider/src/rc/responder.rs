@@ -189,13 +189,17 @@ impl Responder {
                     self.note_queued(false);
                 }
             }
-            PsnClass::Duplicate => self.duplicate(ctx, pkt, mrs),
+            PsnClass::Duplicate => {
+                ev.counters.duplicate_request += 1;
+                self.duplicate(ctx, pkt, mrs);
+            }
             PsnClass::OutOfSequence => {
                 // Held for its turn, or dropped (`responder/reorder.rs`); once the gap is
                 // longer than reordering makes, it is NAKed, once (C9-102).
                 let held = self.reorder.hold(self.epsn, pkt);
                 if !self.nak_sent && (!held || self.reorder.gap_is_loss(self.epsn)) {
                     self.nak_sent = true;
+                    ev.counters.out_of_seq_request += 1;
                     let epsn = self.epsn;
                     debug_event!(target: "softrnic::rc", qpn = ctx.qpn, expected = epsn.value(), got = pkt.repr.bth.psn.value(), "NAK sent: PSN sequence error");
                     self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
@@ -267,7 +271,7 @@ impl Responder {
             Operation::Send => {
                 if self.msg.is_none() {
                     let Some(wqe) = self.take_wqe(srq) else {
-                        return self.rnr(ctx, psn);
+                        return self.rnr(ctx, psn, ev);
                     };
                     self.msg = Some(InMessage::Send { wqe, offset: 0 });
                 }
@@ -307,7 +311,7 @@ impl Responder {
                 // packet must not leave a message begun.
                 let last = matches!(info.position, Position::Last | Position::Only);
                 if last && repr.immdt.is_some() && !self.wqe_ready(srq) {
-                    return self.rnr(ctx, psn);
+                    return self.rnr(ctx, psn, ev);
                 }
                 if let Some(reth) = &repr.reth {
                     self.msg = Some(InMessage::write(ctx, mrs, reth).map_err(remote_fatal)?);
@@ -409,7 +413,8 @@ impl Responder {
         }
     }
 
-    fn rnr(&mut self, ctx: &QpContext, psn: Psn) -> Result<(), Fatal> {
+    fn rnr(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) -> Result<(), Fatal> {
+        ev.counters.send_rnr_err += 1;
         self.nak_sent = true;
         self.reorder.clear(); // the requester resends from `psn`
         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "RNR NAK sent: no receive WQE");

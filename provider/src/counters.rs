@@ -1,0 +1,211 @@
+//! The counters `softrnic stat` shows, as kernel rxe's `hw_counters`
+//! (`/sys/class/infiniband/rxe0/ports/1/hw_counters`): what a device and each of its QPs
+//! sent, received, dropped and recovered from, readable from another process of the host
+//! through the status report ([`crate::host::status`]).
+//!
+//! Each QP counts its own events ([`QpCounters`], kept in the QP: a plain add under the NIC
+//! lock the QP is already handled under, no atomic and no lock of its own). The device
+//! ([`DeviceCounters`]) adds the packet counts its driver and NIC keep (the transport's
+//! `packets_sent`, an atomic; the NIC's [`crate::nic::RxStats`]) to the sum of its QPs'
+//! counters, those of destroyed QPs included. A device is one process's: on a device shared
+//! by several processes, each reports its own QPs and packets.
+//!
+//! | counter | rxe name | counted when |
+//! |---|---|---|
+//! | `sent_pkts` | `sent_pkts` | device: a packet is handed to the transport; QP: the QP built a packet to send (request, response, ACK or NAK) |
+//! | `rcvd_pkts` | `rcvd_pkts` | a packet passed the NIC's checks (ICRC, QPN, source, P_Key): device, once; QP, each QP it was handed to (every member of a multicast group) |
+//! | `send_err` | `send_err` | device: the transport failed to send a packet, or the driver gave up on a full socket (RC retransmits it) |
+//! | `duplicate_request` | `duplicate_request` | the responder got a request with a PSN before the expected PSN (IBTA 9.7.5.1.2) |
+//! | `out_of_seq_request` | `out_of_seq_request` | the responder NAKed a PSN Sequence Error (a request beyond the expected PSN; once per gap, C9-102) |
+//! | `send_rnr_err` | `send_rnr_err` | the responder sent an RNR NAK (a SEND found no receive WQE) |
+//! | `rcvd_seq_err` | `rcvd_seq_err` | the completer got a PSN Sequence Error NAK for a PSN it sent |
+//! | `rcvd_rnr_err` | `rcvd_rnr_err` | the completer got an RNR NAK for a PSN it sent |
+//! | `completer_retry_err` | `completer_retry_err` | the requester resent, counting against `retry_cnt` (local ACK timeout, sequence NAK, a READ response beyond the oldest) |
+//! | `timeout_resends` | - | the local ACK timer fired with requests outstanding and the requester went back (early resends after a measured round trip included, which count no retry) |
+//! | `retry_exceeded_err` | `retry_exceeded_err` | `retry_cnt` ran out: `IBV_WC_RETRY_EXC_ERR` |
+//! | `retry_rnr_exceeded_err` | `retry_rnr_exceeded_err` | `rnr_retry` ran out: `IBV_WC_RNR_RETRY_EXC_ERR` |
+//! | `icrc_errors` | - | device: a packet's ICRC did not match (dropped) |
+//! | `addr_mismatch` | - | device: a packet to a connected QP came from another address than its peer's (dropped) |
+//! | `no_qp` | - | device: a packet named a QPN the process does not have (dropped) |
+//! | `malformed` | - | device: a packet could not be parsed (dropped) |
+//! | `bad_pkey` | - | device: a packet's P_Key did not match the port's (dropped) |
+//! | `no_group` | - | device: a multicast packet to a group no QP is attached to (dropped) |
+//!
+//! rxe's `ack_deferred`, `link_downed`, `rdma_sends`, `rdma_recvs` and `lack_of_resources`
+//! have no counterpart here: softrnic's ports do not go down, and its ACK coalescing and
+//! resources differ from rxe's.
+
+use crate::nic::RxStats;
+
+/// A struct of named `u64` counters, with its names in order and a way to read and write
+/// them by name (the status report carries them as `name=value`).
+macro_rules! counters {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: u64,)*
+        }
+
+        impl $name {
+            /// The counters' names, in the order they are shown.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// Each counter's name and value, in the order of [`Self::NAMES`].
+            pub fn values(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($field), self.$field)),*].into_iter()
+            }
+
+            /// Sets the counter `name`; `false` if there is none of that name.
+            pub fn set(&mut self, name: &str, value: u64) -> bool {
+                match name {
+                    $(stringify!($field) => self.$field = value,)*
+                    _ => return false,
+                }
+                true
+            }
+
+            /// Adds `other`'s counts to these.
+            pub fn add(&mut self, other: &$name) {
+                $(self.$field = self.$field.wrapping_add(other.$field);)*
+            }
+        }
+    };
+}
+
+counters! {
+    /// One QP's counters (see the module comment for what increments each).
+    QpCounters {
+        /// Packets the QP built to send.
+        sent_pkts,
+        /// Packets handed to the QP.
+        rcvd_pkts,
+        /// Requests with a PSN before the expected one.
+        duplicate_request,
+        /// PSN Sequence Error NAKs sent.
+        out_of_seq_request,
+        /// RNR NAKs sent.
+        send_rnr_err,
+        /// PSN Sequence Error NAKs received.
+        rcvd_seq_err,
+        /// RNR NAKs received.
+        rcvd_rnr_err,
+        /// Resends counted against `retry_cnt`.
+        completer_retry_err,
+        /// Local ACK timer expiries that resent.
+        timeout_resends,
+        /// WRs failed with `IBV_WC_RETRY_EXC_ERR`.
+        retry_exceeded_err,
+        /// WRs failed with `IBV_WC_RNR_RETRY_EXC_ERR`.
+        retry_rnr_exceeded_err,
+    }
+}
+
+counters! {
+    /// One device's counters in one process: its packets, and its QPs' counters summed (see
+    /// the module comment).
+    DeviceCounters {
+        /// Packets handed to the transport.
+        sent_pkts,
+        /// Packets handed to a QP.
+        rcvd_pkts,
+        /// Packets the transport failed to send.
+        send_err,
+        /// Requests with a PSN before the expected one.
+        duplicate_request,
+        /// PSN Sequence Error NAKs sent.
+        out_of_seq_request,
+        /// RNR NAKs sent.
+        send_rnr_err,
+        /// PSN Sequence Error NAKs received.
+        rcvd_seq_err,
+        /// RNR NAKs received.
+        rcvd_rnr_err,
+        /// Resends counted against `retry_cnt`.
+        completer_retry_err,
+        /// Local ACK timer expiries that resent.
+        timeout_resends,
+        /// WRs failed with `IBV_WC_RETRY_EXC_ERR`.
+        retry_exceeded_err,
+        /// WRs failed with `IBV_WC_RNR_RETRY_EXC_ERR`.
+        retry_rnr_exceeded_err,
+        /// Packets dropped for a bad ICRC.
+        icrc_errors,
+        /// Packets to a connected QP from another address than its peer's, dropped.
+        addr_mismatch,
+        /// Packets to a QPN that does not exist, dropped.
+        no_qp,
+        /// Malformed packets, dropped.
+        malformed,
+        /// Packets with a P_Key not the port's, dropped.
+        bad_pkey,
+        /// Multicast packets to a group without QPs, dropped.
+        no_group,
+    }
+}
+
+impl DeviceCounters {
+    /// The device's counters from its driver's packet counts (`sent`, `send_err`), its
+    /// NIC's receive counters `rx`, and the sum `qps` of its QPs' counters.
+    pub fn of(sent: u64, send_err: u64, rx: &RxStats, qps: &QpCounters) -> DeviceCounters {
+        DeviceCounters {
+            sent_pkts: sent,
+            rcvd_pkts: rx.delivered,
+            send_err,
+            duplicate_request: qps.duplicate_request,
+            out_of_seq_request: qps.out_of_seq_request,
+            send_rnr_err: qps.send_rnr_err,
+            rcvd_seq_err: qps.rcvd_seq_err,
+            rcvd_rnr_err: qps.rcvd_rnr_err,
+            completer_retry_err: qps.completer_retry_err,
+            timeout_resends: qps.timeout_resends,
+            retry_exceeded_err: qps.retry_exceeded_err,
+            retry_rnr_exceeded_err: qps.retry_rnr_exceeded_err,
+            icrc_errors: rx.icrc_errors,
+            addr_mismatch: rx.addr_mismatch,
+            no_qp: rx.no_qp,
+            malformed: rx.malformed,
+            bad_pkey: rx.bad_pkey,
+            no_group: rx.no_group,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_read_and_write_by_name_in_order() {
+        let mut c = QpCounters::default();
+        assert!(c.set("rcvd_rnr_err", 7));
+        assert!(!c.set("no_such_counter", 1));
+        assert_eq!(c.rcvd_rnr_err, 7);
+        let names: Vec<&str> = c.values().map(|(n, _)| n).collect();
+        assert_eq!(names, QpCounters::NAMES);
+        assert_eq!(names[0], "sent_pkts");
+        let mut sum = c;
+        sum.add(&c);
+        assert_eq!(sum.rcvd_rnr_err, 14);
+    }
+
+    #[test]
+    fn a_device_sums_its_qps_and_keeps_its_packet_counts() {
+        let rx = RxStats {
+            delivered: 5,
+            icrc_errors: 2,
+            no_qp: 1,
+            ..RxStats::default()
+        };
+        let qps = QpCounters {
+            sent_pkts: 99,
+            duplicate_request: 3,
+            retry_exceeded_err: 1,
+            ..QpCounters::default()
+        };
+        let d = DeviceCounters::of(4, 1, &rx, &qps);
+        assert_eq!((d.sent_pkts, d.rcvd_pkts, d.send_err), (4, 5, 1));
+        assert_eq!((d.duplicate_request, d.retry_exceeded_err), (3, 1));
+        assert_eq!((d.icrc_errors, d.no_qp), (2, 1));
+    }
+}
