@@ -22,13 +22,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Decode a pcap capture of RoCEv2 traffic: one line (or JSON object) per frame.
+    /// Decode a pcap capture of RoCEv2 traffic: one line (or JSON object) per packet (a UDP
+    /// GSO super-packet split into its segments, `12.1`, `12.2`, ...).
     Decode {
         /// The capture file (classic pcap, Ethernet link type).
         file: PathBuf,
-        /// One JSON object per line and per frame instead of text.
+        /// One JSON object per line and per packet instead of text.
         #[arg(long)]
         json: bool,
+        /// Instead of the packets, a summary per connection (source, destination, QP):
+        /// packets by opcode, messages, bytes, retransmissions, PSN gaps, ACKs, NAKs.
+        #[arg(long)]
+        stats: bool,
+        /// Also write a ladder diagram of the first `--max` packets to this SVG file.
+        #[arg(long, value_name = "OUT")]
+        svg: Option<PathBuf>,
+        /// Packets drawn in the ladder diagram.
+        #[arg(long, default_value_t = 200)]
+        max: usize,
     },
     /// Two devices in this process (127.0.0.1 and 127.0.0.2) connect RC QPs, run SEND, WRITE,
     /// WRITE_WITH_IMM, READ, CMP_SWP and FETCH_ADD, verify every byte, and report throughput
@@ -187,7 +198,13 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Decode { file, json } => run_decode(&file, json),
+        Command::Decode {
+            file,
+            json,
+            stats,
+            svg,
+            max,
+        } => run_decode(&file, json, stats, svg.as_deref(), max),
         Command::Status { addr, json } => run_status(addr, json),
         Command::Perf {
             iters,
@@ -293,18 +310,36 @@ fn run_status(addr: Option<std::net::IpAddr>, json: bool) -> io::Result<()> {
     Ok(())
 }
 
-fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {
-    let f = std::fs::File::open(file)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
-    let reader = pcap::Reader::new(io::BufReader::new(f))
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+fn run_decode(
+    file: &PathBuf,
+    json: bool,
+    stats: bool,
+    svg: Option<&std::path::Path>,
+    max: usize,
+) -> io::Result<()> {
+    let with_name = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", file.display()));
+    let f = std::fs::File::open(file).map_err(with_name)?;
+    let records = pcap::Reader::new(io::BufReader::new(f))
+        .map_err(with_name)?
+        .collect::<io::Result<Vec<_>>>()?;
+    let (packets, notes, analysis) = decode::decode_all(records.iter().map(|r| &r.data[..]));
+    if let Some(out) = svg {
+        std::fs::write(out, decode::svg::ladder(&packets, &notes, max))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display())))?;
+    }
     let mut out = BufWriter::new(io::stdout().lock());
-    for (i, rec) in reader.enumerate() {
-        let rec = rec?;
-        if json {
-            writeln!(out, "{}", decode::json_object(i + 1, &rec.data))?;
-        } else {
-            writeln!(out, "{}", decode::summary_line(i + 1, &rec.data))?;
+    match (stats, json) {
+        (true, true) => writeln!(out, "{}", decode::stats::json(&analysis))?,
+        (true, false) => write!(out, "{}", decode::stats::text(&analysis))?,
+        (false, true) => {
+            for v in decode::objects(&packets, &notes) {
+                writeln!(out, "{v}")?;
+            }
+        }
+        (false, false) => {
+            for l in decode::lines(&packets, &notes) {
+                writeln!(out, "{l}")?;
+            }
         }
     }
     out.flush()
