@@ -17,7 +17,7 @@ use super::packets::{Kind, Packet};
 const MARGIN: usize = 40;
 const LANE: usize = 420;
 const TOP: usize = 60;
-const ROW: usize = 26;
+const ROW: usize = 30;
 const SLANT: usize = 16;
 
 /// The SVG of the first `max` RoCE packets of `packets` (with their notes).
@@ -53,6 +53,9 @@ pub fn ladder(packets: &[Packet], notes: &[Note], max: usize) -> String {
         }
         if note.retransmission {
             label += " (retransmission)";
+        }
+        if note.duplicate {
+            label += " (duplicate)";
         }
         let color = if note.retransmission {
             "red"
@@ -107,7 +110,7 @@ pub fn ladder(packets: &[Packet], notes: &[Note], max: usize) -> String {
             s,
             r#"<text x="{}" y="{}" text-anchor="middle" fill="{}">{}</text>"#,
             (x1 + x2) / 2,
-            (y1 + y2) / 2 - 3,
+            (y1 + y2) / 2 - 5,
             a.color,
             escape(&a.label)
         );
