@@ -146,3 +146,24 @@ fn the_ladder_has_an_arrow_per_packet_and_colours_resends_and_naks() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert_eq!(text.matches("class=\"packet\"").count(), 3);
 }
+
+#[test]
+fn a_read_request_takes_the_psns_of_its_responses() {
+    // READ of 4096 bytes at PSN 20: at PMTU 1024 its responses take PSNs 20-23, and the next
+    // request is 24, which is no gap. PSN 60 afterwards is one (a path MTU of 256 would have
+    // taken 16 PSNs, up to 35).
+    let only = |psn| datagram((A, B), 0, 0x11, Opcode::RC_SEND_ONLY, psn, &[1; 8], None);
+    let frames = [capture::read_request(20, 4096), only(24), only(60)];
+    let path = capture::write_pcap("read.pcap", &frames);
+    let v: Value = serde_json::from_str(&decode(&["--stats", "--json"], &path)).unwrap();
+    let c = &v["connections"][0];
+    assert_eq!(
+        (&c["psn_gaps"], &c["psns_missing"]),
+        (&json!(1), &json!(35)),
+        "{v}"
+    );
+    assert_eq!(
+        (&c["messages"], &c["retransmissions"]),
+        (&json!(3), &json!(0))
+    );
+}

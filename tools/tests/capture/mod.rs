@@ -11,6 +11,7 @@ use std::time::Duration;
 use softrnic_wire::aeth::{AethRepr, CreditCode, NakCode, Syndrome};
 use softrnic_wire::bth::BthRepr;
 use softrnic_wire::frame::{DatagramRepr, IpHeader, UdpHeader};
+use softrnic_wire::reth::RethRepr;
 use softrnic_wire::roce::RoceRepr;
 use softrnic_wire::{gso, pcap, Opcode, Psn};
 
@@ -27,6 +28,31 @@ pub fn datagram(
     payload: &[u8],
     aeth: Option<Syndrome>,
 ) -> Vec<u8> {
+    with_reth((src, dst), id, qp, opcode, psn, payload, aeth, None)
+}
+
+/// A READ request from A to B's QP 0x11 for `len` bytes.
+pub fn read_request(psn: u32, len: u32) -> Vec<u8> {
+    let reth = RethRepr {
+        va: 0x1000,
+        rkey: 1,
+        dma_len: len,
+    };
+    let opcode = Opcode::RC_RDMA_READ_REQUEST;
+    with_reth((A, B), 0, 0x11, opcode, psn, &[], None, Some(reth))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn with_reth(
+    (src, dst): (IpAddr, IpAddr),
+    id: u16,
+    qp: u32,
+    opcode: Opcode,
+    psn: u32,
+    payload: &[u8],
+    aeth: Option<Syndrome>,
+    reth: Option<RethRepr>,
+) -> Vec<u8> {
     let mut roce = RoceRepr::new(BthRepr {
         opcode,
         solicited: false,
@@ -40,6 +66,7 @@ pub fn datagram(
     });
     roce.payload_len = payload.len();
     roce.aeth = aeth.map(|syndrome| AethRepr { syndrome, msn: 1 });
+    roce.reth = reth;
     let repr = DatagramRepr {
         ip: IpHeader::udp_socket(src, dst, 64).unwrap().with_ident(id),
         udp: UdpHeader {
