@@ -101,6 +101,37 @@ fn a_missing_file_is_a_clear_error() {
     );
 }
 
+#[test]
+fn a_real_gso_run_captured_on_lo_splits_with_the_kernels_ip_ids() {
+    let frames = decode_json("softrnic_lo_gso.pcap");
+    let seen: Vec<(u64, Option<u64>, &str, bool)> = frames
+        .iter()
+        .map(|f| {
+            (
+                f["frame"].as_u64().unwrap(),
+                f["seg"].as_u64(),
+                f["opcode_name"].as_str().unwrap(),
+                f["icrc_ok"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, Some(1), "RC_SEND_FIRST", true),
+            (1, Some(2), "RC_SEND_MIDDLE", true),
+            (1, Some(3), "RC_SEND_LAST", true),
+            (2, None, "RC_ACKNOWLEDGE", true),
+            (3, None, "RC_RDMA_WRITE_FIRST", true),
+        ]
+    );
+    let lens: Vec<u64> = frames[..3]
+        .iter()
+        .map(|f| f["payload_len"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lens, [4096, 4096, 1808]);
+}
+
 mod capture;
 
 /// `softrnic decode ARGS FILE`'s standard output.
