@@ -67,6 +67,8 @@ fn stats_count_per_connection() {
         (&json!(1), &json!(1))
     );
     assert_eq!(req["by_opcode"]["RC_SEND_ONLY"], 3);
+    assert_eq!(req["by_operation"], json!({"Send": 6}));
+    assert_eq!(resp["by_operation"], json!({"Acknowledge": 5}));
     assert_eq!(resp["acks"], 3);
     assert_eq!(resp["duplicates"], 1);
     assert_eq!(

@@ -55,6 +55,8 @@ pub struct Counts {
     pub packets: u64,
     /// Packets by opcode name.
     pub by_opcode: BTreeMap<&'static str, u64>,
+    /// Packets by operation (`Send`, `RdmaWrite`, `Acknowledge`, ...).
+    pub by_operation: BTreeMap<String, u64>,
     /// Messages (Last and Only requests, retransmissions excluded).
     pub messages: u64,
     /// Payload bytes (retransmissions included).
@@ -108,6 +110,9 @@ impl Analysis {
         let Some(info) = bth.opcode.info() else {
             return note;
         };
+        *c.by_operation
+            .entry(format!("{:?}", info.operation))
+            .or_default() += 1;
         let syndrome = r.roce.aeth.map(|a| a.syndrome);
         match syndrome {
             Some(s @ Syndrome::Nak(_)) => {

@@ -37,6 +37,12 @@ pub fn text(a: &Analysis) -> String {
             .map(|(o, n)| format!("{o}={n}"))
             .collect();
         let _ = writeln!(out, "    ops: {}", ops.join(" "));
+        let kinds: Vec<String> = c
+            .by_operation
+            .iter()
+            .map(|(o, n)| format!("{o}={n}"))
+            .collect();
+        let _ = writeln!(out, "    operations: {}", kinds.join(" "));
         if c.psn_gaps > 0 {
             let _ = writeln!(out, "    PSNs missing: {}", c.psns_missing);
         }
@@ -48,7 +54,8 @@ pub fn text(a: &Analysis) -> String {
     out
 }
 
-/// `{"connections": [{"src", "dst", "dest_qp", "packets", "by_opcode": {..}, "messages",
+/// `{"connections": [{"src", "dst", "dest_qp", "packets", "by_opcode": {..},
+/// "by_operation": {..}, "messages",
 /// "bytes", "retransmissions", "duplicates", "psn_gaps", "psns_missing", "acks",
 /// "naks": {..}}, ..]}`.
 pub fn json(a: &Analysis) -> Value {
@@ -61,6 +68,7 @@ pub fn json(a: &Analysis) -> Value {
                 "dest_qp": k.dest_qp,
                 "packets": c.packets,
                 "by_opcode": c.by_opcode,
+                "by_operation": c.by_operation,
                 "messages": c.messages,
                 "bytes": c.bytes,
                 "retransmissions": c.retransmissions,
