@@ -319,28 +319,35 @@ fn run_decode(
 ) -> io::Result<()> {
     let with_name = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", file.display()));
     let f = std::fs::File::open(file).map_err(with_name)?;
-    let records = pcap::Reader::new(io::BufReader::new(f))
-        .map_err(with_name)?
-        .collect::<io::Result<Vec<_>>>()?;
-    let (packets, notes, analysis) = decode::decode_all(records.iter().map(|r| &r.data[..]));
-    if let Some(out) = svg {
-        std::fs::write(out, decode::svg::ladder(&packets, &notes, max))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display())))?;
-    }
+    let reader = pcap::Reader::new(io::BufReader::new(f)).map_err(with_name)?;
+    let mut decoder = decode::Decoder::default();
+    // The packets the ladder draws: RoCE ones, the first `max`.
+    let (mut drawn, mut drawn_notes) = (Vec::new(), Vec::new());
     let mut out = BufWriter::new(io::stdout().lock());
+    for (i, rec) in reader.enumerate() {
+        for (p, note) in decoder.frame(i + 1, &rec?.data) {
+            if !stats {
+                let text = if json {
+                    decode::render::object(&p, &note).to_string()
+                } else {
+                    decode::render::line(&p, &note)
+                };
+                writeln!(out, "{text}")?;
+            }
+            if svg.is_some() && drawn.len() < max && matches!(p.kind, decode::Kind::Roce(_)) {
+                drawn.push(p);
+                drawn_notes.push(note);
+            }
+        }
+    }
     match (stats, json) {
-        (true, true) => writeln!(out, "{}", decode::stats::json(&analysis))?,
-        (true, false) => write!(out, "{}", decode::stats::text(&analysis))?,
-        (false, true) => {
-            for v in decode::objects(&packets, &notes) {
-                writeln!(out, "{v}")?;
-            }
-        }
-        (false, false) => {
-            for l in decode::lines(&packets, &notes) {
-                writeln!(out, "{l}")?;
-            }
-        }
+        (true, true) => writeln!(out, "{}", decode::stats::json(decoder.analysis()))?,
+        (true, false) => write!(out, "{}", decode::stats::text(decoder.analysis()))?,
+        _ => {}
+    }
+    if let Some(path) = svg {
+        std::fs::write(path, decode::svg::ladder(&drawn, &drawn_notes, max))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
     }
     out.flush()
 }

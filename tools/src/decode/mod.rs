@@ -20,49 +20,49 @@ pub mod svg;
 pub use packets::{packets, Kind, Packet};
 pub use render::{json_object, management, summary_line, Management};
 
-use serde_json::Value;
 use softrnic_wire::frame::DatagramRepr;
 
 use analysis::Analysis;
 
-/// Decodes a capture's frames (in order): the per-packet JSON objects or lines, with their
-/// retransmission marks, and the analysis of the whole.
+/// Decodes a capture frame by frame, in order, keeping only the analysis: a capture of any
+/// size streams through.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    analysis: Analysis,
+}
+
+impl Decoder {
+    /// The packets of frame number `n` (1-based), each with what the analysis notes of it.
+    pub fn frame(&mut self, n: usize, frame: &[u8]) -> Vec<(Packet, analysis::Note)> {
+        packets(n, frame)
+            .into_iter()
+            .map(|p| {
+                let note = match &p.kind {
+                    Kind::Roce(bytes) => DatagramRepr::parse(bytes)
+                        .map(|d| self.analysis.observe(&d))
+                        .unwrap_or_default(),
+                    _ => analysis::Note::default(),
+                };
+                (p, note)
+            })
+            .collect()
+    }
+
+    /// The analysis of the frames so far.
+    pub fn analysis(&self) -> &Analysis {
+        &self.analysis
+    }
+}
+
+/// Decodes a whole capture's frames (in order): every packet, its note, and the analysis.
 pub fn decode_all<'a>(
     frames: impl IntoIterator<Item = &'a [u8]>,
 ) -> (Vec<Packet>, Vec<analysis::Note>, Analysis) {
-    let mut analysis = Analysis::default();
-    let mut all = Vec::new();
-    let mut notes = Vec::new();
-    for (i, frame) in frames.into_iter().enumerate() {
-        for p in packets(i + 1, frame) {
-            let note = match &p.kind {
-                Kind::Roce(bytes) => match DatagramRepr::parse(bytes) {
-                    Ok(d) => analysis.observe(&d),
-                    Err(_) => analysis::Note::default(),
-                },
-                _ => analysis::Note::default(),
-            };
-            all.push(p);
-            notes.push(note);
-        }
-    }
-    (all, notes, analysis)
-}
-
-/// The text lines of `packets`, with their notes.
-pub fn lines(packets: &[Packet], notes: &[analysis::Note]) -> Vec<String> {
-    packets
-        .iter()
-        .zip(notes)
-        .map(|(p, n)| render::line(p, n))
-        .collect()
-}
-
-/// The JSON objects of `packets`, with their notes.
-pub fn objects(packets: &[Packet], notes: &[analysis::Note]) -> Vec<Value> {
-    packets
-        .iter()
-        .zip(notes)
-        .map(|(p, n)| render::object(p, n))
-        .collect()
+    let mut d = Decoder::default();
+    let (packets, notes) = frames
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, f)| d.frame(i + 1, f))
+        .unzip();
+    (packets, notes, d.analysis)
 }
