@@ -1,7 +1,7 @@
 //! `softrnic decode`: one line per captured packet, like a terse Wireshark summary, or one JSON
 //! object per packet; a per-connection summary (`--stats`); a ladder diagram (`--svg`).
 //!
-//! * [`packets`]: a captured frame becomes the RoCE packets it holds: one, or several when it
+//! * [`mod@packets`]: a captured frame becomes the RoCE packets it holds: one, or several when it
 //!   is a UDP GSO super-packet as a capture on `lo` shows softrnic's segmentation runs (see
 //!   [`softrnic_wire::gso`]).
 //! * [`render`]: the line or JSON object of one packet.
