@@ -153,6 +153,9 @@ impl Analysis {
             c.retransmissions += 1;
             return note;
         }
+        // PSNs are 24 bits: one half the space behind is forgotten, so that a long capture
+        // that wraps does not take new packets for old ones (9.7.1: the valid window).
+        st.seen.remove(&psn.sub(Psn::HALF).value());
         if let Some((lo, hi)) = st.next {
             if psn.cmp_modular(hi).is_gt() {
                 c.psn_gaps += 1;
