@@ -169,3 +169,25 @@ fn a_read_request_takes_the_psns_of_its_responses() {
         (&json!(3), &json!(0))
     );
 }
+
+#[test]
+fn a_message_cut_short_is_a_broken_message() {
+    // SEND FIRST and MIDDLE, then a SEND ONLY at the next PSN: the first SEND never ended. A
+    // SEND LAST then continues nothing either. Neither is a gap or a resend.
+    let pkt = |op, psn| datagram((A, B), 0, 0x11, op, psn, &[0; 256], None);
+    let frames = [
+        pkt(Opcode::RC_SEND_FIRST, 1),
+        pkt(Opcode::RC_SEND_MIDDLE, 2),
+        pkt(Opcode::RC_SEND_ONLY, 3),
+        pkt(Opcode::RC_SEND_LAST, 4),
+    ];
+    let path = capture::write_pcap("broken.pcap", &frames);
+    let v: Value = serde_json::from_str(&decode(&["--stats", "--json"], &path)).unwrap();
+    let c = &v["connections"][0];
+    assert_eq!(c["broken_messages"], 2, "{v}");
+    assert_eq!(
+        (&c["psn_gaps"], &c["retransmissions"]),
+        (&json!(0), &json!(0))
+    );
+    assert!(decode(&["--stats"], &path).contains("broken messages: 2"));
+}

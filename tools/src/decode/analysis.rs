@@ -13,7 +13,9 @@
 //!   `ceil(len / PMTU)` PSNs (9.7.1.1); the PMTU is not on the wire, so any next PSN up to the
 //!   count at the smallest PMTU (256) is in order.
 //! * **messages**: Last and Only requests seen the first time (9.2.1: a message is a First,
-//!   Middles and a Last, or one Only packet).
+//!   Middles and a Last of one operation, or one Only packet); **broken messages**: requests
+//!   that do not fit that sequence (a capture that starts mid-message gives none: the first
+//!   packet of a connection is taken as it comes).
 //! * ACKs, and NAKs by kind from the AETH syndrome (9.4.1 "ACK extended transport header",
 //!   table 42: PSN sequence error, invalid request, remote access error, remote operational
 //!   error; RNR NAK with its timer, table 46).
@@ -61,6 +63,10 @@ pub struct Counts {
     pub messages: u64,
     /// Payload bytes (retransmissions included).
     pub bytes: u64,
+    /// Requests that break the opcode sequence: a Middle or Last that continues no message
+    /// of its operation, or a First or Only while a message is still open (a gap or a
+    /// retransmission just before excepted).
+    pub broken_messages: u64,
     /// Requests whose PSN was seen before.
     pub retransmissions: u64,
     /// Responses seen before.
@@ -82,6 +88,8 @@ struct State {
     /// the first after a READ request).
     next: Option<(Psn, Psn)>,
     seen: HashSet<u32>,
+    /// The operation of the multi-packet request message under way.
+    open: Option<Operation>,
     responses: HashSet<(u8, u32, u8)>,
 }
 
@@ -148,20 +156,38 @@ impl Analysis {
             c.duplicates += u64::from(note.duplicate);
             return note;
         }
+        let open_after = match info.position {
+            Position::First | Position::Middle => Some(info.operation),
+            Position::Last | Position::Only => None,
+        };
         if !st.seen.insert(psn.value()) {
             note.retransmission = true;
             c.retransmissions += 1;
+            // Go-back-N resends from any packet of a message: follow it.
+            st.open = open_after;
             return note;
         }
         // PSNs are 24 bits: one half the space behind is forgotten, so that a long capture
         // that wraps does not take new packets for old ones (9.7.1: the valid window).
         st.seen.remove(&psn.sub(Psn::HALF).value());
+        let mut gap = false;
         if let Some((lo, hi)) = st.next {
             if psn.cmp_modular(hi).is_gt() {
+                gap = true;
                 c.psn_gaps += 1;
                 c.psns_missing += u64::from(psn.distance_from(lo));
             }
         }
+        // After a gap the packets between are unknown: no sequence to check.
+        let continues = matches!(info.position, Position::Middle | Position::Last);
+        let fits = match st.open {
+            Some(op) => continues && op == info.operation,
+            None => !continues,
+        };
+        if !fits && !gap && st.next.is_some() {
+            c.broken_messages += 1;
+        }
+        st.open = open_after;
         if st.next.is_none_or(|(lo, _)| !psn.cmp_modular(lo).is_lt()) {
             // A READ request's responses take PSNs; the requester's next PSN follows them.
             let span = match (info.operation, r.roce.reth) {

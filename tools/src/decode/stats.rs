@@ -43,6 +43,9 @@ pub fn text(a: &Analysis) -> String {
             .map(|(o, n)| format!("{o}={n}"))
             .collect();
         let _ = writeln!(out, "    operations: {}", kinds.join(" "));
+        if c.broken_messages > 0 {
+            let _ = writeln!(out, "    broken messages: {}", c.broken_messages);
+        }
         if c.psn_gaps > 0 {
             let _ = writeln!(out, "    PSNs missing: {}", c.psns_missing);
         }
@@ -55,7 +58,7 @@ pub fn text(a: &Analysis) -> String {
 }
 
 /// `{"connections": [{"src", "dst", "dest_qp", "packets", "by_opcode": {..},
-/// "by_operation": {..}, "messages",
+/// "by_operation": {..}, "messages", "broken_messages",
 /// "bytes", "retransmissions", "duplicates", "psn_gaps", "psns_missing", "acks",
 /// "naks": {..}}, ..]}`.
 pub fn json(a: &Analysis) -> Value {
@@ -70,6 +73,7 @@ pub fn json(a: &Analysis) -> Value {
                 "by_opcode": c.by_opcode,
                 "by_operation": c.by_operation,
                 "messages": c.messages,
+                "broken_messages": c.broken_messages,
                 "bytes": c.bytes,
                 "retransmissions": c.retransmissions,
                 "duplicates": c.duplicates,
