@@ -22,13 +22,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Decode a pcap capture of RoCEv2 traffic: one line (or JSON object) per frame.
+    /// Decode a pcap capture of RoCEv2 traffic: one line (or JSON object) per packet (a UDP
+    /// GSO super-packet split into its segments, `12.1`, `12.2`, ...).
     Decode {
         /// The capture file (classic pcap, Ethernet link type).
         file: PathBuf,
-        /// One JSON object per line and per frame instead of text.
+        /// One JSON object per line and per packet instead of text.
         #[arg(long)]
         json: bool,
+        /// Instead of the packets, a summary per connection (source, destination, QP):
+        /// packets by opcode, messages, bytes, retransmissions, PSN gaps, ACKs, NAKs.
+        #[arg(long)]
+        stats: bool,
+        /// Also write a ladder diagram of the first `--max` packets to this SVG file.
+        #[arg(long, value_name = "OUT")]
+        svg: Option<PathBuf>,
+        /// Packets drawn in the ladder diagram.
+        #[arg(long, default_value_t = 200)]
+        max: usize,
     },
     /// Two devices in this process (127.0.0.1 and 127.0.0.2) connect RC QPs, run SEND, WRITE,
     /// WRITE_WITH_IMM, READ, CMP_SWP and FETCH_ADD, verify every byte, and report throughput
@@ -204,7 +215,13 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Decode { file, json } => run_decode(&file, json),
+        Command::Decode {
+            file,
+            json,
+            stats,
+            svg,
+            max,
+        } => run_decode(&file, json, stats, svg.as_deref(), max),
         Command::Status { addr, json } => run_status(addr, json),
         Command::Stat {
             addr,
@@ -351,19 +368,44 @@ fn run_stat(
     }
 }
 
-fn run_decode(file: &PathBuf, json: bool) -> io::Result<()> {
-    let f = std::fs::File::open(file)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
-    let reader = pcap::Reader::new(io::BufReader::new(f))
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+fn run_decode(
+    file: &PathBuf,
+    json: bool,
+    stats: bool,
+    svg: Option<&std::path::Path>,
+    max: usize,
+) -> io::Result<()> {
+    let with_name = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", file.display()));
+    let f = std::fs::File::open(file).map_err(with_name)?;
+    let reader = pcap::Reader::new(io::BufReader::new(f)).map_err(with_name)?;
+    let mut decoder = decode::Decoder::default();
+    // The packets the ladder draws: RoCE ones, the first `max`.
+    let (mut drawn, mut drawn_notes) = (Vec::new(), Vec::new());
     let mut out = BufWriter::new(io::stdout().lock());
     for (i, rec) in reader.enumerate() {
-        let rec = rec?;
-        if json {
-            writeln!(out, "{}", decode::json_object(i + 1, &rec.data))?;
-        } else {
-            writeln!(out, "{}", decode::summary_line(i + 1, &rec.data))?;
+        for (p, note) in decoder.frame(i + 1, &rec?.data) {
+            if !stats {
+                let text = if json {
+                    decode::render::object(&p, &note).to_string()
+                } else {
+                    decode::render::line(&p, &note)
+                };
+                writeln!(out, "{text}")?;
+            }
+            if svg.is_some() && drawn.len() < max && matches!(p.kind, decode::Kind::Roce(_)) {
+                drawn.push(p);
+                drawn_notes.push(note);
+            }
         }
+    }
+    match (stats, json) {
+        (true, true) => writeln!(out, "{}", decode::stats::json(decoder.analysis()))?,
+        (true, false) => write!(out, "{}", decode::stats::text(decoder.analysis()))?,
+        _ => {}
+    }
+    if let Some(path) = svg {
+        std::fs::write(path, decode::svg::ladder(&drawn, &drawn_notes, max))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
     }
     out.flush()
 }

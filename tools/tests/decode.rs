@@ -100,3 +100,88 @@ fn a_missing_file_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_real_gso_run_captured_on_lo_splits_with_the_kernels_ip_ids() {
+    let frames = decode_json("softrnic_lo_gso.pcap");
+    let seen: Vec<(u64, Option<u64>, &str, bool)> = frames
+        .iter()
+        .map(|f| {
+            (
+                f["frame"].as_u64().unwrap(),
+                f["seg"].as_u64(),
+                f["opcode_name"].as_str().unwrap(),
+                f["icrc_ok"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, Some(1), "RC_SEND_FIRST", true),
+            (1, Some(2), "RC_SEND_MIDDLE", true),
+            (1, Some(3), "RC_SEND_LAST", true),
+            (2, None, "RC_ACKNOWLEDGE", true),
+            (3, None, "RC_RDMA_WRITE_FIRST", true),
+        ]
+    );
+    let lens: Vec<u64> = frames[..3]
+        .iter()
+        .map(|f| f["payload_len"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lens, [4096, 4096, 1808]);
+}
+
+mod capture;
+
+/// `softrnic decode ARGS FILE`'s standard output.
+fn decode(args: &[&str], file: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["decode"])
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_gso_super_packet_decodes_as_its_segments_with_good_icrcs() {
+    // A SEND of 4 packets at PMTU 1024 from a connected socket whose IP IDs start at 0xfffe
+    // (wrapping inside the run), as one super-packet, then the ACK.
+    let sup = capture::run(&capture::send(0xfffe, 500, 1024, 4));
+    let ack = capture::ack(503, capture::ACK);
+    let path = capture::write_pcap("gso_run.pcap", &[sup, ack]);
+    let lines: Vec<Value> = decode(&["--json"], &path)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    for (k, v) in lines[..4].iter().enumerate() {
+        assert_eq!(v["frame"], 1);
+        assert_eq!(
+            (v["seg"].as_u64(), v["segs"].as_u64()),
+            (Some(k as u64 + 1), Some(4))
+        );
+        assert_eq!(v["psn"], 500 + k as u64);
+        assert_eq!(v["payload_len"], 1024);
+        assert_eq!(v["icrc_ok"], true, "{v}");
+        assert!(v.get("error").is_none());
+    }
+    assert_eq!(lines[0]["opcode_name"], "RC_SEND_FIRST");
+    assert_eq!(lines[3]["opcode_name"], "RC_SEND_LAST");
+    assert_eq!(
+        (lines[4]["frame"].as_u64(), lines[4].get("seg")),
+        (Some(2), None)
+    );
+
+    let text = decode(&[], &path);
+    let text: Vec<&str> = text.lines().collect();
+    assert!(
+        text[0].trim_start().starts_with("1.1 ") && text[0].ends_with(" ok"),
+        "{text:?}"
+    );
+    assert!(text[3].trim_start().starts_with("1.4 ") && text[3].contains("RC_SEND_LAST"));
+    assert!(!text.iter().any(|l| l.contains("malformed")), "{text:?}");
+}

@@ -376,43 +376,8 @@ impl FrameRepr {
 impl DatagramRepr {
     /// Parses an IP datagram (from the IP header on) and verifies its ICRC.
     pub fn parse(bytes: &[u8]) -> Result<Datagram<'_>> {
-        check_len("IP header", bytes, 1)?;
-        let (ip, ip_len, rest) = match bytes[0] >> 4 {
-            4 => parse_ipv4(bytes)?,
-            6 => parse_ipv6(bytes)?,
-            v => {
-                return Err(Error::BadVersion {
-                    what: "IP version",
-                    version: v,
-                })
-            }
-        };
-        check_len("UDP header", rest, UDP_HEADER_LEN)?;
-        let udp = UdpPacket::new_unchecked(rest);
-        let udp_len = udp.len() as usize;
-        if udp_len < UDP_HEADER_LEN {
-            return Err(Error::BadField {
-                what: "UDP length",
-                value: udp_len as u64,
-            });
-        }
-        check_len("UDP datagram", rest, udp_len)?;
-        if udp_len != rest.len() {
-            // Bytes after the UDP datagram inside the IP packet: not a well-formed RoCEv2
-            // packet, and no Repr could say where they were.
-            return Err(Error::BadField {
-                what: "UDP length (differs from the IP payload length)",
-                value: udp_len as u64,
-            });
-        }
-        if udp.dst_port() != ROCE_V2_UDP_PORT {
-            return Err(Error::NotRoce("the UDP destination port is not 4791"));
-        }
-        let udp_hdr = UdpHeader {
-            src_port: udp.src_port(),
-            dst_port: udp.dst_port(),
-            checksum: udp.checksum(),
-        };
+        let (ip, ip_len, udp_hdr, rest) = parse_outer(bytes)?;
+        let udp_len = rest.len();
         let datagram = &rest[..udp_len];
         let packet = RoceRepr::parse(&datagram[UDP_HEADER_LEN..])?;
         let computed = crate::icrc::compute(&bytes[..ip_len], &datagram[..udp_len - ICRC_LEN])?;
@@ -568,6 +533,51 @@ pub fn emit_masked_outer(
     buf[..at].copy_from_slice(&LRH_PLACEHOLDER);
     at += ip.emit_masked(udp_len, &mut buf[at..])?;
     Ok(at + udp.emit_masked(udp_len, &mut buf[at..])?)
+}
+
+/// Parses the IP and UDP headers of a datagram to port 4791: the IP header, its length, the
+/// UDP header, and the UDP datagram (UDP header through the end of the IP payload, whose
+/// length the UDP length field must match). Shared by [`DatagramRepr::parse`] and
+/// [`crate::gso`], which splits what follows differently.
+pub(crate) fn parse_outer(bytes: &[u8]) -> Result<(IpHeader, usize, UdpHeader, &[u8])> {
+    check_len("IP header", bytes, 1)?;
+    let (ip, ip_len, rest) = match bytes[0] >> 4 {
+        4 => parse_ipv4(bytes)?,
+        6 => parse_ipv6(bytes)?,
+        v => {
+            return Err(Error::BadVersion {
+                what: "IP version",
+                version: v,
+            })
+        }
+    };
+    check_len("UDP header", rest, UDP_HEADER_LEN)?;
+    let udp = UdpPacket::new_unchecked(rest);
+    let udp_len = udp.len() as usize;
+    if udp_len < UDP_HEADER_LEN {
+        return Err(Error::BadField {
+            what: "UDP length",
+            value: udp_len as u64,
+        });
+    }
+    check_len("UDP datagram", rest, udp_len)?;
+    if udp_len != rest.len() {
+        // Bytes after the UDP datagram inside the IP packet: not a well-formed RoCEv2
+        // packet, and no Repr could say where they were.
+        return Err(Error::BadField {
+            what: "UDP length (differs from the IP payload length)",
+            value: udp_len as u64,
+        });
+    }
+    if udp.dst_port() != ROCE_V2_UDP_PORT {
+        return Err(Error::NotRoce("the UDP destination port is not 4791"));
+    }
+    let udp_hdr = UdpHeader {
+        src_port: udp.src_port(),
+        dst_port: udp.dst_port(),
+        checksum: udp.checksum(),
+    };
+    Ok((ip, ip_len, udp_hdr, rest))
 }
 
 /// Parses an IPv4 header; returns it, its length and the IP payload (Ethernet padding cut).

@@ -43,6 +43,7 @@ pub mod cnp;
 pub mod deth;
 pub mod feth;
 pub mod frame;
+pub mod gso;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;

@@ -1,31 +1,15 @@
-//! `softrnic decode`: one line per captured frame, like a terse Wireshark summary, or one JSON
-//! object per frame. A malformed frame is reported and never stops the decoder.
+//! The line or JSON object of one packet: the datagram's headers (and, for a UD packet to QP1,
+//! its MAD and CM message), then what the analysis noted (`retransmission`).
 
 use serde_json::{json, Map, Value};
 use softrnic_wire::cm::CmMessage;
-use softrnic_wire::frame::{Datagram, Frame};
+use softrnic_wire::frame::{Datagram, DatagramRepr};
 use softrnic_wire::mad::{self, MadRepr};
 use softrnic_wire::opcode::Transport;
 use softrnic_wire::Error;
 
-/// What became of one frame.
-pub enum Decoded<'a> {
-    /// A RoCEv2 frame that parsed.
-    Roce(Box<Frame<'a>>),
-    /// Not RoCEv2 (ARP, TCP, other UDP): nothing to say.
-    NotRoce,
-    /// A frame that claims to be RoCEv2 (or IP) but breaks the format.
-    Malformed(Error),
-}
-
-/// Decodes one Ethernet frame.
-pub fn decode(frame: &[u8]) -> Decoded<'_> {
-    match Frame::parse(frame) {
-        Ok(f) => Decoded::Roce(Box::new(f)),
-        Err(Error::NotRoce(_)) => Decoded::NotRoce,
-        Err(e) => Decoded::Malformed(e),
-    }
-}
+use super::analysis::Note;
+use super::packets::{packets, Kind, Packet};
 
 /// The management datagram a UD packet to QP1 carries, and the CM message inside it.
 pub struct Management {
@@ -51,36 +35,84 @@ pub fn management(d: &Datagram<'_>) -> Option<Result<Management, Error>> {
     })())
 }
 
-/// The one-line summary of frame number `n` (1-based).
-pub fn summary_line(n: usize, frame: &[u8]) -> String {
-    match decode(frame) {
-        Decoded::Roce(f) => {
-            let mut line = format!("{n:>5} {}", f.datagram);
-            match management(&f.datagram) {
-                Some(Ok(m)) => {
-                    line += &format!(" | {}", m.mad);
-                    match m.cm {
-                        Some(Ok(cm)) => line += &format!(" | {cm}"),
-                        Some(Err(e)) => line += &format!(" | bad CM message: {e}"),
-                        None => {}
+/// The line of one packet: its label (`12`, or `12.3` for a GSO segment), then the datagram.
+pub fn line(p: &Packet, note: &Note) -> String {
+    let n = p.label();
+    match &p.kind {
+        Kind::Roce(bytes) => match DatagramRepr::parse(bytes) {
+            Ok(d) => {
+                let mut line = format!("{n:>5} {d}");
+                match management(&d) {
+                    Some(Ok(m)) => {
+                        line += &format!(" | {}", m.mad);
+                        match m.cm {
+                            Some(Ok(cm)) => line += &format!(" | {cm}"),
+                            Some(Err(e)) => line += &format!(" | bad CM message: {e}"),
+                            None => {}
+                        }
                     }
+                    Some(Err(e)) => line += &format!(" | bad MAD: {e}"),
+                    None => {}
                 }
-                Some(Err(e)) => line += &format!(" | bad MAD: {e}"),
-                None => {}
+                if note.retransmission {
+                    line += " retransmission";
+                }
+                if note.duplicate {
+                    line += " duplicate";
+                }
+                line
             }
-            line
-        }
-        Decoded::NotRoce => format!("{n:>5} (not RoCE, {} bytes)", frame.len()),
-        Decoded::Malformed(e) => format!("{n:>5} malformed RoCE frame: {e}"),
+            Err(e) => format!("{n:>5} malformed RoCE segment: {e}"),
+        },
+        Kind::NotRoce(len) => format!("{n:>5} (not RoCE, {len} bytes)"),
+        Kind::Malformed(e) => format!("{n:>5} malformed RoCE frame: {e}"),
     }
 }
 
-/// The JSON object of frame number `n` (1-based).
+/// The JSON object of one packet: `frame`, `seg` and `segs` for a GSO segment, the headers,
+/// `retransmission` / `duplicate` when the analysis says so.
+pub fn object(p: &Packet, note: &Note) -> Value {
+    let mut v = match &p.kind {
+        Kind::Roce(bytes) => match DatagramRepr::parse(bytes) {
+            Ok(d) => datagram_json(p.frame, &d),
+            Err(e) => json!({ "frame": p.frame, "roce": true, "error": e.to_string() }),
+        },
+        Kind::NotRoce(_) => json!({ "frame": p.frame, "roce": false }),
+        Kind::Malformed(e) => json!({ "frame": p.frame, "roce": true, "error": e.to_string() }),
+    };
+    if let Some((k, n)) = p.seg {
+        v["seg"] = json!(k);
+        v["segs"] = json!(n);
+    }
+    if note.retransmission {
+        v["retransmission"] = json!(true);
+    }
+    if note.duplicate {
+        v["duplicate"] = json!(true);
+    }
+    v
+}
+
+/// The lines of frame number `n` (1-based), one per packet, without analysis.
+pub fn summary_line(n: usize, frame: &[u8]) -> String {
+    let lines: Vec<String> = packets(n, frame)
+        .iter()
+        .map(|p| line(p, &Note::default()))
+        .collect();
+    lines.join("\n")
+}
+
+/// The JSON object of frame number `n` (1-based), without analysis; for a GSO super-packet,
+/// an array of its segments' objects.
 pub fn json_object(n: usize, frame: &[u8]) -> Value {
-    match decode(frame) {
-        Decoded::Roce(f) => datagram_json(n, &f.datagram),
-        Decoded::NotRoce => json!({ "frame": n, "roce": false }),
-        Decoded::Malformed(e) => json!({ "frame": n, "roce": true, "error": e.to_string() }),
+    let mut all: Vec<Value> = packets(n, frame)
+        .iter()
+        .map(|p| object(p, &Note::default()))
+        .collect();
+    if all.len() == 1 {
+        all.remove(0)
+    } else {
+        Value::Array(all)
     }
 }
 
