@@ -1467,3 +1467,44 @@ fn a_reordered_packet_is_waited_for_not_naked() {
     let requests = p.b.seen.len() as u64;
     assert_eq!(requests, MESSAGES * 4, "packets were resent");
 }
+
+/// Two packets of one window lost: the responder holds what follows each, and once the
+/// resent first one has run with what it held up to the second gap, it NAKs that gap at
+/// once (the requester is waiting on its probe and sends nothing that would show it), so
+/// that the requester resends the second lost packet alone rather than everything after it,
+/// which the responder holds already. Each lost packet is sent twice, no other once more.
+#[test]
+fn a_second_loss_behind_the_first_is_resent_alone() {
+    const PACKETS: u32 = 40;
+    let c = Connect::default();
+    let mut p = pair(48, c);
+    let len = PACKETS as usize * 1024;
+    let (src, data) = p.a.filled(len, 9);
+    let dst = p.b.region(len, ALL);
+    let lost = [Psn::new(c.a_psn + 5), Psn::new(c.a_psn + 20)];
+    let mut dropped = Vec::new();
+    p.b.drop_if = Some(Box::new(move |pkt| {
+        let psn = pkt.repr.bth.psn;
+        if lost.contains(&psn) && !dropped.contains(&psn) {
+            dropped.push(psn);
+            return true;
+        }
+        false
+    }));
+    p.a.post_write(1, sge_of(&src, 0, len as u32), remote_of(&dst, 0));
+    p.run_to_quiescence(100_000);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.b.read(&dst, 0, len), data);
+    let naks: Vec<_> =
+        p.a.seen
+            .iter()
+            .filter(|s| matches!(s.syndrome, Some(Syndrome::Nak(_))))
+            .map(|s| s.psn)
+            .collect();
+    assert_eq!(naks, lost, "each gap NAKed once");
+    assert_eq!(
+        p.b.seen.len() as u32,
+        PACKETS + 2,
+        "only the lost packets were resent"
+    );
+}
