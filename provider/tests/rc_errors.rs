@@ -1528,3 +1528,109 @@ fn a_reordered_packet_is_waited_for_not_naked() {
     let requests = p.b.seen.len() as u64;
     assert_eq!(requests, MESSAGES * 4, "packets were resent");
 }
+
+/// Two packets of one window lost: the responder holds what follows each, and once the
+/// resent first one has run with what it held up to the second gap, it NAKs that gap at
+/// once (the requester is waiting on its probe and sends nothing that would show it), so
+/// that the requester resends the second lost packet alone rather than everything after it,
+/// which the responder holds already. Each lost packet is sent twice, no other once more.
+#[test]
+fn a_second_loss_behind_the_first_is_resent_alone() {
+    const PACKETS: u32 = 40;
+    let c = Connect::default();
+    let mut p = pair(48, c);
+    let len = PACKETS as usize * 1024;
+    let (src, data) = p.a.filled(len, 9);
+    let dst = p.b.region(len, ALL);
+    let lost = [Psn::new(c.a_psn + 5), Psn::new(c.a_psn + 20)];
+    let mut dropped = Vec::new();
+    p.b.drop_if = Some(Box::new(move |pkt| {
+        let psn = pkt.repr.bth.psn;
+        if lost.contains(&psn) && !dropped.contains(&psn) {
+            dropped.push(psn);
+            return true;
+        }
+        false
+    }));
+    p.a.post_write(1, sge_of(&src, 0, len as u32), remote_of(&dst, 0));
+    p.run_to_quiescence(100_000);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.b.read(&dst, 0, len), data);
+    let naks: Vec<_> =
+        p.a.seen
+            .iter()
+            .filter(|s| matches!(s.syndrome, Some(Syndrome::Nak(_))))
+            .map(|s| s.psn)
+            .collect();
+    assert_eq!(naks, lost, "each gap NAKed once");
+    assert_eq!(
+        p.b.seen.len() as u32,
+        PACKETS + 2,
+        "only the lost packets were resent"
+    );
+}
+
+/// A sequence NAK that comes again, late (a later ACK overtook it) or twice (the link
+/// duplicated it), says nothing new: it costs no retry and moves nothing back. With
+/// `retry_cnt` 1, the one retry the second loss takes is all there is; the stale NAK of the
+/// first loss and a copy of the second's, handed to the requester while it resends, used to
+/// take one more each and end the WR with `IBV_WC_RETRY_EXC_ERR`.
+#[test]
+fn a_stale_or_duplicated_sequence_nak_costs_no_retry() {
+    use softrnic_wire::roce::{RocePacket, RoceRepr};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    const PACKETS: u32 = 200;
+    let c = Connect {
+        retry_cnt: 1,
+        ..Connect::default()
+    };
+    let mut p = pair(49, c);
+    let len = PACKETS as usize * 1024;
+    let (src, data) = p.a.filled(len, 10);
+    let dst = p.b.region(len, ALL);
+    let lost = [Psn::new(c.a_psn + 5), Psn::new(c.a_psn + 100)];
+    let mut dropped = Vec::new();
+    p.b.drop_if = Some(Box::new(move |pkt| {
+        let psn = pkt.repr.bth.psn;
+        if lost.contains(&psn) && !dropped.contains(&psn) {
+            dropped.push(psn);
+            return true;
+        }
+        false
+    }));
+    let naks: Rc<RefCell<Vec<RoceRepr>>> = Rc::default();
+    let seen_naks = naks.clone();
+    p.a.drop_if = Some(Box::new(move |pkt| {
+        if matches!(pkt.repr.aeth.map(|a| a.syndrome), Some(Syndrome::Nak(_))) {
+            seen_naks.borrow_mut().push(pkt.repr);
+        }
+        false
+    }));
+    p.a.post_write(1, sge_of(&src, 0, len as u32), remote_of(&dst, 0));
+    // Until the second loss is NAKed (the first resent, and acknowledged by that NAK).
+    p.run_until(100_000, |_| naks.borrow().len() == 2);
+    let replay: Vec<_> = naks.borrow().clone();
+    assert_eq!(
+        replay.iter().map(|r| r.bth.psn).collect::<Vec<_>>(),
+        lost,
+        "each loss NAKed"
+    );
+    let now = p.now();
+    for repr in replay {
+        let nak = RocePacket {
+            repr,
+            payload: &[],
+            icrc: 0,
+        };
+        p.a.qp.handle_packet(now, &nak, &p.a.mrs, &mut p.a.srqs);
+    }
+    p.run_to_quiescence(100_000);
+    assert_eq!(wc_statuses(&p.a.send_wcs), vec![(1, WcStatus::Success)]);
+    assert_eq!(p.b.read(&dst, 0, len), data);
+    assert_eq!(
+        p.b.seen.len() as u32,
+        PACKETS + 2,
+        "only the lost packets were resent"
+    );
+}

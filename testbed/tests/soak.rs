@@ -1,8 +1,9 @@
 //! A soak through a lossy link: for `SOFTRNIC_SOAK_SECS` seconds (default 60), 16 RC QPs
 //! between a device in network namespace sr75a (10.75.0.1) and one in sr75b (10.75.0.2),
-//! joined by `packet-relay` losing 1% of the frames, reordering 2%, duplicating 1% and
+//! joined by `packet-relay` losing 1% of the frames, reordering 2%, duplicating 1%,
 //! flipping a bit of the UDP payload of 0.5% (only the ICRC catches those: RoCEv2's UDP
-//! checksum is 0), seeded, offloads off (a frame is one packet), carry every RC operation of
+//! checksum is 0) and delaying every frame by 1 ms (a round trip of 2 ms, against the
+//! microseconds of a veth), seeded, offloads off (a frame is one packet), carry every RC operation of
 //! the verbs API (SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, READ, CMP_SWAP,
 //! FETCH_ADD) of 1 byte to 64 KiB, and every byte is checked (`testbed/src/soak/`). The link is
 //! `testbed/relay_link.sh`'s (with `NET=75`, so that it can stand beside the script's own);
@@ -16,8 +17,9 @@ use std::process::Command;
 
 const TEST: &str = "sixteen_qps_of_every_rc_operation_survive_a_lossy_link";
 
-/// The relay's impairments: 1% lost, 1% duplicated, 2% reordered, 0.5% corrupted, seeded.
-const IMPAIRMENTS: [&str; 10] = [
+/// The relay's impairments: 1% lost, 1% duplicated, 2% reordered, 0.5% corrupted, every frame
+/// delayed 1 ms, seeded.
+const IMPAIRMENTS: [&str; 12] = [
     "--loss",
     "0.01",
     "--dup",
@@ -26,6 +28,8 @@ const IMPAIRMENTS: [&str; 10] = [
     "0.02",
     "--corrupt",
     "0.005",
+    "--delay",
+    "1",
     "--seed",
     "75",
 ];

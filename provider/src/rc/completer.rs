@@ -97,6 +97,15 @@ impl Requester {
                         }
                         let status = match code {
                             NakCode::PsnSequenceError => {
+                                // One for a PSN acknowledged since (a later ACK overtook
+                                // it) or for the one being resent already (a duplicate)
+                                // says nothing new: going back before `una` would stall
+                                // the window until the timer, and each would cost a retry.
+                                if psn.cmp_modular(self.una) == Ordering::Less
+                                    || self.resend_probe == Some(psn.add(1))
+                                {
+                                    return;
+                                }
                                 self.retry_from(ctx, psn, ev);
                                 // One packet first: a responder that held what followed the
                                 // lost one acknowledges all of it once that one arrives.

@@ -186,6 +186,30 @@ impl Responder {
                     }
                 }
                 if fills_gap {
+                    // Requests are still held, beyond a further gap longer than reordering
+                    // makes: a second loss. The requester resending the first waits for this
+                    // answer (`resend_probe`) and sends nothing that would show the gap, so
+                    // NAK it now: it resends the lost request alone. An ACK instead would
+                    // have it go back to the gap and resend everything after it, which is
+                    // held here already (a window of duplicates for each loss after the
+                    // first of a window).
+                    if self.reorder.is_holding()
+                        && self.reorder.gap_is_loss(self.epsn)
+                        && !self.nak_sent
+                        && !ev.fatal
+                    {
+                        self.nak_sent = true;
+                        // The NAK acknowledges what ran: a plain ACK before it says nothing more.
+                        if let Some(Response::Ack {
+                            syndrome: Syndrome::Ack(_),
+                            ..
+                        }) = self.out.back()
+                        {
+                            self.out.pop_back();
+                        }
+                        let epsn = self.epsn;
+                        self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+                    }
                     self.note_queued(false);
                 }
             }

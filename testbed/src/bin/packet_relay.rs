@@ -18,7 +18,12 @@
 //!   only the ICRC can tell). `--down-at S --down-for D`: every frame is lost from S
 //!   seconds after the start for D seconds, a link down and up again (the kernel's own link
 //!   down, `ip link set down`, lasts longer than asked: a carrier coming back waits for
-//!   linkwatch). Per frame: with offloads off at both ends
+//!   linkwatch). `--delay MS` holds every frame that is sent on for MS milliseconds (a
+//!   fraction allowed), `--jitter MS` for a further uniform 0..MS drawn per frame: a wire's
+//!   latency. The frames wait in a bounded queue per direction (a byte ring allocated once,
+//!   a frame that finds it full is counted as not sent); without jitter they keep their
+//!   order, with it a frame may overtake one that drew a longer wait. Per frame: with
+//!   offloads off at both ends
 //!   (`OFFLOAD_OFF` in `relay_link.sh`) a frame is one packet, as on a wire.
 //! * **Counters**: frames and bytes each way, the frames that could not be sent, and those
 //!   lost, duplicated and reordered, printed on `SIGINT`/`SIGTERM` (and every `--every`
@@ -26,6 +31,7 @@
 //!
 //! usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P]
 //!        [--reorder P] [--corrupt P] [--seed N] [--down-at SECS --down-for SECS]
+//!        [--delay MS [--jitter MS]]
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +69,10 @@ struct Impair {
     /// The link is down (every frame lost) from this long after the start, for `down_for`.
     down_at: Option<Duration>,
     down_for: Duration,
+    /// Every frame sent on waits this long first ...
+    delay: Duration,
+    /// ... and a further uniform `0..=jitter`.
+    jitter: Duration,
 }
 
 /// When the relay started: `--down-at` counts from it.
@@ -81,20 +91,131 @@ impl Impair {
 /// How long a reordered frame waits for a frame to go ahead of it.
 const HOLD: Duration = Duration::from_millis(1);
 
-/// One direction of the link: its socket out, and the frame held back for reordering.
+/// The bytes a direction's delay line holds: the frames of a few milliseconds at the rates
+/// this link carries (a few hundred MB/s), with room for longer delays.
+const DELAY_BYTES: usize = 16 << 20;
+
+/// The frames a direction's delay line holds.
+const DELAY_FRAMES: usize = 1 << 16;
+
+/// A frame in a [`DelayLine`]: where its bytes are in the ring, and when it is due.
+struct Delayed {
+    at: usize,
+    len: usize,
+    due: Instant,
+    sent: bool,
+}
+
+/// The frames waiting out `--delay` (and `--jitter`): their bytes in one ring allocated
+/// once, their places in a queue of bounded length in arrival order. A frame's bytes are
+/// contiguous (one that does not fit before the end of the ring starts again at its
+/// beginning); the space is reclaimed from the front as the oldest frames go, so with
+/// jitter a frame sent early holds its space until those before it have gone too.
+struct DelayLine {
+    ring: Vec<u8>,
+    frames: std::collections::VecDeque<Delayed>,
+    /// Where the next frame's bytes go.
+    tail: usize,
+}
+
+impl DelayLine {
+    fn new() -> Self {
+        Self {
+            ring: vec![0; DELAY_BYTES],
+            frames: std::collections::VecDeque::with_capacity(DELAY_FRAMES),
+            tail: 0,
+        }
+    }
+
+    /// Where `len` bytes fit, if they do: at the tail, or at the start of the ring.
+    fn room(&self, len: usize) -> Option<usize> {
+        let Some(head) = self.frames.front().map(|f| f.at) else {
+            return (len <= self.ring.len()).then_some(0);
+        };
+        if self.frames.len() == DELAY_FRAMES {
+            return None;
+        }
+        if self.tail > head {
+            // Free: tail..end, then 0..head.
+            if self.ring.len() - self.tail >= len {
+                Some(self.tail)
+            } else {
+                (head > len).then_some(0)
+            }
+        } else {
+            // Free: tail..head (strictly less, so that a full ring is not an empty one).
+            (head - self.tail > len).then_some(self.tail)
+        }
+    }
+
+    /// Queues `frame` to go at `due`; false if there is no room.
+    fn push(&mut self, frame: &[u8], due: Instant) -> bool {
+        let Some(at) = self.room(frame.len()) else {
+            return false;
+        };
+        self.ring[at..at + frame.len()].copy_from_slice(frame);
+        self.tail = at + frame.len();
+        self.frames.push_back(Delayed {
+            at,
+            len: frame.len(),
+            due,
+            sent: false,
+        });
+        true
+    }
+
+    /// Hands `out` the frames due at `now` (in the order they came), and frees the space of
+    /// those gone from the front.
+    fn release(&mut self, now: Instant, mut out: impl FnMut(&[u8])) {
+        for f in self.frames.iter_mut().filter(|f| !f.sent && f.due <= now) {
+            f.sent = true;
+            out(&self.ring[f.at..f.at + f.len]);
+        }
+        while self.frames.front().is_some_and(|f| f.sent) {
+            self.frames.pop_front();
+        }
+        if self.frames.is_empty() {
+            self.tail = 0;
+        }
+    }
+
+    /// The earliest time a waiting frame is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.frames.iter().filter(|f| !f.sent).map(|f| f.due).min()
+    }
+}
+
+/// One direction of the link: its socket out, the frame held back for reordering, and the
+/// frames waiting out the delay.
 struct Direction {
     to: libc::c_int,
     held: Option<(Vec<u8>, Instant)>,
+    delay: Option<DelayLine>,
 }
 
 impl Direction {
-    /// Sends `frame` on; counts a failure.
-    fn send(&self, frame: &[u8], c: &mut Counts) {
-        // SAFETY: `frame` is initialised for its length.
-        let s = unsafe { libc::send(self.to, frame.as_ptr().cast(), frame.len(), 0) };
-        if s < 0 {
+    /// Sends `frame` on, now or after the delay drawn for it; counts a failure.
+    fn send(&mut self, frame: &[u8], impair: Impair, rng: &mut SplitMix64, c: &mut Counts) {
+        let Some(line) = self.delay.as_mut() else {
+            return send(self.to, frame, c);
+        };
+        let mut wait = impair.delay;
+        if !impair.jitter.is_zero() {
+            wait += Duration::from_nanos(rng.below(impair.jitter.as_nanos() as u64 + 1));
+        }
+        if !line.push(frame, Instant::now() + wait) {
             c.dropped += 1;
         }
+    }
+
+    /// Sends the delayed frames that are due (those due at the same wake-up in the order
+    /// they came).
+    fn release_due(&mut self, c: &mut Counts) {
+        let Some(line) = self.delay.as_mut() else {
+            return;
+        };
+        let to = self.to;
+        line.release(Instant::now(), |f| send(to, f, c));
     }
 
     /// Relays `frame` (`head` bytes of virtio header before it) with the impairments drawn
@@ -119,26 +240,42 @@ impl Direction {
             self.held = Some((frame.to_vec(), Instant::now()));
             return;
         }
-        self.send(frame, c);
+        self.send(frame, impair, rng, c);
         if rng.chance(impair.dup) {
             c.duplicated += 1;
-            self.send(frame, c);
+            self.send(frame, impair, rng, c);
         }
         if let Some((f, _)) = self.held.take() {
-            self.send(&f, c);
+            self.send(&f, impair, rng, c);
         }
     }
 
     /// Sends the held frame if it has waited [`HOLD`].
-    fn release_late(&mut self, c: &mut Counts) {
+    fn release_late(&mut self, impair: Impair, rng: &mut SplitMix64, c: &mut Counts) {
         if self
             .held
             .as_ref()
             .is_some_and(|(_, at)| at.elapsed() >= HOLD)
         {
             let (f, _) = self.held.take().expect("checked");
-            self.send(&f, c);
+            self.send(&f, impair, rng, c);
         }
+    }
+
+    /// When this direction next has something to send without a frame arriving.
+    fn next_wake(&self) -> Option<Instant> {
+        let held = self.held.as_ref().map(|(_, at)| *at + HOLD);
+        let delayed = self.delay.as_ref().and_then(DelayLine::next_due);
+        held.into_iter().chain(delayed).min()
+    }
+}
+
+/// Sends `frame` out of socket `to`; counts a failure.
+fn send(to: libc::c_int, frame: &[u8], c: &mut Counts) {
+    // SAFETY: `frame` is initialised for its length.
+    let s = unsafe { libc::send(to, frame.as_ptr().cast(), frame.len(), 0) };
+    if s < 0 {
+        c.dropped += 1;
     }
 }
 
@@ -177,6 +314,8 @@ fn run() -> io::Result<()> {
             "--down-at" => impair.down_at = Some(Duration::from_secs_f64(number()?)),
             "--down-for" => impair.down_for = Duration::from_secs_f64(number()?),
             "--seed" => seed = number()? as u64,
+            "--delay" => impair.delay = Duration::from_secs_f64(number()? / 1e3),
+            "--jitter" => impair.jitter = Duration::from_secs_f64(number()? / 1e3),
             _ => names.push(a.clone()),
         }
     }
@@ -186,9 +325,11 @@ fn run() -> io::Result<()> {
         return Err(usage());
     };
     let socks = [open(a, vnet)?, open(b, vnet)?];
+    let delayed = !impair.delay.is_zero() || !impair.jitter.is_zero();
     let mut ways = [1, 0].map(|to| Direction {
         to: socks[to],
         held: None,
+        delay: delayed.then(DelayLine::new),
     });
     // SAFETY: installs a handler that only stores to an atomic.
     unsafe {
@@ -204,13 +345,17 @@ fn run() -> io::Result<()> {
     });
     let mut last = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
-        // SAFETY: `fds` is an array of two pollfds.
-        let wait = if ways.iter().any(|w| w.held.is_some()) {
-            1
-        } else {
-            200
+        // Wait for a frame, or until a held or delayed one is due (at most 200 ms).
+        let wake = ways.iter().filter_map(Direction::next_wake).min();
+        let wait = wake.map_or(Duration::from_millis(200), |t| {
+            t.saturating_duration_since(Instant::now())
+        });
+        let ts = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as libc::c_long,
         };
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+        // SAFETY: `fds` is an array of two pollfds; `ts` is a valid timespec.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -248,7 +393,8 @@ fn run() -> io::Result<()> {
             }
         }
         for (way, c) in ways.iter_mut().zip(counts.iter_mut()) {
-            way.release_late(c);
+            way.release_late(impair, &mut rng, c);
+            way.release_due(c);
         }
         if every.is_some_and(|e| last.elapsed() >= e) {
             report(&[a, b], &counts);
@@ -263,7 +409,8 @@ fn usage() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
         "usage: packet-relay IF_A IF_B [--no-vnet] [--every SECONDS] [--loss P] [--dup P] \
-         [--reorder P] [--corrupt P] [--seed N] [--down-at SECS --down-for SECS]",
+         [--reorder P] [--corrupt P] [--seed N] [--down-at SECS --down-for SECS] \
+         [--delay MS [--jitter MS]]",
     )
 }
 
@@ -370,4 +517,59 @@ fn flip_udp_payload_bit(frame: &mut [u8], rng: &mut SplitMix64) -> bool {
     let bit = rng.below(((frame.len() - payload) * 8) as u64) as usize;
     frame[payload + bit / 8] ^= 1 << (bit % 8);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frames `line` hands out at `now`, as their first bytes.
+    fn due(line: &mut DelayLine, now: Instant) -> Vec<u8> {
+        let mut out = Vec::new();
+        line.release(now, |f| out.push(f[0]));
+        out
+    }
+
+    #[test]
+    fn the_delay_line_keeps_order_and_lets_a_shorter_wait_overtake() {
+        let mut line = DelayLine::new();
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        assert!(line.push(&[1; 100], t + ms(1)));
+        assert!(line.push(&[2; 100], t + ms(3)));
+        assert!(line.push(&[3; 100], t + ms(2)));
+        assert!(line.push(&[4; 100], t + ms(3)));
+        assert_eq!(line.next_due(), Some(t + ms(1)));
+        assert_eq!(due(&mut line, t), b"");
+        assert_eq!(due(&mut line, t + ms(1)), [1]);
+        // 3 drew a shorter wait than 2: it goes first, and 2 holds its space.
+        assert_eq!(due(&mut line, t + ms(2)), [3]);
+        assert_eq!(line.frames.len(), 3);
+        assert_eq!(due(&mut line, t + ms(3)), [2, 4]);
+        assert!(line.frames.is_empty());
+        assert_eq!(line.next_due(), None);
+    }
+
+    #[test]
+    fn the_delay_line_wraps_and_refuses_what_does_not_fit() {
+        let mut line = DelayLine::new();
+        let t = Instant::now();
+        let third = DELAY_BYTES / 3;
+        let frame = vec![7u8; third];
+        // Three thirds fit (the ring is never quite full); a fourth does not.
+        assert!(line.push(&frame, t));
+        assert!(line.push(&frame, t));
+        assert!(line.push(&frame, t + Duration::from_millis(1)));
+        assert!(!line.push(&frame, t));
+        // The first two go; the next frame starts again at the beginning of the ring.
+        assert_eq!(due(&mut line, t), [7, 7]);
+        assert!(line.push(&[8; 10], t));
+        assert_eq!(line.frames.back().map(|f| f.at), Some(0));
+        // Nothing may overwrite the frame still waiting at the end of the ring.
+        assert!(!line.push(&vec![9; 2 * third], t));
+        assert!(line.push(&[9; 10], t));
+        assert_eq!(due(&mut line, t + Duration::from_millis(1)), [7, 8, 9]);
+        assert!(line.push(&frame, t));
+        assert_eq!(line.frames.back().map(|f| f.at), Some(0));
+    }
 }
