@@ -105,6 +105,10 @@ enum Command {
         /// executable, or in its deps/ folder).
         #[arg(long)]
         lib: Option<PathBuf>,
+        /// Capture every RoCE packet the program's devices send and receive into this pcapng
+        /// file, one frame per packet (sets SOFTRNIC_PCAP).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
         /// The program and its arguments (after `--`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         program: Vec<std::ffi::OsString>,
@@ -197,8 +201,18 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { addr, lib, program } => {
-            let o = softrnic_tools::run::Options { addr, lib, program };
+        Command::Run {
+            addr,
+            lib,
+            pcap,
+            program,
+        } => {
+            let o = softrnic_tools::run::Options {
+                addr,
+                lib,
+                pcap,
+                program,
+            };
             return match softrnic_tools::run::run(&o) {
                 // The program's own status (a signal's death as 128 + signal, as shells do).
                 Ok(status) => {

@@ -31,6 +31,8 @@ pub struct Options {
     pub addr: Option<IpAddr>,
     /// Where the built libraries are (default: beside the executable).
     pub lib: Option<PathBuf>,
+    /// The capture file (`SOFTRNIC_PCAP`), if any.
+    pub pcap: Option<PathBuf>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -121,6 +123,9 @@ pub fn run(o: &Options) -> io::Result<ExitStatus> {
     cmd.args(args).env("LD_LIBRARY_PATH", path);
     if let Some(addr) = o.addr {
         cmd.env("SOFTRNIC_ADDR", addr.to_string());
+    }
+    if let Some(pcap) = &o.pcap {
+        cmd.env("SOFTRNIC_PCAP", pcap);
     }
     cmd.status().map_err(|e| {
         io::Error::new(

@@ -108,7 +108,9 @@ impl Context {
     /// # Errors
     /// The address is not local, port 4791 is taken on it, or the interface can't be read.
     pub fn open(addr: IpAddr, opts: OpenOptions) -> std::io::Result<Context> {
-        let shared = crate::shared::open(addr, || Context::start_udp(addr, opts, |t| Box::new(t)))?;
+        let shared = crate::shared::open(addr, || {
+            Context::start_udp(addr, opts, |t| crate::pcap::capture_if_asked(addr, t))
+        })?;
         Shared::watch_host(&shared)?;
         Ok(Context::owning(shared))
     }

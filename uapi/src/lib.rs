@@ -35,6 +35,7 @@ mod mr;
 mod mr_file;
 mod mw;
 mod odp;
+pub mod pcap;
 mod qp;
 mod rdma_verbs;
 mod relaxed;

@@ -1,11 +1,17 @@
-//! pcap capture files (the classic libpcap format, Ethernet link type): reading captures to
-//! decode or replay them, and writing frames so that Wireshark and tshark can show them.
-//! A thin layer over the `pcap-file` crate, which does the file format.
+//! Capture files of Ethernet frames: reading captures to decode or replay them (classic
+//! libpcap files and pcapng, told apart by their first four bytes), and writing frames so that
+//! Wireshark and tshark can show them — pcap, or pcapng, where a frame may carry a comment
+//! (why the receiver dropped it, say). A thin layer over the `pcap-file` crate, which does the
+//! file formats.
 
-use std::io::{self, Read, Write};
+use std::borrow::Cow;
+use std::io::{self, BufRead, Write};
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
 use pcap_file::{DataLink, PcapError};
 
 /// One captured frame.
@@ -17,6 +23,8 @@ pub struct Record {
     pub data: Vec<u8>,
     /// The frame's length on the wire.
     pub orig_len: u32,
+    /// The frame's comment (pcapng's `opt_comment`), if any.
+    pub comment: Option<String>,
 }
 
 fn io_error(e: PcapError) -> io::Error {
@@ -26,45 +34,155 @@ fn io_error(e: PcapError) -> io::Error {
     }
 }
 
-/// Reads Ethernet frames from a pcap stream.
-pub struct Reader<R: Read> {
-    inner: PcapReader<R>,
+/// The first four bytes of a pcapng file (its Section Header Block's type).
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+fn not_ethernet(link: DataLink) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("unsupported link type {link:?} (only Ethernet is supported)"),
+    )
 }
 
-impl<R: Read> Reader<R> {
-    /// Reads the file header; fails unless it is a pcap file of Ethernet frames.
-    pub fn new(r: R) -> io::Result<Reader<R>> {
-        let inner = PcapReader::new(r).map_err(io_error)?;
-        let link = inner.header().datalink;
-        if link != DataLink::ETHERNET {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unsupported pcap link type {link:?} (only Ethernet is supported)"),
-            ));
-        }
+/// Reads Ethernet frames from a pcap or pcapng stream.
+pub struct Reader<R: BufRead> {
+    inner: Inner<R>,
+}
+
+enum Inner<R: BufRead> {
+    Pcap(PcapReader<R>),
+    /// With each interface's link type, in the order their descriptions came.
+    PcapNg(PcapNgReader<R>, Vec<DataLink>),
+}
+
+impl<R: BufRead> Reader<R> {
+    /// Reads the file header; fails unless it is a pcap or pcapng file of Ethernet frames.
+    pub fn new(mut r: R) -> io::Result<Reader<R>> {
+        let pcapng = r.fill_buf()?.starts_with(&PCAPNG_MAGIC);
+        let inner = if pcapng {
+            Inner::PcapNg(PcapNgReader::new(r).map_err(io_error)?, Vec::new())
+        } else {
+            let inner = PcapReader::new(r).map_err(io_error)?;
+            let link = inner.header().datalink;
+            if link != DataLink::ETHERNET {
+                return Err(not_ethernet(link));
+            }
+            Inner::Pcap(inner)
+        };
         Ok(Reader { inner })
     }
 }
 
-impl<R: Read> Iterator for Reader<R> {
+impl<R: BufRead> Iterator for Reader<R> {
     type Item = io::Result<Record>;
 
     fn next(&mut self) -> Option<io::Result<Record>> {
-        self.inner.next_packet().map(|r| {
-            r.map(|p| Record {
-                timestamp: p.timestamp,
-                orig_len: p.orig_len,
-                data: p.data.into_owned(),
-            })
-            .map_err(io_error)
-        })
+        match &mut self.inner {
+            Inner::Pcap(r) => r.next_packet().map(|r| {
+                r.map(|p| Record {
+                    timestamp: p.timestamp,
+                    orig_len: p.orig_len,
+                    data: p.data.into_owned(),
+                    comment: None,
+                })
+                .map_err(io_error)
+            }),
+            Inner::PcapNg(r, links) => loop {
+                let block = match r.next_block()? {
+                    Ok(b) => b,
+                    Err(e) => return Some(Err(io_error(e))),
+                };
+                match block {
+                    Block::InterfaceDescription(i) => links.push(i.linktype),
+                    Block::EnhancedPacket(p) => {
+                        let link = links.get(p.interface_id as usize).copied();
+                        if link != Some(DataLink::ETHERNET) {
+                            return Some(Err(not_ethernet(link.unwrap_or(DataLink::NULL))));
+                        }
+                        let comment = p.options.iter().find_map(|o| match o {
+                            EnhancedPacketOption::Comment(c) => Some(c.to_string()),
+                            _ => None,
+                        });
+                        return Some(Ok(Record {
+                            timestamp: p.timestamp,
+                            orig_len: p.original_len,
+                            data: p.data.into_owned(),
+                            comment,
+                        }));
+                    }
+                    Block::SimplePacket(p) => {
+                        return Some(Ok(Record {
+                            timestamp: Duration::ZERO,
+                            orig_len: p.original_len,
+                            data: p.data.into_owned(),
+                            comment: None,
+                        }))
+                    }
+                    _ => {}
+                }
+            },
+        }
     }
 }
 
-/// Reads every frame of a pcap file.
+/// Reads every frame of a pcap or pcapng file.
 pub fn read_file(path: impl AsRef<std::path::Path>) -> io::Result<Vec<Record>> {
     let file = std::fs::File::open(path)?;
     Reader::new(io::BufReader::new(file))?.collect()
+}
+
+/// Writes Ethernet frames to a pcapng stream, each with an optional comment.
+pub struct NgWriter<W: Write> {
+    inner: PcapNgWriter<W>,
+}
+
+impl<W: Write> NgWriter<W> {
+    /// Writes the section header and the one interface's description (Ethernet).
+    pub fn new(w: W) -> io::Result<NgWriter<W>> {
+        let mut inner = PcapNgWriter::new(w).map_err(io_error)?;
+        inner
+            .write_pcapng_block(InterfaceDescriptionBlock {
+                linktype: DataLink::ETHERNET,
+                snaplen: 0,
+                options: Vec::new(),
+            })
+            .map_err(io_error)?;
+        Ok(NgWriter { inner })
+    }
+
+    /// Appends one frame captured at `timestamp` (since the Unix epoch), with `comment`.
+    pub fn write(
+        &mut self,
+        timestamp: Duration,
+        frame: &[u8],
+        comment: Option<&str>,
+    ) -> io::Result<()> {
+        let len = u32::try_from(frame.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too long"))?;
+        let options = comment
+            .map(|c| vec![EnhancedPacketOption::Comment(Cow::Borrowed(c))])
+            .unwrap_or_default();
+        self.inner
+            .write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp,
+                original_len: len,
+                data: Cow::Borrowed(frame),
+                options,
+            })
+            .map(drop)
+            .map_err(io_error)
+    }
+
+    /// The underlying writer.
+    pub fn get_mut(&mut self) -> &mut W {
+        self.inner.get_mut()
+    }
+
+    /// Gives back the underlying writer.
+    pub fn into_inner(self) -> W {
+        self.inner.into_inner()
+    }
 }
 
 /// Writes Ethernet frames to a pcap stream (microsecond timestamps).
@@ -103,6 +221,28 @@ impl<W: Write> Writer<W> {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn pcapng_frames_come_back_with_their_comments() {
+        let mut w = NgWriter::new(Vec::new()).unwrap();
+        w.write(Duration::from_micros(1_500_000), &[1, 2, 3], None)
+            .unwrap();
+        w.write(Duration::from_micros(2_000_001), &[4, 5], Some("bad ICRC"))
+            .unwrap();
+        let bytes = w.into_inner();
+        let got: Vec<Record> = Reader::new(&bytes[..])
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (got[0].data.as_slice(), got[0].comment.as_deref()),
+            (&[1, 2, 3][..], None)
+        );
+        assert_eq!(got[1].data, vec![4, 5]);
+        assert_eq!(got[1].comment.as_deref(), Some("bad ICRC"));
+        assert_eq!(got[1].timestamp, Duration::from_micros(2_000_001));
+    }
 
     #[test]
     fn write_then_read() {

@@ -49,10 +49,12 @@ use softrnic_wire::frame::{
 use softrnic_wire::icrc::{ipv4_ident_matching, Icrc, ICRC_LEN};
 use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
+pub mod capture;
 pub mod fabric;
 pub mod faults;
 pub mod udp;
 
+pub use capture::{Capture, CaptureConfig};
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats, SplitMix64};
 pub use faults::{FaultControl, FaultInjector};
 pub use udp::UdpTransport;

@@ -1,0 +1,293 @@
+//! A capture of everything a device sends and receives, as it is on the wire: a [`Transport`]
+//! that hands every packet to the one it wraps and writes it, as an Ethernet frame, to a
+//! pcapng file Wireshark and `softrnic decode` read.
+//!
+//! One frame per RoCE packet, even where the transport sends a segmentation run as one
+//! datagram or receives one (the kernel cuts it; the emitter built each packet, with the IPv4
+//! Identification its ICRC covers: [`OutPacket::ident`]). The IP and UDP headers are rebuilt
+//! as they were: the addresses, the UDP source port, length, and the IPv4 ID — for a packet
+//! received through a socket, which never shows it, the ID its ICRC was computed with
+//! ([`IcrcStatus::OkForIdent`]). A received packet the NIC drops before the engine sees it (its
+//! ICRC does not verify, it was cut) carries a comment saying why. The Ethernet addresses are
+//! zero, as on a `tcpdump -i lo` capture.
+//!
+//! The file is bounded: past [`CaptureConfig::file_bytes`] it is renamed `FILE.1` (the older
+//! `.1` to `.2`, and so on, [`CaptureConfig::files`] kept in all) and a new one begins.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, ETHERNET_HEADER_LEN};
+use softrnic_wire::pcap::NgWriter;
+
+use super::{IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats};
+
+/// Where a capture goes and how much of it is kept.
+#[derive(Debug, Clone)]
+pub struct CaptureConfig {
+    /// The file (pcapng).
+    pub path: PathBuf,
+    /// A file's size before the next one begins.
+    pub file_bytes: u64,
+    /// How many files are kept: `path`, `path.1`, ... `path.{files - 1}`.
+    pub files: usize,
+}
+
+impl CaptureConfig {
+    /// 64 MiB files, 4 kept.
+    pub fn new(path: impl Into<PathBuf>) -> CaptureConfig {
+        CaptureConfig {
+            path: path.into(),
+            file_bytes: 64 << 20,
+            files: 4,
+        }
+    }
+}
+
+/// What a captured datagram's IP and UDP headers say.
+struct Outer {
+    from: SocketAddr,
+    to: SocketAddr,
+    /// The IPv4 Identification (IPv6: unused).
+    ident: u16,
+    hop_limit: u8,
+}
+
+/// A transport whose traffic is captured (see the module doc).
+pub struct Capture<T> {
+    inner: T,
+    config: CaptureConfig,
+    /// `None` once writing failed (reported once, on standard error).
+    out: Option<NgWriter<BufWriter<File>>>,
+    written: u64,
+    /// The frame being written.
+    frame: Vec<u8>,
+}
+
+impl<T: Transport> Capture<T> {
+    /// Captures what `inner` sends and receives into the file `config` names (created, or
+    /// emptied).
+    ///
+    /// # Errors
+    /// When the file cannot be created; `inner` comes back with the error.
+    pub fn new(inner: T, config: CaptureConfig) -> Result<Capture<T>, (T, io::Error)> {
+        let out = match File::create(&config.path).and_then(|f| NgWriter::new(BufWriter::new(f))) {
+            Ok(out) => out,
+            Err(e) => return Err((inner, e)),
+        };
+        Ok(Capture {
+            inner,
+            config,
+            out: Some(out),
+            written: 0,
+            frame: Vec::with_capacity(ETHERNET_HEADER_LEN + 40 + 8 + 4224),
+        })
+    }
+
+    /// Writes the frame of the datagram `d` with UDP payload `pieces`.
+    fn record(&mut self, d: Outer, pieces: &[&[u8]], comment: Option<&str>, now: Duration) {
+        let Outer {
+            from,
+            to,
+            ident,
+            hop_limit,
+        } = d;
+        let Some(ip) = IpHeader::udp_socket(from.ip(), to.ip(), hop_limit) else {
+            return;
+        };
+        let ip = ip.with_ident(ident);
+        let udp = UdpHeader {
+            src_port: from.port(),
+            dst_port: to.port(),
+            checksum: 0,
+        };
+        let payload: usize = pieces.iter().map(|p| p.len()).sum();
+        let udp_len = 8 + payload;
+        self.frame.clear();
+        self.frame
+            .resize(ETHERNET_HEADER_LEN + ip.header_len() + 8, 0);
+        // Ethernet: zero addresses, the EtherType of the IP version.
+        let ethertype: u16 = if from.is_ipv4() { 0x0800 } else { 0x86dd };
+        self.frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        if emit_outer(&ip, &udp, udp_len, &mut self.frame[ETHERNET_HEADER_LEN..]).is_err() {
+            return;
+        }
+        for p in pieces {
+            self.frame.extend_from_slice(p);
+        }
+        self.write(now, comment);
+    }
+
+    fn write(&mut self, now: Duration, comment: Option<&str>) {
+        let Some(out) = self.out.as_mut() else { return };
+        if let Err(e) = out.write(now, &self.frame, comment) {
+            eprintln!(
+                "softrnic: capture to {} stopped: {e}",
+                self.config.path.display()
+            );
+            self.out = None;
+            return;
+        }
+        // The block: its 32 bytes of framing, the frame, a comment option.
+        self.written += (self.frame.len() + 32 + comment.map_or(0, |c| c.len() + 8)) as u64;
+        if self.written >= self.config.file_bytes {
+            if let Err(e) = self.rotate() {
+                eprintln!(
+                    "softrnic: capture to {} stopped: {e}",
+                    self.config.path.display()
+                );
+                self.out = None;
+            }
+        }
+    }
+
+    /// Closes the full file, shifts the older ones up by one, and begins a new one.
+    fn rotate(&mut self) -> io::Result<()> {
+        if let Some(mut out) = self.out.take() {
+            out.get_mut().flush()?;
+        }
+        let name = |k: usize| {
+            let mut p = self.config.path.clone().into_os_string();
+            p.push(format!(".{k}"));
+            PathBuf::from(p)
+        };
+        let last = self.config.files.max(1) - 1;
+        if last == 0 {
+            std::fs::remove_file(&self.config.path)?;
+        } else {
+            for k in (1..last).rev() {
+                let _ = std::fs::rename(name(k), name(k + 1));
+            }
+            std::fs::rename(&self.config.path, name(1))?;
+        }
+        self.out = Some(NgWriter::new(BufWriter::new(File::create(
+            &self.config.path,
+        )?))?);
+        self.written = 0;
+        Ok(())
+    }
+
+    /// The frame of a received packet: its headers as they were, and why it is dropped if the
+    /// NIC drops it.
+    fn record_received(&mut self, p: &RecvPacket<'_>, now: Duration) {
+        let m = p.meta;
+        let seen = m.ip_header();
+        let (mut ident, mut hop_limit) = (0, 64);
+        if seen.len() >= 20 && seen[0] >> 4 == 4 {
+            ident = u16::from_be_bytes([seen[4], seen[5]]);
+            hop_limit = seen[8];
+        } else if seen.len() >= 40 && seen[0] >> 4 == 6 {
+            hop_limit = seen[7];
+        }
+        let comment = if m.truncated {
+            Some("dropped: longer than the receive buffer")
+        } else {
+            match p.icrc_status() {
+                IcrcStatus::Ok => None,
+                IcrcStatus::OkForIdent(id) => {
+                    ident = id;
+                    None
+                }
+                IcrcStatus::Bad => Some("dropped: the ICRC does not verify"),
+            }
+        };
+        let d = Outer {
+            from: m.src,
+            to: SocketAddr::new(m.dst, 4791),
+            ident,
+            hop_limit,
+        };
+        self.record(d, &[p.payload], comment, now);
+    }
+}
+
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+impl<T: Transport> Transport for Capture<T> {
+    fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
+        let n = self.inner.send_batch(pkts)?;
+        if self.out.is_some() && n > 0 {
+            let (t, local) = (now(), self.inner.local_addr());
+            for p in &pkts[..n] {
+                let d = Outer {
+                    from: SocketAddr::new(local, p.src_port),
+                    to: p.dst,
+                    ident: p.ident,
+                    hop_limit: 64,
+                };
+                self.record(d, p.pieces, None, t);
+            }
+        }
+        Ok(n)
+    }
+
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        let n = self.inner.recv_batch(batch)?;
+        if self.out.is_some() && n > 0 {
+            let t = now();
+            for p in batch.iter() {
+                self.record_received(&p, t);
+            }
+        }
+        Ok(n)
+    }
+
+    fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
+        // About to sleep: what was captured so far reaches the file.
+        if let Some(out) = self.out.as_mut() {
+            let _ = out.get_mut().flush();
+        }
+        self.inner.poll(timeout)
+    }
+
+    fn local_addr(&self) -> IpAddr {
+        self.inner.local_addr()
+    }
+
+    fn segment_limits(&self) -> super::SegmentLimits {
+        self.inner.segment_limits()
+    }
+
+    fn ipv4_ident(&self, src_port: u16) -> Option<u16> {
+        self.inner.ipv4_ident(src_port)
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+
+    fn join_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        self.inner.join_multicast(group)
+    }
+
+    fn leave_multicast(&mut self, group: IpAddr) -> io::Result<()> {
+        self.inner.leave_multicast(group)
+    }
+
+    fn adopt_receive_socket(&mut self, rx: std::net::UdpSocket) -> io::Result<()> {
+        self.inner.adopt_receive_socket(rx)
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.wait_fd()
+    }
+}
+
+impl<T> Drop for Capture<T> {
+    fn drop(&mut self) {
+        if let Some(out) = self.out.as_mut() {
+            let _ = out.get_mut().flush();
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "capture_tests.rs"]
+mod tests;
