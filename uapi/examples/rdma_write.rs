@@ -68,7 +68,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             addr: b.mr.addr() + 100,
             rkey: b.mr.rkey(),
         },
-        ..SendWr::new(1, SendOpcode::RdmaWrite, vec![a.mr.sge(0, msg.len() as u32)])
+        ..SendWr::new(
+            1,
+            SendOpcode::RdmaWrite,
+            vec![a.mr.sge(0, msg.len() as u32)],
+        )
     };
     a.qp.post_send(&[wr]).map_err(|(_, e)| e)?;
     let wc = a.cq.wait(1, Duration::from_secs(10))?;
@@ -89,6 +93,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     if got != msg {
         return Err(format!("B holds {:?}", String::from_utf8_lossy(&got)).into());
     }
-    println!("verified: B's buffer holds {:?}", String::from_utf8_lossy(&got));
+    println!(
+        "verified: B's buffer holds {:?}",
+        String::from_utf8_lossy(&got)
+    );
     Ok(())
 }
