@@ -59,7 +59,8 @@ fn wait(s: &Side) -> Result<(), Box<dyn Error>> {
     }
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+/// (`pub`: `tests/examples.rs` runs it too.)
+pub fn main() -> Result<(), Box<dyn Error>> {
     let a = side(A, Access::LOCAL_WRITE)?;
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let b = side(B, rw)?;

@@ -97,7 +97,8 @@ fn check(cq: &Cq) -> Result<u32, Box<dyn Error>> {
     Ok(wc[0].byte_len)
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+/// (`pub`: `tests/examples.rs` runs it too.)
+pub fn main() -> Result<(), Box<dyn Error>> {
     let (a, b) = (Side::open(A)?, Side::open(B)?);
     let to = |dest, peer: &Side| ConnectAttr {
         dest,

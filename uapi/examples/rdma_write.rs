@@ -44,7 +44,8 @@ fn side(addr: IpAddr, access: Access) -> Result<Side, Box<dyn Error>> {
     Ok(Side { cq, qp, mr })
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+/// (`pub`: `tests/examples.rs` runs it too.)
+pub fn main() -> Result<(), Box<dyn Error>> {
     let a = side(A, Access::LOCAL_WRITE)?;
     // B lets peers write into its buffer.
     let b = side(B, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;

@@ -61,7 +61,8 @@ fn write(a: &Side, text: &str, addr: u64, rkey: u32) -> Result<WcStatus, Box<dyn
     Ok(a.cq.wait(1, Duration::from_secs(10))?[0].status)
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+/// (`pub`: `tests/examples.rs` runs it too.)
+pub fn main() -> Result<(), Box<dyn Error>> {
     let (a, b) = (side(A)?, side(B)?);
     let to = |dest, peer: &Side| ConnectAttr {
         dest,
