@@ -88,6 +88,7 @@ fn a_full_file_is_renamed_and_only_the_newest_files_are_kept() {
         path: path.clone(),
         file_bytes: 1000, // about five frames of 150 bytes
         files: 3,
+        clock: None,
     };
     let mut a = Capture::new(fabric.attach(A).unwrap(), config)
         .map_err(|(_, e)| e)
