@@ -248,8 +248,13 @@ impl Shared {
         let mrs = Arc::new(
             MrTable::new(Limits::MAX_MR as u32, opts.key_seed).map_err(std::io::Error::other)?,
         );
-        let device =
-            Device::start_clocked(transport, mrs, Limits::MAX_QP as usize, opts.progress, clock)?;
+        let device = Device::start_clocked(
+            transport,
+            mrs,
+            Limits::MAX_QP as usize,
+            opts.progress,
+            clock,
+        )?;
         let attr = DeviceAttr::softrnic(guid);
         let gid_len = gids.as_ref().map_or(0, |g| g.len() as u32);
         let port = PortAttr::softrnic(mtu, gid_len);

@@ -23,7 +23,9 @@ use std::time::{Duration, SystemTime};
 use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, ETHERNET_HEADER_LEN};
 use softrnic_wire::pcap::NgWriter;
 
-use super::{Clock, IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats};
+use super::{
+    Clock, IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats,
+};
 
 /// Where a capture goes and how much of it is kept.
 #[derive(Debug, Clone)]
