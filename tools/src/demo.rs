@@ -518,6 +518,9 @@ pub fn run_lab(a: IpAddr, b: IpAddr, lab: &Lab) -> io::Result<LabReport> {
     })
 }
 
+/// A line of the lab's table: its label, and how to read it off a device's counters.
+type Row = (&'static str, fn(&DeviceCounters) -> u64);
+
 /// Prints the lab's report: the checks, what the fabric did, and what recovered it.
 pub fn print_lab(r: &LabReport, out: &mut dyn Write) -> io::Result<()> {
     for c in &r.checks {
@@ -537,7 +540,7 @@ pub fn print_lab(r: &LabReport, out: &mut dyn Write) -> io::Result<()> {
         out,
         "What recovered it:                          A (requester)  B (responder)"
     )?;
-    let rows: [(&str, fn(&DeviceCounters) -> u64); 9] = [
+    let rows: [Row; 9] = [
         ("packets sent", |c| c.sent_pkts),
         ("packets received", |c| c.rcvd_pkts),
         ("retransmissions (against retry_cnt)", |c| {
