@@ -504,7 +504,8 @@ pub fn run_lab(a: IpAddr, b: IpAddr, lab: &Lab) -> io::Result<LabReport> {
         ..CaptureConfig::new(p)
     });
     let rig = Rig::on_fabric(&fabric, a, b, MEM, capture)?;
-    let checks = verify(&rig)?;
+    let mut checks = verify(&rig)?;
+    checks.push(send_before_its_receive(&rig, &fabric)?);
     let (ca, _) = rig.a.ctx.device().observe();
     let (cb, _) = rig.b.ctx.device().observe();
     let virtual_ns = fabric.now();
@@ -516,6 +517,42 @@ pub fn run_lab(a: IpAddr, b: IpAddr, lab: &Lab) -> io::Result<LabReport> {
         b: cb,
         virtual_ns,
     })
+}
+
+/// A SEND posted before its receive, for the lab: the responder answers with an RNR NAK,
+/// the requester waits (`min_rnr_timer`) and sends again, and once the receive is posted
+/// the SEND lands. The receive is posted as soon as the responder has sent an RNR NAK (or
+/// after 100 ms of virtual time, if the faults kept it from ever seeing the SEND).
+fn send_before_its_receive(rig: &Rig, fabric: &Fabric) -> io::Result<String> {
+    let (sa, sb) = (&rig.a, &rig.b);
+    let data = pattern(64, 4);
+    write(sa, 600_000, &data)?;
+    let nowhere = RemoteAddr { addr: 0, rkey: 0 };
+    sa.post(wr(
+        7,
+        SendOpcode::Send,
+        vec![sa.mr.sge(600_000, 64)],
+        nowhere,
+    ))?;
+    let step = crate::rig::FABRIC_STEP.as_nanos() as u64;
+    for _ in 0..100_000 {
+        if sb.ctx.device().observe().0.send_rnr_err > 0 {
+            break;
+        }
+        sa.ctx.progress();
+        sb.ctx.progress();
+        fabric.advance_to(fabric.now() + step);
+    }
+    sb.post_recv(102, 700_000, 64)?;
+    sa.wait(1)?;
+    let r = sb.wait(1)?;
+    let mut checks = Vec::new();
+    check(
+        "SEND 64 B before its receive (RNR NAK, wait, again)",
+        r[0].opcode == WcOpcode::Recv && r[0].byte_len == 64 && read(sb, 700_000, 64)? == data,
+        &mut checks,
+    )?;
+    Ok(checks.remove(0))
 }
 
 /// A line of the lab's table: its label, and how to read it off a device's counters.

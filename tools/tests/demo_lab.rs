@@ -60,6 +60,7 @@ fn every_check_passes_at_two_percent_loss_and_the_report_shows_the_recoveries() 
         "RDMA READ",
         "CMP_AND_SWP",
         "FETCH_AND_ADD",
+        "before its receive (RNR NAK",
     ] {
         assert!(
             out.lines().any(|l| l.contains(op) && l.ends_with(": ok")),
@@ -70,6 +71,10 @@ fn every_check_passes_at_two_percent_loss_and_the_report_shows_the_recoveries() 
     assert!(out.contains("over the in-memory fabric"), "{out}");
     assert!(!out.contains("Gbit/s"), "no wall-clock measurement: {out}");
     assert!(count(&out, "Recoveries:") > 0, "{out}");
+    assert!(
+        out.contains(" 1 RNR waits)"),
+        "the SEND before its receive: {out}"
+    );
     assert!(
         count(&out, "  retransmissions (against retry_cnt)") > 0,
         "{out}"
