@@ -2,11 +2,18 @@
 //! QPs and run SEND, RDMA WRITE, WRITE with immediate, RDMA READ, compare-and-swap and
 //! fetch-and-add, verifying every byte; then a short RDMA WRITE throughput run and a SEND
 //! ping-pong, reported.
+//!
+//! With faults ([`run_lab`], `softrnic demo --loss 2% --seed N`), the same operations run over
+//! the in-memory fabric, which loses, reorders and duplicates packets, on its virtual clock:
+//! the report says what the devices did to recover, and the same seed gives the same run.
 
 use std::io::{self, Write};
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use softrnic_provider::counters::DeviceCounters;
+use softrnic_provider::transport::{CaptureConfig, Fabric, FabricConfig, FabricStats};
 use softrnic_uapi::{
     Progress, RemoteAddr, SendFlags, SendOpcode, WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
@@ -56,9 +63,21 @@ fn write(s: &Side, off: usize, data: &[u8]) -> io::Result<()> {
 /// Runs the demo between `a` and `b`.
 pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
     let rig = Rig::new(a, b, MEM, progress)?;
+    let checks = verify(&rig)?;
+    let write_gbit_s = write_throughput(&rig, WRITE_MSG, Duration::from_millis(1000))?;
+    let pingpong_us = pingpong(&rig, 2000)?.mean_us;
+    Ok(DemoReport {
+        checks,
+        write_gbit_s,
+        pingpong_us,
+    })
+}
+
+/// Runs each verified operation once, from A to B: a line per operation.
+fn verify(rig: &Rig) -> io::Result<Vec<String>> {
     let (sa, sb) = (&rig.a, &rig.b);
     let remote = |off: usize| RemoteAddr {
-        addr: sb.mr.addr() + off as u64,
+        addr: sb.mr.iova() + off as u64,
         rkey: sb.mr.rkey(),
     };
     let mut checks = Vec::new();
@@ -161,14 +180,7 @@ pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
     let ok = read(sa, 500_008, 8)? == 250u64.to_ne_bytes()
         && read(sb, 500_000, 8)? == 255u64.to_ne_bytes();
     check("ATOMIC FETCH_AND_ADD +5", ok, &mut checks)?;
-
-    let write_gbit_s = write_throughput(&rig, WRITE_MSG, Duration::from_millis(1000))?;
-    let pingpong_us = pingpong(&rig, 2000)?.mean_us;
-    Ok(DemoReport {
-        checks,
-        write_gbit_s,
-        pingpong_us,
-    })
+    Ok(checks)
 }
 
 /// Bytes per message of the demo's and `softrnic perf`'s WRITE throughput lines.
@@ -417,5 +429,182 @@ pub fn print(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
         out,
         "RC SEND 64 B ping-pong:               {:.1} us mean round trip",
         r.pingpong_us
+    )
+}
+
+/// The faults of `softrnic demo`'s teaching lab: the verified operations run over the
+/// in-memory fabric, which loses, reorders and duplicates packets by draws from `seed`.
+#[derive(Debug, Clone, Default)]
+pub struct Lab {
+    /// Probability that a packet is lost.
+    pub loss: f64,
+    /// Probability that a packet is held back behind later ones.
+    pub reorder: f64,
+    /// Probability that a packet arrives twice.
+    pub duplicate: f64,
+    /// The seed of the fabric's fault draws.
+    pub seed: u64,
+    /// A capture of everything device A sends (lost packets too) and receives.
+    pub pcap: Option<PathBuf>,
+}
+
+/// One-way delay of the lab's fabric (virtual time), so that a capture's timestamps show
+/// packets in flight.
+const LAB_DELAY_NS: u64 = 2_000;
+
+/// What the lab found: the checks, and what the fabric did and the devices counted.
+#[derive(Debug, Clone)]
+pub struct LabReport {
+    /// One line per verified operation.
+    pub checks: Vec<String>,
+    /// What the fabric did to the packets.
+    pub fabric: FabricStats,
+    /// Device A's counters (the requester).
+    pub a: DeviceCounters,
+    /// Device B's counters (the responder).
+    pub b: DeviceCounters,
+    /// Virtual time the run took, nanoseconds.
+    pub virtual_ns: u64,
+}
+
+impl LabReport {
+    /// What recovered the run, summed over both devices: retransmissions (each counted
+    /// against `retry_cnt`: after a local ACK timeout, a sequence NAK, or a READ response
+    /// beyond the oldest), sequence NAKs sent, duplicate requests answered again, and RNR
+    /// NAKs received (each a wait before the SEND goes again).
+    pub fn recoveries(&self) -> u64 {
+        [&self.a, &self.b]
+            .iter()
+            .map(|c| {
+                c.completer_retry_err + c.out_of_seq_request + c.duplicate_request + c.rcvd_rnr_err
+            })
+            .sum()
+    }
+}
+
+/// Runs the verified operations between `a` and `b` over a faulty in-memory fabric, on its
+/// virtual clock, one thread driving both devices: the same `lab` gives the same run, report
+/// and capture, byte for byte.
+///
+/// # Errors
+/// An operation failing or its bytes differing, or the capture file not created.
+pub fn run_lab(a: IpAddr, b: IpAddr, lab: &Lab) -> io::Result<LabReport> {
+    let fabric = Fabric::new(
+        FabricConfig {
+            loss: lab.loss,
+            reorder: lab.reorder,
+            duplicate: lab.duplicate,
+            delay_ns: LAB_DELAY_NS,
+            ..FabricConfig::default()
+        },
+        lab.seed,
+    );
+    let capture = lab.pcap.as_ref().map(|p| CaptureConfig {
+        clock: Some(fabric.clock()),
+        ..CaptureConfig::new(p)
+    });
+    let rig = Rig::on_fabric(&fabric, a, b, MEM, capture)?;
+    let mut checks = verify(&rig)?;
+    checks.push(send_before_its_receive(&rig, &fabric)?);
+    let (ca, _) = rig.a.ctx.device().observe();
+    let (cb, _) = rig.b.ctx.device().observe();
+    let virtual_ns = fabric.now();
+    drop(rig); // the capture's last frames reach its file
+    Ok(LabReport {
+        checks,
+        fabric: fabric.stats(),
+        a: ca,
+        b: cb,
+        virtual_ns,
+    })
+}
+
+/// A SEND posted before its receive, for the lab: the responder answers with an RNR NAK,
+/// the requester waits (`min_rnr_timer`) and sends again, and once the receive is posted
+/// the SEND lands. The receive is posted as soon as the responder has sent an RNR NAK (or
+/// after 100 ms of virtual time, if the faults kept it from ever seeing the SEND).
+fn send_before_its_receive(rig: &Rig, fabric: &Fabric) -> io::Result<String> {
+    let (sa, sb) = (&rig.a, &rig.b);
+    let data = pattern(64, 4);
+    write(sa, 600_000, &data)?;
+    let nowhere = RemoteAddr { addr: 0, rkey: 0 };
+    sa.post(wr(
+        7,
+        SendOpcode::Send,
+        vec![sa.mr.sge(600_000, 64)],
+        nowhere,
+    ))?;
+    let step = crate::rig::FABRIC_STEP.as_nanos() as u64;
+    for _ in 0..100_000 {
+        if sb.ctx.device().observe().0.send_rnr_err > 0 {
+            break;
+        }
+        sa.ctx.progress();
+        sb.ctx.progress();
+        fabric.advance_to(fabric.now() + step);
+    }
+    sb.post_recv(102, 700_000, 64)?;
+    sa.wait(1)?;
+    let r = sb.wait(1)?;
+    let mut checks = Vec::new();
+    check(
+        "SEND 64 B before its receive (RNR NAK, wait, again)",
+        r[0].opcode == WcOpcode::Recv && r[0].byte_len == 64 && read(sb, 700_000, 64)? == data,
+        &mut checks,
+    )?;
+    Ok(checks.remove(0))
+}
+
+/// A line of the lab's table: its label, and how to read it off a device's counters.
+type Row = (&'static str, fn(&DeviceCounters) -> u64);
+
+/// Prints the lab's report: the checks, what the fabric did, and what recovered it.
+pub fn print_lab(r: &LabReport, out: &mut dyn Write) -> io::Result<()> {
+    for c in &r.checks {
+        writeln!(out, "  {c}")?;
+    }
+    let f = &r.fabric;
+    writeln!(
+        out,
+        "The fabric: {} packets sent, {} lost, {} duplicated, {} held back (reordered); {:.3} ms of virtual time",
+        f.sent,
+        f.lost,
+        f.duplicated,
+        f.reordered,
+        r.virtual_ns as f64 / 1e6
+    )?;
+    writeln!(
+        out,
+        "What recovered it:                          A (requester)  B (responder)"
+    )?;
+    let rows: [Row; 9] = [
+        ("packets sent", |c| c.sent_pkts),
+        ("packets received", |c| c.rcvd_pkts),
+        ("retransmissions (against retry_cnt)", |c| {
+            c.completer_retry_err
+        }),
+        ("  local ACK timeouts that resent", |c| c.timeout_resends),
+        ("  sequence NAKs received (resend from PSN)", |c| {
+            c.rcvd_seq_err
+        }),
+        ("sequence NAKs sent (a gap seen)", |c| c.out_of_seq_request),
+        ("duplicate requests (answered again)", |c| {
+            c.duplicate_request
+        }),
+        ("RNR NAKs received (a wait, then again)", |c| c.rcvd_rnr_err),
+        ("RNR NAKs sent", |c| c.send_rnr_err),
+    ];
+    for (name, get) in rows {
+        writeln!(out, "  {name:<42}{:>13}{:>15}", get(&r.a), get(&r.b))?;
+    }
+    let sum = |get: fn(&DeviceCounters) -> u64| get(&r.a) + get(&r.b);
+    writeln!(
+        out,
+        "Recoveries: {} ({} retransmissions, {} sequence NAKs, {} duplicates answered again, {} RNR waits)",
+        r.recoveries(),
+        sum(|c| c.completer_retry_err),
+        sum(|c| c.out_of_seq_request),
+        sum(|c| c.duplicate_request),
+        sum(|c| c.rcvd_rnr_err),
     )
 }

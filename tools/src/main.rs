@@ -54,6 +54,23 @@ enum Command {
         /// Progress from the callers' poll_cq instead of a thread per device.
         #[arg(long)]
         polling: bool,
+        /// The teaching lab: lose this share of packets ("2%" or "0.02"). Any fault flag runs
+        /// the operations over the in-memory fabric, on virtual time, and reports what
+        /// recovered them instead of measuring throughput and latency.
+        #[arg(long, value_parser = parse_share)]
+        loss: Option<f64>,
+        /// The lab: hold back this share of packets behind later ones ("5%" or "0.05").
+        #[arg(long, value_parser = parse_share)]
+        reorder: Option<f64>,
+        /// The lab: deliver this share of packets twice ("1%" or "0.01").
+        #[arg(long, value_parser = parse_share)]
+        dup: Option<f64>,
+        /// The lab: the seed of the fault draws (the same seed, the same run).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The lab: capture device A's packets into this pcapng file.
+        #[arg(long)]
+        pcap: Option<std::path::PathBuf>,
     },
     /// The RC SEND ping-pong of ibv_rc_pingpong between two processes: run the server with
     /// `--bind ADDR`, then the client with `--bind ADDR SERVER`. Each side opens a device on
@@ -286,7 +303,34 @@ fn main() -> ExitCode {
                 &mut io::stdout().lock(),
             )
         }
-        Command::Demo { a, b, polling } => run_demo(a, b, polling),
+        Command::Demo {
+            a,
+            b,
+            polling,
+            loss,
+            reorder,
+            dup,
+            seed,
+            pcap,
+        } => {
+            if loss.is_some()
+                || reorder.is_some()
+                || dup.is_some()
+                || seed.is_some()
+                || pcap.is_some()
+            {
+                let lab = softrnic_tools::demo::Lab {
+                    loss: loss.unwrap_or(0.0),
+                    reorder: reorder.unwrap_or(0.0),
+                    duplicate: dup.unwrap_or(0.0),
+                    seed: seed.unwrap_or(1),
+                    pcap,
+                };
+                run_lab(a, b, &lab)
+            } else {
+                run_demo(a, b, polling)
+            }
+        }
         Command::ScenarioPeer { bind } => {
             softrnic_tools::peer::server::serve(bind, &mut io::stdout().lock())
         }
@@ -334,6 +378,40 @@ fn run_demo(a: std::net::IpAddr, b: std::net::IpAddr, polling: bool) -> io::Resu
     println!("softrnic demo: RC between {a} and {b} over RoCEv2/UDP");
     let r = softrnic_tools::demo::run(a, b, progress)?;
     softrnic_tools::demo::print(&r, &mut io::stdout().lock())
+}
+
+/// A share of packets: "2%" or "0.02", in 0..=1.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(n) => (n, 100.0),
+        None => (s, 1.0),
+    };
+    let v = num
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("{s}: {e} (a share is \"2%\" or \"0.02\")"))?
+        / scale;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s}: a share is between 0 and 100%"))
+    }
+}
+
+fn run_lab(
+    a: std::net::IpAddr,
+    b: std::net::IpAddr,
+    lab: &softrnic_tools::demo::Lab,
+) -> io::Result<()> {
+    println!(
+        "softrnic demo: RC between {a} and {b} over the in-memory fabric: loss {}%, reorder {}%, dup {}%, seed {}",
+        lab.loss * 100.0,
+        lab.reorder * 100.0,
+        lab.duplicate * 100.0,
+        lab.seed
+    );
+    let r = softrnic_tools::demo::run_lab(a, b, lab)?;
+    softrnic_tools::demo::print_lab(&r, &mut io::stdout().lock())
 }
 
 fn run_status(addr: Option<std::net::IpAddr>, json: bool) -> io::Result<()> {

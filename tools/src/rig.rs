@@ -5,8 +5,9 @@ use std::io;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use softrnic_provider::transport::{Capture, CaptureConfig, Fabric, Transport};
 use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Progress, QpCaps, QpInitAttr,
+    Access, ConnectAttr, Context, Cq, MemoryRegion, Mtu, OpenOptions, Progress, QpCaps, QpInitAttr,
     QueuePair, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, WcStatus, WorkCompletion,
 };
 
@@ -23,7 +24,15 @@ pub struct Side {
     /// The other device, when this process must drive its progress too (polling mode: one
     /// thread runs both devices).
     pub peer: Option<Context>,
+    /// The in-memory fabric both devices are on, when they are ([`Rig::on_fabric`]): its
+    /// virtual time moves by [`FABRIC_STEP`] at every empty poll of a wait.
+    pub fabric: Option<Fabric>,
 }
+
+/// How far a wait moves the fabric's virtual time each time it polls both devices and finds
+/// nothing: a retransmission timeout of about a millisecond (`timeout` 8) is a thousand
+/// empty polls away.
+pub const FABRIC_STEP: Duration = Duration::from_micros(1);
 
 /// Two connected sides.
 pub struct Rig {
@@ -48,9 +57,18 @@ pub fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Resu
             key_seed: seed,
         },
     )?;
+    side_of(ctx, mem, Access::empty())
+}
+
+/// A side on the open device `ctx`, as [`side`] makes it, its buffer registered with `more`
+/// rights too.
+fn side_of(ctx: Context, mem: usize, more: Access) -> io::Result<Side> {
     let pd = ctx.alloc_pd();
-    let all =
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let all = Access::LOCAL_WRITE
+        | Access::REMOTE_WRITE
+        | Access::REMOTE_READ
+        | Access::REMOTE_ATOMIC
+        | more;
     let mr = pd.reg_mr(mem, all).map_err(err)?;
     let cq = ctx.create_cq(4096).map_err(err)?;
     let cap = QpCaps {
@@ -67,6 +85,7 @@ pub fn side(addr: IpAddr, mem: usize, progress: Progress, seed: u64) -> io::Resu
         qp,
         mr,
         peer: None,
+        fabric: None,
     })
 }
 
@@ -79,14 +98,65 @@ impl Rig {
             sa.peer = Some(sb.ctx.clone());
             sb.peer = Some(sa.ctx.clone());
         }
+        Rig::connect(sa, sb, ConnectAttr::default(), None)
+    }
+
+    /// Two devices on the in-memory `fabric`, at `a` and `b`, on its virtual clock and driven
+    /// by the one thread that polls them (so the run is the same every time for the fabric's
+    /// seed), their QPs connected with a retransmission timeout of about a millisecond
+    /// (`timeout` 8) at MTU 1024 (more packets, more to recover). `capture` wraps A's transport: it sees every packet A sends (lost ones
+    /// too) and receives.
+    ///
+    /// # Errors
+    /// An address already on the fabric, or a verbs call failing.
+    pub fn on_fabric(
+        fabric: &Fabric,
+        a: IpAddr,
+        b: IpAddr,
+        mem: usize,
+        capture: Option<CaptureConfig>,
+    ) -> io::Result<Rig> {
+        let open = |addr: IpAddr, seed: u64, capture: Option<CaptureConfig>| {
+            let ep = fabric.attach(addr)?;
+            let transport: Box<dyn Transport + Send> = match capture {
+                Some(c) => Box::new(Capture::new(ep, c).map_err(|(_, e)| e)?),
+                None => Box::new(ep),
+            };
+            let opts = OpenOptions {
+                progress: Progress::Polling,
+                key_seed: seed,
+            };
+            let ctx = Context::open_on_clocked(transport, opts, Some(fabric.clock()))?;
+            // Zero-based: the addresses on the wire are offsets, the same in every run
+            // (a buffer's address is not).
+            let mut s = side_of(ctx, mem, Access::ZERO_BASED)?;
+            s.fabric = Some(fabric.clone());
+            Ok::<_, io::Error>(s)
+        };
+        let mut sa = open(a, 1, capture)?;
+        let mut sb = open(b, 2, None)?;
+        sa.peer = Some(sb.ctx.clone());
+        sb.peer = Some(sa.ctx.clone());
+        let attr = ConnectAttr {
+            timeout: 8,
+            ..ConnectAttr::default()
+        };
+        Rig::connect(sa, sb, attr, Some(Mtu::Mtu1024))
+    }
+
+    /// Connects `sa`'s QP to `sb`'s at the port's active MTU (or `mtu`, if smaller), with
+    /// `attr`'s other choices.
+    fn connect(sa: Side, sb: Side, attr: ConnectAttr, mtu: Option<Mtu>) -> io::Result<Rig> {
+        let (a, b) = (sa.ctx.local_addr(), sb.ctx.local_addr());
         let mtu = sa
             .ctx
             .query_port()
             .active_mtu
-            .min(sb.ctx.query_port().active_mtu);
+            .min(sb.ctx.query_port().active_mtu)
+            .min(mtu.unwrap_or(Mtu::Mtu4096));
         let attr = ConnectAttr {
             path_mtu: mtu,
-            ..ConnectAttr::default()
+            ..attr
         };
         sa.qp
             .connect(&ConnectAttr {
@@ -133,6 +203,9 @@ impl Side {
             .wait_with(n, Duration::from_secs(10), || {
                 if let Some(p) = &self.peer {
                     p.progress();
+                }
+                if let Some(f) = &self.fabric {
+                    f.advance_to(f.now() + FABRIC_STEP.as_nanos() as u64);
                 }
             })
             .map_err(|e| match e {

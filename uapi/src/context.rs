@@ -21,7 +21,7 @@ use softrnic_provider::mr::{MrTable, PdHandle};
 use softrnic_provider::nic::{CqId, OwnerId};
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::rc::QpLimits;
-use softrnic_provider::transport::{Transport, UdpTransport};
+use softrnic_provider::transport::{Clock, Transport, UdpTransport};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::{Error, Result};
 
@@ -146,7 +146,7 @@ impl Context {
         };
         let mtu = active_mtu_for_netdev_mtu(gids.interface().mtu);
         let guid = node_guid_from_mac(gids.interface().mac);
-        let mut shared = Shared::start(wrap(transport), Some(gids), mtu, guid, opts)?;
+        let mut shared = Shared::start(wrap(transport), Some(gids), mtu, guid, opts, None)?;
         if let Some(m) = &member {
             let block = m.block();
             let start = std::process::id().wrapping_mul(0x9e37_79b9);
@@ -182,7 +182,23 @@ impl Context {
         transport: Box<dyn Transport + Send>,
         opts: OpenOptions,
     ) -> std::io::Result<Context> {
-        let shared = Shared::start(transport, None, Mtu::Mtu4096, 0, opts)?;
+        Context::open_on_clocked(transport, opts, None)
+    }
+
+    /// [`Context::open_on`], the device reading `clock` (if any) instead of the system's
+    /// clock: its timers run on the fabric's virtual time, say ([`Device::start_clocked`]). It
+    /// must make progress by polling, and makes it only when polled (no idle watchdog), so one
+    /// thread that drives it and its peers, moving the fabric's time, makes the same run every
+    /// time.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a clock with [`Progress::Thread`]; else as [`Context::open_on`].
+    pub fn open_on_clocked(
+        transport: Box<dyn Transport + Send>,
+        opts: OpenOptions,
+        clock: Option<Clock>,
+    ) -> std::io::Result<Context> {
+        let shared = Shared::start(transport, None, Mtu::Mtu4096, 0, opts, clock)?;
         Ok(Context::owning(Arc::new(shared)))
     }
 }
@@ -226,12 +242,19 @@ impl Shared {
         mtu: Mtu,
         guid: u64,
         opts: OpenOptions,
+        clock: Option<Clock>,
     ) -> std::io::Result<Shared> {
         crate::log::init_from_env();
         let mrs = Arc::new(
             MrTable::new(Limits::MAX_MR as u32, opts.key_seed).map_err(std::io::Error::other)?,
         );
-        let device = Device::start(transport, mrs, Limits::MAX_QP as usize, opts.progress)?;
+        let device = Device::start_clocked(
+            transport,
+            mrs,
+            Limits::MAX_QP as usize,
+            opts.progress,
+            clock,
+        )?;
         let attr = DeviceAttr::softrnic(guid);
         let gid_len = gids.as_ref().map_or(0, |g| g.len() as u32);
         let port = PortAttr::softrnic(mtu, gid_len);

@@ -149,6 +149,13 @@ impl MemoryRegion {
         self.addr as u64
     }
 
+    /// The address of the region's first byte as peers and SGEs name it (`ibv_mr`'s iova):
+    /// 0 for a zero-based region, else [`MemoryRegion::addr`]. Unlike the buffer's address it
+    /// is the same in every run for a zero-based region.
+    pub fn iova(&self) -> u64 {
+        self.start_va()
+    }
+
     /// The length in bytes.
     pub fn len(&self) -> usize {
         self.len

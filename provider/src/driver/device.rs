@@ -43,7 +43,7 @@ use crate::host::status::QpReport;
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
 use crate::nic::{CqId, Nic};
-use crate::transport::Transport;
+use crate::transport::{Clock, Transport};
 use crate::wc::WorkCompletion;
 
 /// How a device makes progress.
@@ -92,6 +92,9 @@ pub(super) struct Inner {
     /// that polls (see [`run`]).
     last_poll: AtomicU64,
     epoch: Instant,
+    /// The clock read instead of the system's ([`Device::start_clocked`]): `epoch` plus its
+    /// time.
+    clock: Option<Clock>,
     /// Rounds the progress thread made, counted.
     thread_rounds: AtomicU64,
     /// Packets handed to the transport, readable without the `io` lock (see
@@ -154,6 +157,30 @@ impl Device {
         max_qp: usize,
         mode: Progress,
     ) -> io::Result<Device> {
+        Device::start_clocked(transport, mrs, max_qp, mode, None)
+    }
+
+    /// [`Device::start`], reading `clock` (if any) wherever the engine wants the time: its
+    /// timers (retransmission, ACK coalescing, RNR) then run on that clock, the fabric's
+    /// virtual time say. Such a device makes progress only when polled (polling mode, and no
+    /// idle watchdog): one thread driving it and its peers makes the same run every time.
+    ///
+    /// # Errors
+    /// Spawning the progress thread failed; `InvalidInput` for a clock with
+    /// [`Progress::Thread`] (the thread sleeps on the system's clock).
+    pub fn start_clocked(
+        transport: Box<dyn Transport + Send>,
+        mrs: Arc<MrTable>,
+        max_qp: usize,
+        mode: Progress,
+        clock: Option<Clock>,
+    ) -> io::Result<Device> {
+        if clock.is_some() && mode == Progress::Thread {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a device on its own clock makes progress only when polled",
+            ));
+        }
         let local = transport.local_addr();
         let wait_fd = transport.wait_fd();
         let inner = Arc::new(Inner {
@@ -166,28 +193,31 @@ impl Device {
             polls: AtomicU64::new(0),
             last_poll: AtomicU64::new(0),
             epoch: Instant::now(),
+            clock: clock.clone(),
             thread_rounds: AtomicU64::new(0),
             packets_sent: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             inject_panic: AtomicBool::new(false),
         });
-        let thread = {
+        let thread = if clock.is_some() {
+            None
+        } else {
             let inner = inner.clone();
             let b = std::thread::Builder::new();
-            match mode {
+            Some(match mode {
                 Progress::Polling => b
                     .name(format!("softrnic idle {local}"))
                     .spawn(move || watchdog(&inner))?,
                 Progress::Thread => b
                     .name(format!("softrnic {local}"))
                     .spawn(move || run(&inner, wait_fd))?,
-            }
+            })
         };
         Ok(Device {
             inner,
             mode,
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -237,7 +267,7 @@ impl Device {
         if polls % STAMP_EVERY == 0 {
             inner
                 .last_poll
-                .store(inner.since_epoch(Instant::now()), Ordering::Relaxed);
+                .store(inner.since_epoch(inner.now()), Ordering::Relaxed);
         }
         self.round(Round::Poll)
     }
@@ -260,11 +290,11 @@ impl Device {
         }
         match inner.io.try_lock() {
             Ok(mut io) => {
-                guarded(inner, || transmit_qp(inner, &mut io, qpn, Instant::now()));
+                guarded(inner, || transmit_qp(inner, &mut io, qpn, inner.now()));
             }
             Err(TryLockError::Poisoned(p)) => {
                 let mut io = p.into_inner();
-                guarded(inner, || transmit_qp(inner, &mut io, qpn, Instant::now()));
+                guarded(inner, || transmit_qp(inner, &mut io, qpn, inner.now()));
             }
             Err(TryLockError::WouldBlock) => inner.dirty.store(true, Ordering::Release),
         }
@@ -462,6 +492,14 @@ fn watchdog(inner: &Inner) {
 }
 
 impl Inner {
+    /// The time now: by the device's clock if it has one, else the system's.
+    pub(super) fn now(&self) -> Instant {
+        match &self.clock {
+            Some(c) => self.epoch + c.now(),
+            None => Instant::now(),
+        }
+    }
+
     /// `t` in nanoseconds since the device started.
     fn since_epoch(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_nanos() as u64
@@ -513,7 +551,7 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
         let polls = inner.polls.load(Ordering::Relaxed);
         let busy = polls.wrapping_sub(seen) >= BUSY_POLLS;
         seen = polls;
-        if busy && inner.polled_within(POLLING, Instant::now()) {
+        if busy && inner.polled_within(POLLING, inner.now()) {
             std::thread::park_timeout(watch);
             watch = (watch * 2).min(WATCH_POLLING_MAX);
             continue;
@@ -532,7 +570,7 @@ fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
         if deferred.is_none() && (moved > 0 || lock(&inner.nic).wants_transmit()) {
             continue;
         }
-        let now = Instant::now();
+        let now = inner.now();
         let due = lock(&inner.nic).poll_timeout();
         let sleep = [due, deferred]
             .into_iter()

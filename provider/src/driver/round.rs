@@ -228,7 +228,7 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
     io.touched.clear();
     match io.transport.recv_batch(&mut io.batch) {
         Ok(n) if n > 0 => {
-            let now = Instant::now();
+            let now = inner.now();
             let mut nic = lock(&inner.nic);
             let mut acked_requests = false;
             for pkt in io.batch.iter() {
@@ -302,7 +302,7 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
             Round::Poll => got.completed > 0 || got.conversing,
             Round::Thread => {
                 (got.completed > 0 || got.acked_requests)
-                    && inner.polled_within(ANSWERING, *clock.get_or_insert_with(Instant::now))
+                    && inner.polled_within(ANSWERING, *clock.get_or_insert_with(|| inner.now()))
             }
             Round::Flush => false,
         };
@@ -336,7 +336,7 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         }
         if got.packets == 0 && io.tx_deferred > 0 && !inner.dirty.load(Ordering::Acquire) {
             // The owed transmit waits for the application's post, a while.
-            let now = *clock.get_or_insert_with(Instant::now);
+            let now = *clock.get_or_insert_with(|| inner.now());
             if io.deferred_until.is_some_and(|t| now < t) {
                 moved.looked = false;
                 return moved;
@@ -352,7 +352,7 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
                 io.unclocked += 1;
                 io.unclocked >= CLOCK_EVERY && {
                     io.unclocked = 0;
-                    let now = Instant::now();
+                    let now = inner.now();
                     clock = Some(now);
                     t <= now
                 }
@@ -363,7 +363,7 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
             }
         }
     }
-    let now = clock.unwrap_or_else(Instant::now);
+    let now = clock.unwrap_or_else(|| inner.now());
     if round == Round::Poll && !inner.dirty.load(Ordering::Acquire) {
         // Nothing changed but the QPs packets went to and those whose timers are due: they
         // alone may have something to send (an ACK, a READ response, a retransmission), and

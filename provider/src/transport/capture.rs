@@ -23,7 +23,9 @@ use std::time::{Duration, SystemTime};
 use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, ETHERNET_HEADER_LEN};
 use softrnic_wire::pcap::NgWriter;
 
-use super::{IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats};
+use super::{
+    Clock, IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats,
+};
 
 /// Where a capture goes and how much of it is kept.
 #[derive(Debug, Clone)]
@@ -34,6 +36,10 @@ pub struct CaptureConfig {
     pub file_bytes: u64,
     /// How many files are kept: `path`, `path.1`, ... `path.{files - 1}`.
     pub files: usize,
+    /// Where the frames' timestamps come from: `None`, the system's clock (since the Unix
+    /// epoch); a [`Clock`], its time (the fabric's virtual time, for a capture that is the
+    /// same, byte for byte, every time the same run is made).
+    pub clock: Option<Clock>,
 }
 
 impl CaptureConfig {
@@ -43,6 +49,7 @@ impl CaptureConfig {
             path: path.into(),
             file_bytes: 64 << 20,
             files: 4,
+            clock: None,
         }
     }
 }
@@ -204,17 +211,21 @@ impl<T: Transport> Capture<T> {
     }
 }
 
-fn now() -> Duration {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
+/// The time now, by `clock` or else the system's clock.
+fn now(clock: Option<&Clock>) -> Duration {
+    match clock {
+        Some(c) => c.now(),
+        None => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default(),
+    }
 }
 
 impl<T: Transport> Transport for Capture<T> {
     fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
         let n = self.inner.send_batch(pkts)?;
         if self.out.is_some() && n > 0 {
-            let (t, local) = (now(), self.inner.local_addr());
+            let (t, local) = (now(self.config.clock.as_ref()), self.inner.local_addr());
             for p in &pkts[..n] {
                 let d = Outer {
                     from: SocketAddr::new(local, p.src_port),
@@ -231,7 +242,7 @@ impl<T: Transport> Transport for Capture<T> {
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         let n = self.inner.recv_batch(batch)?;
         if self.out.is_some() && n > 0 {
-            let t = now();
+            let t = now(self.config.clock.as_ref());
             for p in batch.iter() {
                 self.record_received(&p, t);
             }

@@ -88,6 +88,7 @@ fn a_full_file_is_renamed_and_only_the_newest_files_are_kept() {
         path: path.clone(),
         file_bytes: 1000, // about five frames of 150 bytes
         files: 3,
+        clock: None,
     };
     let mut a = Capture::new(fabric.attach(A).unwrap(), config)
         .map_err(|(_, e)| e)
@@ -133,5 +134,38 @@ fn a_full_file_is_renamed_and_only_the_newest_files_are_kept() {
         one.first().copied(),
         "in order: {two:?} {one:?}"
     );
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_capture_on_the_fabric_clock_stamps_frames_with_virtual_time() {
+    let d = dir("clock");
+    let fabric = Fabric::new(
+        FabricConfig {
+            delay_ns: 500,
+            ..FabricConfig::default()
+        },
+        3,
+    );
+    let (a_path, b_path) = (d.join("a.pcapng"), d.join("b.pcapng"));
+    let on_clock = |path: &std::path::Path| CaptureConfig {
+        clock: Some(fabric.clock()),
+        ..CaptureConfig::new(path)
+    };
+    let mut a = Capture::new(fabric.attach(A).unwrap(), on_clock(&a_path))
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let mut b = Capture::new(fabric.attach(B).unwrap(), on_clock(&b_path))
+        .map_err(|(_, e)| e)
+        .unwrap();
+    fabric.advance_to(7_000);
+    send(&mut a, 1, false);
+    fabric.advance_to(7_500);
+    let mut batch = RecvBatch::new(8, 4224);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+    drop((a, b));
+    let stamp = |p: &std::path::Path| pcap::read_file(p).unwrap()[0].timestamp;
+    assert_eq!(stamp(&a_path), std::time::Duration::from_nanos(7_000));
+    assert_eq!(stamp(&b_path), std::time::Duration::from_nanos(7_500));
     let _ = std::fs::remove_dir_all(d);
 }

@@ -242,6 +242,13 @@ impl Fabric {
         self.lock().now
     }
 
+    /// The virtual time as a [`Clock`](super::Clock): for a device or a capture on this
+    /// fabric to read instead of the wall clock.
+    pub fn clock(&self) -> super::Clock {
+        let f = self.clone();
+        super::Clock::new(move || Duration::from_nanos(f.now()))
+    }
+
     /// Moves virtual time to `now` (never backwards) and delivers what is due by then.
     pub fn advance_to(&self, now: u64) {
         let mut f = self.lock();

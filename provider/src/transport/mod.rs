@@ -59,6 +59,31 @@ pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats, SplitMix64};
 pub use faults::{FaultControl, FaultInjector};
 pub use udp::UdpTransport;
 
+/// A clock other than the system's: the time since some fixed start, as a function (the
+/// in-memory fabric's virtual time, [`Fabric::clock`]). A device or a capture given one reads
+/// it instead of the wall clock, so that a run on the fabric, driven by one thread, is the
+/// same run every time.
+#[derive(Clone)]
+pub struct Clock(std::sync::Arc<dyn Fn() -> Duration + Send + Sync>);
+
+impl Clock {
+    /// The clock `now` reads.
+    pub fn new(now: impl Fn() -> Duration + Send + Sync + 'static) -> Clock {
+        Clock(std::sync::Arc::new(now))
+    }
+
+    /// The time now.
+    pub fn now(&self) -> Duration {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Clock").field(&self.now()).finish()
+    }
+}
+
 /// The TTL / hop limit of the IP headers softrnic writes (the ICRC masks it).
 pub(crate) const HOP_LIMIT: u8 = 64;
 
