@@ -4,6 +4,10 @@
 //! captures hold the same packets (what one side sent, the other received), the SENDs are
 //! exactly the ones the pingpong makes, and tshark, where installed, dissects every frame as
 //! RoCE. Skips (`softrnic_testkit::skip`) without ibverbs-utils or the built library.
+//!
+//! Then the same run seen two ways: `tcpdump -i lo` beside a capture from the provider, the
+//! loopback's GSO super-packets split by the decoder's `softrnic_wire::gso`; both must hold
+//! the same packets, each with the same ICRC, which verifies (skips without tcpdump).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -97,16 +101,19 @@ fn a_pingpong_pair_captures_every_packet_both_ways() {
     on_server.sort();
     on_client.sort();
     assert_eq!(on_server, on_client, "each side saw what the other sent");
-    // 20 SENDs of 8192 bytes each way, at path MTU 1024: 8 packets each.
-    let sends = on_client
+    // 20 SENDs of 8192 bytes each way, at path MTU 1024: 8 packets each (a packet resent
+    // under load appears twice, with its PSN).
+    let mut sends: Vec<_> = on_client
         .iter()
         .filter(|p| {
             softrnic_wire::Opcode(p.2)
                 .info()
                 .is_some_and(|i| i.operation == Operation::Send)
         })
-        .count();
-    assert_eq!(sends, 2 * 20 * 8, "SEND packets");
+        .map(|p| (p.0.clone(), p.3))
+        .collect();
+    sends.dedup();
+    assert_eq!(sends.len(), 2 * 20 * 8, "SEND packets, each PSN once");
     for side in ["127.0.23.1", "127.0.23.2"] {
         assert!(on_client.iter().any(|p| p.0 == side), "packets from {side}");
     }
@@ -135,4 +142,176 @@ fn a_pingpong_pair_captures_every_packet_both_ways() {
             "tshark reads every frame"
         );
     }
+}
+
+/// (source, destination, UDP source port, opcode, PSN, ICRC) of every RoCE packet between
+/// `a` and `b` in the `tcpdump -i lo` capture `path`, super-packets split into their
+/// segments; panics on a packet whose ICRC does not verify.
+fn loopback_packets(path: &Path, a: &str, b: &str) -> Vec<(String, String, u16, u8, u32, u32)> {
+    use softrnic_wire::frame::DatagramRepr;
+    let mut out = Vec::new();
+    for r in pcap::read_file(path).unwrap() {
+        let ip = &r.data[14..];
+        let segments = match DatagramRepr::parse(ip) {
+            Ok(_) => vec![ip.to_vec()],
+            Err(_) => softrnic_wire::gso::split(ip)
+                .unwrap_or_else(|e| panic!("a frame neither a packet nor a run: {e}"))
+                .segments()
+                .collect(),
+        };
+        for seg in segments {
+            let d = DatagramRepr::parse(&seg).unwrap();
+            let (src, dst) = (
+                d.repr.ip.src_addr().to_string(),
+                d.repr.ip.dst_addr().to_string(),
+            );
+            if !((src == a && dst == b) || (src == b && dst == a)) {
+                continue;
+            }
+            assert!(d.icrc_ok, "a packet on lo with a bad ICRC: {src} > {dst}");
+            out.push((
+                src,
+                dst,
+                d.repr.udp.src_port,
+                d.repr.roce.bth.opcode.0,
+                d.repr.roce.bth.psn.value(),
+                d.icrc,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_loopback_tcpdump_shows_the_packets_the_provider_captured() {
+    let test = "a_loopback_tcpdump_shows_the_packets_the_provider_captured";
+    let tcpdump = ["/usr/bin/tcpdump", "/usr/sbin/tcpdump"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(tcpdump) = tcpdump else {
+        softrnic_testkit::skip(test, "tcpdump missing (apt-get install tcpdump)");
+        return;
+    };
+    if !Path::new("/usr/bin/ibv_rc_pingpong").exists() {
+        softrnic_testkit::skip(
+            test,
+            "/usr/bin/ibv_rc_pingpong missing (apt-get install ibverbs-utils)",
+        );
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        softrnic_testkit::skip(test, "capturing on lo needs root");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_pcap_lo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (lo_pcap, provider_pcap) = (dir.join("lo.pcap"), dir.join("client.pcapng"));
+    let _ = std::fs::remove_file(&lo_pcap);
+    let (a, b) = ("127.0.23.3", "127.0.23.4");
+    let mut dump = Command::new(tcpdump)
+        .args([
+            "-i",
+            "lo",
+            "--immediate-mode",
+            "-U",
+            "-B",
+            "16384",
+            "-s",
+            "0",
+            "-w",
+        ])
+        .arg(&lo_pcap)
+        .arg(format!("udp port 4791 and host {a} and host {b}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::metadata(&lo_pcap).map_or(0, |m| m.len()) < 24 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "tcpdump did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let deps = Path::new(env!("CARGO_BIN_EXE_softrnic")).with_file_name("deps");
+    let pingpong = |addr: &str, pcap: Option<&Path>, peer: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
+        c.args(["run", "--addr", addr, "--lib"]).arg(&deps);
+        if let Some(p) = pcap {
+            c.arg("--pcap").arg(p);
+        }
+        c.args([
+            "--",
+            "ibv_rc_pingpong",
+            "-g",
+            "1",
+            "-n",
+            "20",
+            "-s",
+            "16384",
+            "-p",
+            "21783",
+        ]);
+        c.args(peer);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    };
+    let server = pingpong(a, None, None).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let client = pingpong(b, Some(&provider_pcap), Some(a)).output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child: SIGINT makes tcpdump flush and close its file.
+    unsafe { libc::kill(dump.id() as i32, libc::SIGINT) };
+    let _ = dump.wait();
+    assert!(
+        client.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(
+        server.status.success(),
+        "server: {}",
+        String::from_utf8_lossy(&server.stderr)
+    );
+
+    let mut on_lo = loopback_packets(&lo_pcap, a, b);
+    let mut captured: Vec<_> = pcap::read_file(&provider_pcap)
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let d = Frame::parse(&r.data).unwrap().datagram;
+            (
+                d.repr.ip.src_addr().to_string(),
+                d.repr.ip.dst_addr().to_string(),
+                d.repr.udp.src_port,
+                d.repr.roce.bth.opcode.0,
+                d.repr.roce.bth.psn.value(),
+                d.icrc,
+            )
+        })
+        .collect();
+    on_lo.sort();
+    captured.sort();
+    assert!(on_lo.len() >= 2 * 20 * 16, "{} packets on lo", on_lo.len());
+    let only_lo: Vec<_> = on_lo
+        .iter()
+        .filter(|p| !captured.contains(p))
+        .take(5)
+        .collect();
+    let only_captured: Vec<_> = captured
+        .iter()
+        .filter(|p| !on_lo.contains(p))
+        .take(5)
+        .collect();
+    assert!(
+        on_lo == captured,
+        "the provider's capture is not what crossed lo: {} packets on lo, {} captured; \
+         on lo only: {only_lo:?}; captured only: {only_captured:?}",
+        on_lo.len(),
+        captured.len()
+    );
 }

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, ETHERNET_HEADER_LEN};
+use softrnic_wire::icrc::with_ipv4_ident;
 use softrnic_wire::pcap::NgWriter;
 
 use super::{
@@ -96,6 +97,14 @@ impl<T: Transport> Capture<T> {
 
     /// Writes the frame of the datagram `d` with UDP payload `pieces`.
     fn record(&mut self, d: Outer, pieces: &[&[u8]], comment: Option<&str>, now: Duration) {
+        if self.build(d, pieces) {
+            self.write(now, comment);
+        }
+    }
+
+    /// Builds in `self.frame` the frame of the datagram `d` with UDP payload `pieces`; false
+    /// if its headers cannot be written.
+    fn build(&mut self, d: Outer, pieces: &[&[u8]]) -> bool {
         let Outer {
             from,
             to,
@@ -103,7 +112,7 @@ impl<T: Transport> Capture<T> {
             hop_limit,
         } = d;
         let Some(ip) = IpHeader::udp_socket(from.ip(), to.ip(), hop_limit) else {
-            return;
+            return false;
         };
         let ip = ip.with_ident(ident);
         let udp = UdpHeader {
@@ -120,12 +129,12 @@ impl<T: Transport> Capture<T> {
         let ethertype: u16 = if from.is_ipv4() { 0x0800 } else { 0x86dd };
         self.frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
         if emit_outer(&ip, &udp, udp_len, &mut self.frame[ETHERNET_HEADER_LEN..]).is_err() {
-            return;
+            return false;
         }
         for p in pieces {
             self.frame.extend_from_slice(p);
         }
-        self.write(now, comment);
+        true
     }
 
     fn write(&mut self, now: Duration, comment: Option<&str>) {
@@ -212,6 +221,48 @@ impl<T: Transport> Capture<T> {
 }
 
 /// The time now, by `clock` or else the system's clock.
+/// The IPv4 IDs the datagrams of a batch carried on the wire. A transport whose datagrams
+/// carry IDs other than the ones their ICRCs were built for ([`Transport::ipv4_ident`]: a
+/// connected socket's counter) numbers each source port's messages (a segmentation run is one)
+/// from its counter, and each segment from its message's; it moves the ICRC to that ID. After
+/// the send the counter stands past the batch's messages, which gives where it started.
+struct WireIdents {
+    /// Per source port of the batch: the port, the first message's ID (`None`: the
+    /// transport keeps the emitter's IDs), messages numbered so far.
+    ports: Vec<(u16, Option<u16>, u16)>,
+}
+
+impl WireIdents {
+    fn after<T: Transport>(t: &T, sent: &[OutPacket<'_>]) -> WireIdents {
+        let mut ports: Vec<(u16, Option<u16>, u16)> = Vec::new();
+        for p in sent.iter().filter(|p| p.segment == 0) {
+            match ports.iter_mut().find(|e| e.0 == p.src_port) {
+                Some(e) => e.2 += 1,
+                None => ports.push((p.src_port, None, 1)),
+            }
+        }
+        for e in &mut ports {
+            e.1 = t.ipv4_ident(e.0).map(|next| next.wrapping_sub(e.2));
+            e.2 = 0;
+        }
+        WireIdents { ports }
+    }
+
+    /// The ID `p`, the next packet of the batch, carried.
+    fn next(&mut self, p: &OutPacket<'_>) -> u16 {
+        let Some(e) = self.ports.iter_mut().find(|e| e.0 == p.src_port) else {
+            return p.ident;
+        };
+        let Some(first) = e.1 else { return p.ident };
+        if p.segment == 0 {
+            e.2 += 1;
+        }
+        first
+            .wrapping_add(e.2.wrapping_sub(1))
+            .wrapping_add(p.segment)
+    }
+}
+
 fn now(clock: Option<&Clock>) -> Duration {
     match clock {
         Some(c) => c.now(),
@@ -226,14 +277,27 @@ impl<T: Transport> Transport for Capture<T> {
         let n = self.inner.send_batch(pkts)?;
         if self.out.is_some() && n > 0 {
             let (t, local) = (now(self.config.clock.as_ref()), self.inner.local_addr());
-            for p in &pkts[..n] {
+            let sent = &pkts[..n];
+            let mut ids = WireIdents::after(&self.inner, sent);
+            for p in sent {
+                let ident = ids.next(p);
                 let d = Outer {
                     from: SocketAddr::new(local, p.src_port),
                     to: p.dst,
-                    ident: p.ident,
+                    ident,
                     hop_limit: 64,
                 };
-                self.record(d, p.pieces, None, t);
+                if !self.build(d, p.pieces) {
+                    continue;
+                }
+                let at = self.frame.len().saturating_sub(4);
+                if ident != p.ident && at > ETHERNET_HEADER_LEN {
+                    // The transport moved the ICRC to the ID the datagram carried.
+                    let icrc = self.frame[at..].try_into().map_or(0, u32::from_le_bytes);
+                    let moved = with_ipv4_ident(icrc, p.ident, ident, p.len());
+                    self.frame[at..].copy_from_slice(&moved.to_le_bytes());
+                }
+                self.write(t, None);
             }
         }
         Ok(n)
