@@ -126,3 +126,28 @@ fn the_capture_parses_and_shows_a_request_psn_sent_twice() {
         "a request PSN sent twice (a retransmission): {sent:?}"
     );
 }
+
+/// The counters the report prints agree with the capture of the same run: device A's packets
+/// sent are the frames from A in its capture, its packets received the frames to it (the
+/// capture sees A's side of the fabric, before A's packets are lost and after B's are).
+#[test]
+fn the_counters_agree_with_the_capture_of_the_same_run() {
+    let path = dir().join("counters.pcapng");
+    let out = lab(3, Some(&path));
+    // "  packets sent      <A> <B>": the first number is A's.
+    let sent = count(&out, "  packets sent");
+    let received = count(&out, "  packets received");
+    let (mut from_a, mut to_a) = (0u64, 0u64);
+    for r in pcap::read_file(&path).unwrap() {
+        let d = Frame::parse(&r.data).unwrap().datagram;
+        let a: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        from_a += u64::from(d.repr.ip.src_addr() == a);
+        to_a += u64::from(d.repr.ip.dst_addr() == a);
+    }
+    assert!(sent > 0 && received > 0, "{out}");
+    assert_eq!(
+        (sent, received),
+        (from_a, to_a),
+        "A's counters against its capture:\n{out}"
+    );
+}

@@ -315,3 +315,87 @@ fn a_loopback_tcpdump_shows_the_packets_the_provider_captured() {
         captured.len()
     );
 }
+
+/// perftest's `ib_write_bw` under `--pcap` on its client: 64 KiB WRITEs sent as segmentation
+/// runs, each packet a frame of its own, every ICRC right, and tshark dissects them all.
+#[test]
+fn an_ib_write_bw_client_captures_each_packet_of_its_runs() {
+    let test = "an_ib_write_bw_client_captures_each_packet_of_its_runs";
+    if !Path::new("/usr/bin/ib_write_bw").exists() {
+        softrnic_testkit::skip(
+            test,
+            "/usr/bin/ib_write_bw missing (apt-get install perftest)",
+        );
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_pcap_bw");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cap = dir.join("client.pcapng");
+    let deps = Path::new(env!("CARGO_BIN_EXE_softrnic")).with_file_name("deps");
+    let bw = |addr: &str, peer: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
+        c.args(["run", "--addr", addr, "--lib"]).arg(&deps);
+        if peer.is_some() {
+            c.arg("--pcap").arg(&cap);
+        }
+        c.args([
+            "--",
+            "ib_write_bw",
+            "-x",
+            "1",
+            "-F",
+            "-s",
+            "65536",
+            "-n",
+            "50",
+            "-p",
+            "21785",
+        ]);
+        c.args(peer);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    };
+    let server = bw("127.0.23.5", None).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let client = bw("127.0.23.6", Some("127.0.23.5")).output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    assert!(
+        client.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(
+        server.status.success(),
+        "server: {}",
+        String::from_utf8_lossy(&server.stderr)
+    );
+    let all = packets(&cap);
+    let writes: std::collections::BTreeSet<u32> = all
+        .iter()
+        .filter(|p| p.0 == "127.0.23.6")
+        .filter(|p| {
+            softrnic_wire::Opcode(p.2)
+                .info()
+                .is_some_and(|i| i.operation == Operation::RdmaWrite)
+        })
+        .map(|p| p.3)
+        .collect();
+    // 50 messages of 16 packets at lo's path MTU, 4096 (perftest may add WRITEs of its own).
+    assert!(writes.len() >= 50 * 16, "{} WRITE packets", writes.len());
+    assert!(
+        all.iter().any(|p| p.0 == "127.0.23.5"),
+        "the ACKs received are captured too"
+    );
+    if Path::new("/usr/bin/tshark").exists() {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&cap)
+            .args(["-Y", "!infiniband"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "frames tshark did not dissect as RoCE"
+        );
+    }
+}
