@@ -8,7 +8,7 @@
 //! requests and the current time, and gives packets, completions and its next deadline. It
 //! opens no sockets, starts no threads and reads no clocks; the driver around it does.
 //!
-//! Status: being built (issue "The RC engine"). Done so far: see the modules below.
+//! The modules below, each with the part of the IBTA specification it implements.
 
 #![deny(missing_docs)]
 

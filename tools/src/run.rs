@@ -1,5 +1,5 @@
 //! `softrnic run [--addr IP] [--lib DIR] -- PROGRAM ARGS`: runs an unmodified verbs program on
-//! softrnic (issue 4). It makes a private directory holding softrnic's drop-in
+//! softrnic. It makes a private directory holding softrnic's drop-in
 //! `libibverbs.so.1` (and, when they are built, its drop-in `librdmacm.so.1` and the stand-in
 //! `libmlx5.so.1` / `libefa.so.1` that perftest loads), puts it first in `LD_LIBRARY_PATH`, sets
 //! `SOFTRNIC_ADDR` if `--addr` is given (the program's device is then the one that owns that

@@ -4,7 +4,8 @@
 //! window verbs (`ibv_alloc_mw`, `ibv_bind_mw`, `ibv_dealloc_mw`),
 //! `ibv_get_async_event`; names and numeric values
 //! of `ibv_wc_status`, `ibv_wc_opcode`, `ibv_wr_opcode`, `ibv_qp_state`, `ibv_mtu` kept).
-//! The C ABI (`libibverbs.so.1`) comes with the next issue and is built on the same objects.
+//! The C ABI, softrnic's drop-in `libibverbs.so.1` (`uapi/ibverbs`), is built on the same
+//! objects.
 //!
 //! # Memory and aliasing
 //!

@@ -1,4 +1,4 @@
-//! librdmacm's `rdma_verbs.h` helpers on a connected QP (issue 5, item 4): register a buffer
+//! librdmacm's `rdma_verbs.h` helpers on a connected QP: register a buffer
 //! for messages, for remote reads or for remote writes, and post one-SGE SENDs, receives,
 //! RDMA READs and RDMA WRITEs whose user context comes back as the completion's `wr_id`.
 //!

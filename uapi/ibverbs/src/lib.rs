@@ -1,4 +1,4 @@
-//! softrnic-ibverbs: the C ABI of softrnic, a drop-in `libibverbs.so.1` (issue 4).
+//! softrnic-ibverbs: the C ABI of softrnic, a drop-in `libibverbs.so.1`.
 //!
 //! Built as `libsoftrnic_ibverbs.so` with SONAME `libibverbs.so.1` and rdma-core 44's GNU
 //! symbol versions (`build.rs`, `export.rs`). Already-compiled verbs programs load it instead

@@ -1,4 +1,4 @@
-//! Memory windows (issue 5): the ops `alloc_mw`, `bind_mw`, `dealloc_mw` of `ibv_context_ops`
+//! Memory windows (IBTA 10.6.7): the ops `alloc_mw`, `bind_mw`, `dealloc_mw` of `ibv_context_ops`
 //! that verbs.h's inline `ibv_alloc_mw`, `ibv_bind_mw` (type 1) and `ibv_dealloc_mw` call, and
 //! the conversion of an `IBV_WR_BIND_MW` work request (type 2) for `post_send`.
 //! (`IBV_WR_LOCAL_INV` and `IBV_WR_SEND_WITH_INV` need nothing here: their
