@@ -42,6 +42,38 @@ fn packets(path: &Path) -> Vec<(String, String, u8, u32)> {
         .collect()
 }
 
+/// `softrnic run --addr addr [--pcap pcap] -- program args [peer]`, on the library `cargo
+/// test` just built (in deps/: the copy beside the executable is refreshed only by `cargo
+/// build`), its output piped.
+fn softrnic_run(addr: &str, pcap: Option<&Path>, program: &[&str], peer: Option<&str>) -> Command {
+    let deps = Path::new(env!("CARGO_BIN_EXE_softrnic")).with_file_name("deps");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
+    c.args(["run", "--addr", addr, "--lib"]).arg(deps);
+    if let Some(p) = pcap {
+        c.arg("--pcap").arg(p);
+    }
+    c.arg("--").args(program).args(peer);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// Runs `program` as a server on `server` and then as its client on `client`, each under
+/// [`softrnic_run`] with the capture given; returns (server's output, client's output).
+fn pair(
+    program: &[&str],
+    server: (&str, Option<&Path>),
+    client: (&str, Option<&Path>),
+) -> (std::process::Output, std::process::Output) {
+    let srv = softrnic_run(server.0, server.1, program, None)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let cli = softrnic_run(client.0, client.1, program, Some(server.0))
+        .output()
+        .unwrap();
+    (srv.wait_with_output().unwrap(), cli)
+}
+
 #[test]
 fn a_pingpong_pair_captures_every_packet_both_ways() {
     if !Path::new("/usr/bin/ibv_rc_pingpong").exists() {
@@ -54,35 +86,22 @@ fn a_pingpong_pair_captures_every_packet_both_ways() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_pcap");
     std::fs::create_dir_all(&dir).unwrap();
     let (srv_pcap, cli_pcap) = (dir.join("server.pcapng"), dir.join("client.pcapng"));
-    let port = "21781";
-    let pingpong = |addr: &str, pcap: &Path, peer: Option<&str>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
-        // The library `cargo test` just built is the one in deps/ (the copy beside the
-        // executable is refreshed only by `cargo build`).
-        let deps = Path::new(env!("CARGO_BIN_EXE_softrnic")).with_file_name("deps");
-        c.args(["run", "--addr", addr, "--lib"]).arg(deps);
-        c.arg("--pcap").arg(pcap).args([
-            "--",
-            "ibv_rc_pingpong",
-            "-g",
-            "1",
-            "-n",
-            "20",
-            "-s",
-            "8192",
-            "-p",
-            port,
-        ]);
-        c.args(peer);
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        c
-    };
-    let server = pingpong("127.0.23.1", &srv_pcap, None).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let client = pingpong("127.0.23.2", &cli_pcap, Some("127.0.23.1"))
-        .output()
-        .unwrap();
-    let server = server.wait_with_output().unwrap();
+    let pingpong = [
+        "ibv_rc_pingpong",
+        "-g",
+        "1",
+        "-n",
+        "20",
+        "-s",
+        "8192",
+        "-p",
+        "21781",
+    ];
+    let (server, client) = pair(
+        &pingpong,
+        ("127.0.23.1", Some(&srv_pcap)),
+        ("127.0.23.2", Some(&cli_pcap)),
+    );
     let text = |o: &std::process::Output| {
         format!(
             "{}{}",
@@ -236,33 +255,18 @@ fn a_loopback_tcpdump_shows_the_packets_the_provider_captured() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
-    let deps = Path::new(env!("CARGO_BIN_EXE_softrnic")).with_file_name("deps");
-    let pingpong = |addr: &str, pcap: Option<&Path>, peer: Option<&str>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
-        c.args(["run", "--addr", addr, "--lib"]).arg(&deps);
-        if let Some(p) = pcap {
-            c.arg("--pcap").arg(p);
-        }
-        c.args([
-            "--",
-            "ibv_rc_pingpong",
-            "-g",
-            "1",
-            "-n",
-            "20",
-            "-s",
-            "16384",
-            "-p",
-            "21783",
-        ]);
-        c.args(peer);
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        c
-    };
-    let server = pingpong(a, None, None).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let client = pingpong(b, Some(&provider_pcap), Some(a)).output().unwrap();
-    let server = server.wait_with_output().unwrap();
+    let pingpong = [
+        "ibv_rc_pingpong",
+        "-g",
+        "1",
+        "-n",
+        "20",
+        "-s",
+        "16384",
+        "-p",
+        "21783",
+    ];
+    let (server, client) = pair(&pingpong, (a, None), (b, Some(&provider_pcap)));
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill(2) on our own child: SIGINT makes tcpdump flush and close its file.
     unsafe { libc::kill(dump.id() as i32, libc::SIGINT) };
@@ -331,34 +335,19 @@ fn an_ib_write_bw_client_captures_each_packet_of_its_runs() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_pcap_bw");
     std::fs::create_dir_all(&dir).unwrap();
     let cap = dir.join("client.pcapng");
-    let deps = Path::new(env!("CARGO_BIN_EXE_softrnic")).with_file_name("deps");
-    let bw = |addr: &str, peer: Option<&str>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
-        c.args(["run", "--addr", addr, "--lib"]).arg(&deps);
-        if peer.is_some() {
-            c.arg("--pcap").arg(&cap);
-        }
-        c.args([
-            "--",
-            "ib_write_bw",
-            "-x",
-            "1",
-            "-F",
-            "-s",
-            "65536",
-            "-n",
-            "50",
-            "-p",
-            "21785",
-        ]);
-        c.args(peer);
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        c
-    };
-    let server = bw("127.0.23.5", None).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    let client = bw("127.0.23.6", Some("127.0.23.5")).output().unwrap();
-    let server = server.wait_with_output().unwrap();
+    let bw = [
+        "ib_write_bw",
+        "-x",
+        "1",
+        "-F",
+        "-s",
+        "65536",
+        "-n",
+        "50",
+        "-p",
+        "21785",
+    ];
+    let (server, client) = pair(&bw, ("127.0.23.5", None), ("127.0.23.6", Some(&cap)));
     assert!(
         client.status.success(),
         "client: {}",
