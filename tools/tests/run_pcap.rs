@@ -2,8 +2,9 @@
 //! device's traffic (`SOFTRNIC_PCAP`, `provider/src/transport/capture.rs`). Every frame of
 //! both captures is one RoCE packet whose ICRC verifies over the headers as written, both
 //! captures hold the same packets (what one side sent, the other received), the SENDs are
-//! exactly the ones the pingpong makes, and tshark, where installed, dissects every frame as
-//! RoCE. Skips (`softrnic_testkit::skip`) without ibverbs-utils or the built library.
+//! exactly the ones the pingpong makes, an ICRC check independent of softrnic's
+//! (`tests/scripts/icrc_check.py`) passes on every packet, and tshark, where installed,
+//! dissects every frame as RoCE. Skips (`softrnic_testkit::skip`) without ibverbs-utils or the built library.
 //!
 //! Then the same run seen two ways: `tcpdump -i lo` beside a capture from the provider, the
 //! loopback's GSO super-packets split by the decoder's `softrnic_wire::gso`; both must hold
@@ -18,6 +19,29 @@ use softrnic_wire::opcode::Operation;
 use softrnic_wire::pcap;
 
 const TEST: &str = "a_pingpong_pair_captures_every_packet_both_ways";
+
+/// Checks every ICRC of the capture `path` with `tests/scripts/icrc_check.py`, an
+/// implementation independent of softrnic's (Python's zlib over the masked fields), and that
+/// it found `packets` RoCE packets; skips the check without python3.
+fn independent_icrc_check(path: &Path, packets: usize) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts/icrc_check.py");
+    let out = match Command::new("python3").arg(&script).arg(path).output() {
+        Ok(out) => out,
+        Err(e) => {
+            softrnic_testkit::skip("independent_icrc_check", &format!("no python3: {e}"));
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the independent ICRC check failed: {text}"
+    );
+    assert!(
+        text.contains(&format!("roce_ok={packets} roce_bad=0")),
+        "the independent check saw other packets: {text}"
+    );
+}
 
 /// (source, destination, opcode, PSN) of every frame of `path`; panics on a frame that is
 /// not one RoCE packet with a good ICRC.
@@ -117,6 +141,8 @@ fn a_pingpong_pair_captures_every_packet_both_ways() {
     assert!(server.status.success(), "server: {}", text(&server));
 
     let (mut on_server, mut on_client) = (packets(&srv_pcap), packets(&cli_pcap));
+    independent_icrc_check(&srv_pcap, on_server.len());
+    independent_icrc_check(&cli_pcap, on_client.len());
     on_server.sort();
     on_client.sort();
     assert_eq!(on_server, on_client, "each side saw what the other sent");
@@ -359,6 +385,7 @@ fn an_ib_write_bw_client_captures_each_packet_of_its_runs() {
         String::from_utf8_lossy(&server.stderr)
     );
     let all = packets(&cap);
+    independent_icrc_check(&cap, all.len());
     let writes: std::collections::BTreeSet<u32> = all
         .iter()
         .filter(|p| p.0 == "127.0.23.6")
