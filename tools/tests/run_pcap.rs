@@ -7,8 +7,8 @@
 //! dissects every frame as RoCE. Skips (`softrnic_testkit::skip`) without ibverbs-utils or the built library.
 //!
 //! Then the same run seen two ways: `tcpdump -i lo` beside a capture from the provider, the
-//! loopback's GSO super-packets split by the decoder's `softrnic_wire::gso`; both must hold
-//! the same packets, each with the same ICRC, which verifies (skips without tcpdump).
+//! loopback's GSO super-packets split by `softrnic decode`; both must hold the same packets,
+//! each with the same ICRC, which verifies (skips without tcpdump).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -190,41 +190,46 @@ fn a_pingpong_pair_captures_every_packet_both_ways() {
 }
 
 /// (source, destination, UDP source port, opcode, PSN, ICRC) of every RoCE packet between
-/// `a` and `b` in the `tcpdump -i lo` capture `path`, super-packets split into their
-/// segments; panics on a packet whose ICRC does not verify.
+/// `a` and `b` that `softrnic decode --json` finds in the `tcpdump -i lo` capture `path`
+/// (super-packets split into their segments); panics on a packet whose ICRC does not verify.
 fn loopback_packets(path: &Path, a: &str, b: &str) -> Vec<(String, String, u16, u8, u32, u32)> {
-    use softrnic_wire::frame::DatagramRepr;
-    let mut out = Vec::new();
-    for r in pcap::read_file(path).unwrap() {
-        let ip = &r.data[14..];
-        let segments = match DatagramRepr::parse(ip) {
-            Ok(_) => vec![ip.to_vec()],
-            Err(_) => softrnic_wire::gso::split(ip)
-                .unwrap_or_else(|e| panic!("a frame neither a packet nor a run: {e}"))
-                .segments()
-                .collect(),
-        };
-        for seg in segments {
-            let d = DatagramRepr::parse(&seg).unwrap();
-            let (src, dst) = (
-                d.repr.ip.src_addr().to_string(),
-                d.repr.ip.dst_addr().to_string(),
-            );
-            if !((src == a && dst == b) || (src == b && dst == a)) {
-                continue;
-            }
-            assert!(d.icrc_ok, "a packet on lo with a bad ICRC: {src} > {dst}");
-            out.push((
-                src,
-                dst,
-                d.repr.udp.src_port,
-                d.repr.roce.bth.opcode.0,
-                d.repr.roce.bth.psn.value(),
-                d.icrc,
-            ));
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["decode", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "softrnic decode: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut packets = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            v["roce"], true,
+            "a frame decode did not take for RoCE: {line}"
+        );
+        let (src, dst) = (v["src"].as_str().unwrap(), v["dst"].as_str().unwrap());
+        if !((src == a && dst == b) || (src == b && dst == a)) {
+            continue;
         }
+        assert_eq!(v["icrc_ok"], true, "a packet on lo with a bad ICRC: {line}");
+        // The ICRC's four bytes as on the wire, in hex: least significant first.
+        let icrc = u32::from_str_radix(v["icrc"].as_str().unwrap(), 16)
+            .unwrap()
+            .swap_bytes();
+        let n = |k: &str| v[k].as_u64().unwrap();
+        packets.push((
+            src.to_string(),
+            dst.to_string(),
+            n("src_port") as u16,
+            n("opcode") as u8,
+            n("psn") as u32,
+            icrc,
+        ));
     }
-    out
+    packets
 }
 
 #[test]
