@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use softrnic_wire::frame::Frame;
 use softrnic_wire::opcode::{Operation, Transport};
 
-use super::net::{BRIDGE, NETNS};
+use super::net::{netns, BRIDGE};
 
 /// A capture in progress; [`Capture::finish`] stops it and reads it.
 pub struct Capture {
@@ -36,7 +36,7 @@ impl Capture {
             .args([
                 "netns",
                 "exec",
-                NETNS,
+                netns(),
                 "tcpdump",
                 "--immediate-mode",
                 "-U",

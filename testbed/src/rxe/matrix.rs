@@ -17,7 +17,7 @@ use softrnic_wire::opcode::{Operation, Transport};
 
 use super::capture::{Capture, Wire};
 use super::console::Console;
-use super::net::{self, Family, NETNS};
+use super::net::{self, Family};
 use super::vm;
 
 /// One program pair. Its commands are templates: `{gid}` is the side's GID index of the
@@ -275,7 +275,7 @@ fn fill(
 fn softrnic_program(host: &Host, cell: &Cell, command: &str, log: &Path) -> io::Result<Child> {
     let log = std::fs::File::create(log)?;
     Command::new("ip")
-        .args(["netns", "exec", NETNS, "env"])
+        .args(["netns", "exec", net::netns(), "env"])
         .arg(format!("LD_LIBRARY_PATH={}", host.lib_dir.display()))
         .arg(format!("SOFTRNIC_ADDR={}", cell.family.host()))
         .arg(format!(

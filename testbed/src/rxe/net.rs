@@ -1,4 +1,5 @@
-//! The link between softrnic and the guest: a private network namespace holding a bridge,
+//! The link between softrnic and the guest: a private network namespace (one per test
+//! process) holding a bridge,
 //! `br0`, with the host side's addresses, and one tap device the guest's virtio NIC plugs
 //! into. Everything softrnic runs in the matrix runs inside that namespace, so nothing touches
 //! the machine's own interfaces, and the link's MTU can change between cells (rxe's path MTU
@@ -6,10 +7,18 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
 use std::process::Command;
 
-/// The namespace's name.
-pub const NETNS: &str = "softrnic-rxe";
+/// The prefix of the namespace's name; the process's id follows it, so that two runs on one
+/// host (two worktrees' test suites) each have their own link.
+const NETNS_PREFIX: &str = "softrnic-rxe-";
+
+/// This process's namespace: `softrnic-rxe-<pid>`.
+pub fn netns() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| format!("{NETNS_PREFIX}{}", std::process::id()))
+}
 /// The bridge's IPv4 address: softrnic's, as a host on the link.
 pub const HOST_V4: Ipv4Addr = Ipv4Addr::new(10, 98, 0, 1);
 /// The guest's IPv4 address.
@@ -52,7 +61,7 @@ impl Family {
 
 /// Runs `ip` with `args` inside the namespace (`ip -n`).
 fn ip(args: &[&str]) -> io::Result<()> {
-    run(Command::new("ip").arg("-n").arg(NETNS).args(args))
+    run(Command::new("ip").arg("-n").arg(netns()).args(args))
 }
 
 /// Runs `cmd`; an error if it cannot start or exits with a failure.
@@ -75,8 +84,9 @@ pub(crate) fn run(cmd: &mut Command) -> io::Result<()> {
 /// # Errors
 /// When `ip` fails: no root, or no bridge or tun support.
 pub fn create(mtu: u32) -> io::Result<()> {
+    remove_stale();
     destroy();
-    run(Command::new("ip").args(["netns", "add", NETNS]))?;
+    run(Command::new("ip").args(["netns", "add", netns()]))?;
     ip(&["link", "set", "lo", "up"])?;
     ip(&[
         "link",
@@ -118,5 +128,23 @@ pub fn set_mtu(mtu: u32) -> io::Result<()> {
 
 /// Deletes the namespace and everything in it, if it exists.
 pub fn destroy() {
-    let _ = Command::new("ip").args(["netns", "delete", NETNS]).output();
+    let _ = Command::new("ip")
+        .args(["netns", "delete", netns()])
+        .output();
+}
+
+/// Deletes the namespaces of runs whose process is gone (killed before they could).
+fn remove_stale() {
+    let Ok(names) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for name in names.filter_map(Result::ok) {
+        let name = name.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(NETNS_PREFIX) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = Command::new("ip").args(["netns", "delete", &name]).output();
+        }
+    }
 }

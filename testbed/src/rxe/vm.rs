@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::console::Console;
 use super::guest::Image;
-use super::net::{Family, GUEST_V4, GUEST_V6, NETNS, TAP};
+use super::net::{Family, GUEST_V4, GUEST_V6, TAP};
 
 /// A running guest; dropping it stops QEMU.
 pub struct Vm {
@@ -41,7 +41,7 @@ impl Vm {
             log.display()
         );
         let qemu = Command::new("ip")
-            .args(["netns", "exec", NETNS, "qemu-system-x86_64"])
+            .args(["netns", "exec", super::net::netns(), "qemu-system-x86_64"])
             .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1"])
             .args(["-nographic", "-nodefaults", "-no-reboot"])
             .arg("-kernel")
