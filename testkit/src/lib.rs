@@ -5,7 +5,10 @@
 //!   (`SOFTRNIC_NO_SKIP=1`) turns the skip into a failure.
 //! - [`dropin`]: where the built drop-in libraries are, for tests that run unmodified
 //!   programs on softrnic.
+//! - [`alloc_count`]: a global allocator that counts a thread's allocations, for the tests
+//!   that check a path allocates nothing.
 
+pub mod alloc_count;
 pub mod dropin;
 pub mod skip;
 
