@@ -4,13 +4,17 @@
 //! A test binary installs [`CountingAlloc`] as its global allocator, then measures a closure
 //! with [`allocations_in`]:
 //!
-//! ```ignore
+//! ```
 //! use softrnic_testkit::alloc_count::{allocations_in, CountingAlloc};
 //!
 //! #[global_allocator]
 //! static GLOBAL: CountingAlloc = CountingAlloc;
 //!
-//! assert_eq!(allocations_in(|| hot_path()), 0);
+//! fn main() {
+//!     let mut v = Vec::with_capacity(16);
+//!     assert_eq!(allocations_in(|| v.push(1)), 0);
+//!     assert_eq!(allocations_in(|| v.extend([0; 64])), 1);
+//! }
 //! ```
 //!
 //! Only the measuring thread's allocations count, and only while it measures: the test
