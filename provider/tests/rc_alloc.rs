@@ -7,72 +7,19 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use common::*;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// Whether this thread's allocations count: only the test's own thread, while it measures
-    /// (the harness's other threads allocate when they like; the engine here runs on the
-    /// test's thread alone).
-    static COUNTED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Counts one allocation if this thread's count.
-fn count() {
-    // `try_with`: a thread being torn down has no flag any more, and does not count.
-    if COUNTED.try_with(Cell::get).unwrap_or(false) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Runs `f` with this thread's allocations counted; returns how many it made.
-fn allocations_in(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.load(Ordering::Relaxed);
-    COUNTED.with(|c| c.set(true));
-    f();
-    COUNTED.with(|c| c.set(false));
-    ALLOCS.load(Ordering::Relaxed) - before
-}
-
-// SAFETY: forwards to the system allocator, counting calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use softrnic_testkit::alloc_count::{allocations_in, CountingAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// The tests take turns (one count).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 #[test]
 fn a_megabyte_each_way_allocates_a_constant_few_times_not_per_packet() {
-    let _turn = ONE_AT_A_TIME.lock();
     const LEN: u32 = 1 << 20;
     let c = Connect {
         mtu: Mtu::Mtu4096,
@@ -128,7 +75,6 @@ fn a_megabyte_each_way_allocates_a_constant_few_times_not_per_packet() {
 
 #[test]
 fn small_sends_allocate_nothing_per_work_request() {
-    let _turn = ONE_AT_A_TIME.lock();
     const N: u64 = 200;
     let mut p = Pair::new(FabricConfig::default(), 10, Connect::default());
     let a = p.a.region(4096, Access::LOCAL_WRITE);

@@ -29,7 +29,9 @@ use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, PdHandle};
 use softrnic_provider::qp_state::{AttrMask, QpState};
 use softrnic_provider::rc::{QpAttr, TxQueue};
-use softrnic_provider::transport::{seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket};
+use softrnic_provider::transport::{
+    seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket, SplitMix64,
+};
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::SendOpcode;
 use softrnic_wire::aeth::{NakCode, Syndrome};
@@ -48,20 +50,16 @@ const OTHER_PD: PdHandle = PdHandle(2);
 /// The pattern the memory outside the windows holds.
 const GUARD_SEED: u8 = 0x5a;
 
-/// splitmix64: small, seeded, good enough to pick mutations.
-struct Rng(u64);
+/// The fabric's seeded generator, with the draws that pick mutations.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.below(n)
     }
 
     fn chance(&mut self, percent: u64) -> bool {
@@ -415,7 +413,7 @@ fn advance(p: &mut Pair) -> bool {
 }
 
 fn run(seed: u64, stats: &mut (u64, u64)) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64(seed));
     let c = Connect {
         retry_cnt: 3,
         rnr_retry: 3,
@@ -595,7 +593,7 @@ fn random_bytes_through_accept_and_the_nic() {
     use softrnic_provider::wc::{WcOpcode, WorkCompletion};
     use std::sync::Arc;
 
-    let mut rng = Rng(0xbad);
+    let mut rng = Rng(SplitMix64(0xbad));
     let mrs = Arc::new(softrnic_provider::mr::MrTable::new(16, 7).unwrap());
     // One buffer: a page of guard, the window (all rights), a page of guard.
     let mut buf = bytes(WIN + 2 * PAGE, GUARD_SEED);

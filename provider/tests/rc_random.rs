@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::{Mtu, QpState};
-use softrnic_provider::transport::FabricConfig;
+use softrnic_provider::transport::{FabricConfig, SplitMix64};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
@@ -25,24 +25,6 @@ const SINK: usize = 1 << 20;
 const RECV: usize = 1 << 20;
 const WORDS: usize = 64;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
-
 /// One node's regions: a source (random bytes, never written), the target of the peer's
 /// WRITEs and READs, a sink for READ/atomic results, receive buffers, atomic words.
 struct Mem {
@@ -54,14 +36,14 @@ struct Mem {
     src_bytes: Vec<u8>,
 }
 
-fn mem(n: &mut Node, rng: &mut Rng) -> Mem {
+fn mem(n: &mut Node, rng: &mut SplitMix64) -> Mem {
     let m = Mem {
         src: n.region(SRC, ALL),
         target: n.region(TARGET, ALL),
         sink: n.region(SINK, ALL),
         recv: n.region(RECV, ALL),
         words: n.region(WORDS * 8, ALL),
-        src_bytes: (0..SRC).map(|_| rng.next() as u8).collect(),
+        src_bytes: (0..SRC).map(|_| rng.next_u64() as u8).collect(),
     };
     n.fill(&m.src, 0, &m.src_bytes);
     m
@@ -93,9 +75,9 @@ struct Plan {
 
 /// Splits `len` bytes into 1..=4 SGE pieces placed by `place`.
 fn pieces(
-    rng: &mut Rng,
+    rng: &mut SplitMix64,
     len: usize,
-    mut place: impl FnMut(&mut Rng, usize) -> usize,
+    mut place: impl FnMut(&mut SplitMix64, usize) -> usize,
 ) -> Vec<(usize, usize)> {
     let n = if len == 0 {
         rng.below(2) as usize
@@ -119,7 +101,7 @@ fn pieces(
     out
 }
 
-fn plan(rng: &mut Rng, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan {
+fn plan(rng: &mut SplitMix64, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan {
     let mut target = vec![0u8; TARGET];
     let mut words = vec![0u64; WORDS];
     let mut sink_at = 0usize;
@@ -151,7 +133,7 @@ fn plan(rng: &mut Rng, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan 
             length: len as u32,
             lkey: r.keys.lkey,
         };
-        let bump = |at: &mut usize, rng: &mut Rng, l: usize| {
+        let bump = |at: &mut usize, rng: &mut SplitMix64, l: usize| {
             let p = *at + rng.below(64) as usize;
             *at = p + l;
             p
@@ -165,7 +147,7 @@ fn plan(rng: &mut Rng, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan 
                 SendFlags(0)
             },
             sg_list: vec![],
-            imm_data_or_inv_rkey: rng.next() as u32,
+            imm_data_or_inv_rkey: rng.next_u64() as u32,
             remote: RemoteAddr {
                 addr: 0,
                 rkey: peer.target.keys.rkey,
@@ -237,8 +219,12 @@ fn plan(rng: &mut Rng, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -> Plan 
                 };
                 let orig = words[k];
                 if op == SendOpcode::AtomicCmpAndSwp {
-                    w.compare_add = if rng.chance(0.5) { orig } else { rng.next() };
-                    w.swap = rng.next();
+                    w.compare_add = if rng.chance(0.5) {
+                        orig
+                    } else {
+                        rng.next_u64()
+                    };
+                    w.swap = rng.next_u64();
                     if orig == w.compare_add {
                         words[k] = w.swap;
                     }
@@ -386,7 +372,7 @@ fn check(sender: &Node, smem: &Mem, receiver: &Node, rmem: &Mem, plan: &Plan, se
 }
 
 fn run_seed(seed: u64, config: FabricConfig) -> (bool, bool) {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64(seed);
     let mtu = Mtu::ALL[rng.below(5) as usize];
     let near_wrap = rng.chance(0.3);
     let c = Connect {

@@ -14,26 +14,11 @@ use common::*;
 use softrnic_provider::driver::accept;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::{QpState, QpType};
-use softrnic_provider::transport::{seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket};
+use softrnic_provider::transport::{
+    seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket, SplitMix64,
+};
 use softrnic_wire::opcode::ExtHeader;
 use softrnic_wire::Opcode;
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const GUARD: u8 = 0x5a;
 
@@ -56,7 +41,7 @@ fn run(qp_type: QpType, seed: u64) {
     let opcodes: Vec<u8> = (0u8..=0xff)
         .filter(|&op| Opcode(op).info().is_some())
         .collect();
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64(seed);
     let from = SocketAddr::new(A_ADDR, 0xc011);
     let now = p.now();
     for _ in 0..10_000 {
@@ -69,7 +54,7 @@ fn run(qp_type: QpType, seed: u64) {
         b.extend_from_slice(&psn.to_be_bytes()[1..]);
         let mut ext = vec![0u8; info.ext_len()];
         for x in &mut ext {
-            *x = rng.next() as u8;
+            *x = rng.next_u64() as u8;
         }
         if rng.below(4) != 0 {
             if info.has(ExtHeader::Reth) && ext.len() >= 16 {
@@ -84,7 +69,7 @@ fn run(qp_type: QpType, seed: u64) {
         }
         b.extend_from_slice(&ext);
         let len = [0, 1, 1024, 1023, 4096, 5000][rng.below(6) as usize];
-        b.extend((0..len).map(|_| rng.next() as u8));
+        b.extend((0..len).map(|_| rng.next_u64() as u8));
         let pad = (4 - len % 4) % 4;
         b[1] |= (pad as u8) << 4;
         b.extend(std::iter::repeat_n(0, pad + 4));

@@ -1,11 +1,14 @@
 //! What softrnic's tests share. Every crate of the workspace may list it under
 //! `[dev-dependencies]`: it depends on none of them.
 //!
-//! - [`skip`]: a test that cannot run here says so where the reader sees it, and CI
+//! - [`mod@skip`]: a test that cannot run here says so where the reader sees it, and CI
 //!   (`SOFTRNIC_NO_SKIP=1`) turns the skip into a failure.
 //! - [`dropin`]: where the built drop-in libraries are, for tests that run unmodified
 //!   programs on softrnic.
+//! - [`alloc_count`]: a global allocator that counts a thread's allocations, for the tests
+//!   that check a path allocates nothing.
 
+pub mod alloc_count;
 pub mod dropin;
 pub mod skip;
 

@@ -1,6 +1,8 @@
 //! The softrnic command line's library: each subcommand's logic, kept out of `main.rs` so that
 //! tests and fuzz targets can call it.
 
+#![deny(missing_docs)]
+
 pub mod decode;
 pub mod demo;
 pub mod peer;

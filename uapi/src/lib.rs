@@ -26,6 +26,8 @@
 //! keys live on after [`MemoryRegion::dereg_relaxed`] until [`Pd::flush_relaxed_mr`], so a
 //! relaxed region that owns its buffer frees it only after that flush.
 
+#![deny(missing_docs)]
+
 mod ah;
 pub mod cm;
 mod context;

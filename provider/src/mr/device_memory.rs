@@ -29,8 +29,9 @@ impl Access {
     ///
     /// # Errors
     ///
-    /// `EINVAL`: `ZERO_BASED` missing, a right outside [`Access::DEVICE_MEMORY`], or what
-    /// [`check_for_mr`](Self::check_for_mr) refuses.
+    /// `EINVAL`: `ZERO_BASED` missing, a right other than local write, remote write, read and
+    /// atomic, `ZERO_BASED` and `OPTIONAL_RANGE` (what a device memory region may have), or
+    /// what [`check_for_mr`](Self::check_for_mr) refuses.
     pub fn check_for_device_memory(self) -> Result<Access> {
         if !self.contains(Access::ZERO_BASED) {
             return Err(Error::InvalidArgument(

@@ -641,7 +641,7 @@ impl Nic {
     }
 
     /// QP `qpn` and the key table, borrowed together (a post needs both). The QP's timers
-    /// are read again before the device next looks for due ones ([`deadlines`]).
+    /// are read again before the device next looks for due ones (`nic/deadlines.rs`).
     ///
     /// # Errors
     /// `EINVAL` for an unknown QP.
@@ -804,7 +804,7 @@ impl Nic {
         }
     }
 
-    /// Runs the QPs' due timers, looking only at the QPs that have one ([`deadlines`]). A
+    /// Runs the QPs' due timers, looking only at the QPs that have one (`nic/deadlines.rs`). A
     /// QP whose timer fired may have something to send (a retransmission, a held ACK): it is
     /// scheduled a turn; its completions (an error's) move to their CQs.
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -841,7 +841,7 @@ impl Nic {
     }
 
     /// No later than the earliest deadline of all QPs: at it, [`Nic::handle_timeout`] runs
-    /// their due timers, or finds a QP whose timer stopped or moved later ([`deadlines`]).
+    /// their due timers, or finds a QP whose timer stopped or moved later (`nic/deadlines.rs`).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let qps = &self.qps;
         self.deadlines
@@ -850,7 +850,7 @@ impl Nic {
 
     /// Appends packets to send to `out` until it holds `max` or no QP has more, the QPs
     /// taking turns of up to [`QUANTUM`] packets each, with their shares of the device's
-    /// send window ([`turns`]). A full pass: every QP is counted, and every one that has
+    /// send window (`nic/turns.rs`). A full pass: every QP is counted, and every one that has
     /// something to send is offered a turn.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut TxQueue, max: usize) {
         let mut sending = 0;
@@ -874,7 +874,7 @@ impl Nic {
     }
 
     /// [`Nic::poll_transmit`] of the QPs scheduled since the last pass (by a timer, or a
-    /// turn cut short) and those waiting for room in the send window ([`turns`]) only;
+    /// turn cut short) and those waiting for room in the send window (`nic/turns.rs`) only;
     /// returns the earliest deadline of the QPs it looked at (the only ones whose deadlines
     /// it can have moved). A QP a packet went to, or a post to, is not scheduled: it is for
     /// [`Nic::poll_transmit_qp`].
@@ -925,7 +925,7 @@ impl Nic {
 
     /// [`Nic::poll_transmit`] of QP `qpn` alone (after a post to it, or a packet for it);
     /// then the QPs scheduled meanwhile and those waiting for room in the send window, which
-    /// this one's ACKs may have made, take their turns ([`turns`]). Returns the earliest
+    /// this one's ACKs may have made, take their turns (`nic/turns.rs`). Returns the earliest
     /// deadline of the QPs it looked at, the only ones whose deadlines it can have moved.
     pub fn poll_transmit_qp(
         &mut self,

@@ -40,8 +40,8 @@ pub mod window;
 
 pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
 
-/// AckReq is set on every this-many packets at least with a whole window (see
-/// [`ack_req_interval`]).
+/// AckReq is set on every this-many packets at least with a whole window: a quarter of
+/// [`WINDOW_PSNS`], and no fewer than half of [`MIN_SHARE_PSNS`].
 pub const ACK_REQ_INTERVAL: u32 = ack_req_interval(WINDOW_PSNS);
 
 /// How many packets go without AckReq at most with a window of `window` PSNs: a quarter of

@@ -90,7 +90,7 @@ pub struct FabricStats {
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, good enough for fault draws (the
-/// fabric's, and the userspace link's in `testbed`).
+/// fabric's, the userspace link's in `testbed`, and the seeded tests' workloads and mutations).
 #[derive(Debug, Clone)]
 pub struct SplitMix64(pub u64);
 

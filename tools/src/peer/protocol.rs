@@ -30,51 +30,86 @@ pub enum Command {
     /// The QP number.
     Qpn,
     /// Register a new buffer.
-    Mr { len: usize, access: Access, pd: u32 },
+    Mr {
+        /// The buffer's length in bytes.
+        len: usize,
+        /// The region's rights.
+        access: Access,
+        /// The PD's number on the peer (0 is the QP's; up to 16).
+        pd: u32,
+    },
     /// Register part of a region's memory again.
     SubMr {
+        /// The ID of the region whose memory is registered again.
         parent: usize,
+        /// Where the new region starts in the parent, in bytes.
         offset: usize,
+        /// The new region's length in bytes.
         len: usize,
+        /// The new region's rights.
         access: Access,
+        /// The PD's number on the peer (0 is the QP's; up to 16).
         pd: u32,
     },
     /// Deregister.
-    Dereg { id: usize },
+    Dereg {
+        /// The region's ID.
+        id: usize,
+    },
     /// Write bytes into a region.
     Fill {
+        /// The region's ID.
         id: usize,
+        /// Where the bytes go in the region.
         offset: usize,
+        /// The bytes.
         data: Vec<u8>,
     },
     /// Read bytes of a region.
     Read {
+        /// The region's ID.
         id: usize,
+        /// Where the bytes start in the region.
         offset: usize,
+        /// How many bytes.
         len: usize,
     },
     /// Connect the QP.
     Connect(ConnectAttr),
     /// Move the QP to a state (and change its access flags).
     Modify {
+        /// The state to move to.
         state: QpState,
+        /// The QP's new access flags, if they change.
         access: Option<Access>,
     },
     /// The QP's state.
     State,
     /// Post a receive.
     Recv {
+        /// The work request's ID, returned in its completion.
         wr_id: u64,
+        /// The scatter list: (region ID, offset in it, length) each.
         sges: Vec<(usize, usize, u32)>,
     },
     /// Wait for completions.
-    Poll { n: usize, ms: u64 },
+    Poll {
+        /// How many completions to wait for.
+        n: usize,
+        /// How long to wait at most, in milliseconds.
+        ms: u64,
+    },
     /// Add a fault rule.
     Fault(Rule),
     /// Remove the fault rules and zero the counters.
     ClearFaults,
     /// Packets seen with an opcode.
-    Count { dir: Direction, opcode: Opcode },
+    Count {
+        /// Received or sent packets.
+        dir: Direction,
+        /// The opcode counted.
+        opcode: Opcode,
+    },
     /// End the peer.
     Quit,
 }

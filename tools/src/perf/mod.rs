@@ -187,6 +187,7 @@ pub struct Measurement {
     /// The headline figure, in `unit`; not finite (NaN) when it could not be measured, and
     /// then printed as "not measured".
     pub value: f64,
+    /// The unit of `value`.
     pub unit: Unit,
     /// Printed in parentheses after the figure.
     pub detail: String,
@@ -206,6 +207,7 @@ pub fn ratio(a: f64, b: f64) -> Option<f64> {
 /// The measurements of one run.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// The lines, in the order they are printed.
     pub lines: Vec<Measurement>,
 }
 

@@ -32,8 +32,9 @@ pub struct Options {
     pub iters: u32,
     /// Rounds (see the module comment).
     pub rounds: usize,
-    /// The server's and the client's addresses (their devices).
+    /// The server's address (its device).
     pub server: IpAddr,
+    /// The client's address (its device).
     pub client: IpAddr,
 }
 
@@ -65,9 +66,13 @@ const TOOLS: [Tool; 3] = [
 /// The figures of one perftest run, in microseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Latency {
+    /// The smallest (`t_min`).
     pub min: f64,
+    /// The median (`t_typical`).
     pub typical: f64,
+    /// The mean (`t_avg`).
     pub avg: f64,
+    /// The 99th percentile (`99%`).
     pub p99: f64,
 }
 

@@ -46,8 +46,9 @@ pub struct Scaling {
     pub gbit_per_s: f64,
     /// WRITEs completed.
     pub messages: u64,
-    /// The fewest and the most WRITEs one QP completed (how evenly the device shared).
+    /// The fewest WRITEs one QP completed (with `max_per_qp`: how evenly the device shared).
     pub min_per_qp: u64,
+    /// The most WRITEs one QP completed.
     pub max_per_qp: u64,
 }
 

@@ -1,6 +1,6 @@
 //! Communication Manager messages (IBTA chapter 12, 12.6 "Communication management
 //! messages"), carried in the 232 bytes of class data of a MAD of class
-//! [`MGMT_CLASS_CM`](crate::mad::MGMT_CLASS_CM); the MAD's AttributeID says which message.
+//! [`MGMT_CLASS_CM`]; the MAD's AttributeID says which message.
 //!
 //! | AttributeID | message | IBTA    | module   | private data |
 //! |-------------|---------|---------|----------|--------------|

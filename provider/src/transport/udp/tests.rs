@@ -1,10 +1,10 @@
 //! Tests of the UDP transport over loopback. Port 4791 is one per address and tests run in
 //! parallel, so each test uses its own loopback addresses (all of 127/8 is loopback on Linux).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
+
+use softrnic_testkit::alloc_count::{allocations_in, CountingAlloc};
 
 use super::*;
 use crate::transport::test_util::send_only;
@@ -13,35 +13,8 @@ use crate::transport::{IcrcStatus, IpHeaderOrigin};
 /// Why a test of connected sockets skips when the socket stays unconnected.
 const UNCONNECTED: &str = "the socket stayed unconnected (no transmit timestamps here)";
 
-/// Counts this thread's allocations, to check that the data path makes none.
-struct CountingAlloc;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a const-initialised thread local
-// without a destructor, so touching it never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(|c| c.get())
-}
 
 fn lo(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
@@ -303,27 +276,28 @@ fn no_allocation_per_packet() {
         .collect();
     let mut batch = RecvBatch::new(64, 2048);
     // Warm up: opens the two source-port sockets (an allocation each, once).
-    let start = allocations();
-    assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
-    assert_eq!(recv_all(&mut b, pkts.len()).len(), pkts.len());
+    let warm_up = allocations_in(|| {
+        assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
+        assert_eq!(recv_all(&mut b, pkts.len()).len(), pkts.len());
+    });
+    assert!(warm_up > 0, "the counting allocator counts nothing");
 
-    let before = allocations();
-    assert!(before > start, "the counting allocator counts nothing");
-    assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
     let (mut got, mut not_ok) = (0, 0);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while got < pkts.len() && Instant::now() < deadline {
-        b.poll(Some(Duration::from_millis(100))).unwrap();
-        got += b.recv_batch(&mut batch).unwrap();
-        // The ICRC check is on the data path too (these are not RoCE packets: Bad).
-        not_ok += batch
-            .iter()
-            .filter(|p| p.icrc_status() != IcrcStatus::Ok)
-            .count();
-    }
-    let after = allocations();
+    let allocs = allocations_in(|| {
+        assert_eq!(a.send_batch(&pkts).unwrap(), pkts.len());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got < pkts.len() && Instant::now() < deadline {
+            b.poll(Some(Duration::from_millis(100))).unwrap();
+            got += b.recv_batch(&mut batch).unwrap();
+            // The ICRC check is on the data path too (these are not RoCE packets: Bad).
+            not_ok += batch
+                .iter()
+                .filter(|p| p.icrc_status() != IcrcStatus::Ok)
+                .count();
+        }
+    });
     assert_eq!((got, not_ok), (pkts.len(), pkts.len()));
-    assert_eq!(after - before, 0, "the data path allocated");
+    assert_eq!(allocs, 0, "the data path allocated");
 }
 
 #[test]

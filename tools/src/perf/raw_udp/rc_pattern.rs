@@ -63,6 +63,7 @@ impl Default for PatternConfig {
 /// The round trips measured.
 #[derive(Clone, Debug)]
 pub struct PatternResult {
+    /// Their statistics.
     pub rtt: Rtt,
 }
 

@@ -397,53 +397,12 @@ pub(crate) unsafe fn refuse<W>(wr: *mut W, bad_wr: *mut *mut W) -> c_int {
 
 #[cfg(test)]
 mod tests {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
+    use softrnic_testkit::alloc_count::{allocations_in as allocations, CountingAlloc};
 
     use super::*;
 
-    /// The system allocator, counting the allocations of a thread that asks it to.
-    struct Counting;
-
-    thread_local! {
-        static COUNTING: Cell<bool> = const { Cell::new(false) };
-        static ALLOCS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    // SAFETY: forwards to the system allocator; the counters are const-initialized
-    // thread-locals, which allocate nothing.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-            if COUNTING.get() {
-                ALLOCS.set(ALLOCS.get() + 1);
-            }
-            // SAFETY: forwarded.
-            unsafe { System.alloc(l) }
-        }
-        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-            // SAFETY: forwarded.
-            unsafe { System.dealloc(p, l) }
-        }
-        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-            if COUNTING.get() {
-                ALLOCS.set(ALLOCS.get() + 1);
-            }
-            // SAFETY: forwarded.
-            unsafe { System.realloc(p, l, n) }
-        }
-    }
-
     #[global_allocator]
-    static GLOBAL: Counting = Counting;
-
-    /// Allocations `f` makes on this thread.
-    fn allocations(f: impl FnOnce()) -> u64 {
-        ALLOCS.set(0);
-        COUNTING.set(true);
-        f();
-        COUNTING.set(false);
-        ALLOCS.get()
-    }
+    static GLOBAL: CountingAlloc = CountingAlloc;
 
     fn sge(addr: u64) -> ibv_sge {
         ibv_sge {
