@@ -63,7 +63,10 @@ fn stat_counts_the_packets_the_capture_holds() {
         from_a += u64::from(ip.src_addr() == a);
         to_a += u64::from(ip.dst_addr() == a);
     }
-    assert!(sent >= 30, "30 SENDs, one packet each at lo's path MTU: {me}");
+    assert!(
+        sent >= 30,
+        "30 SENDs, one packet each at lo's path MTU: {me}"
+    );
     assert_eq!(
         (sent, received),
         (from_a, to_a),
