@@ -15,8 +15,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
+use softrnic_testbed::rxe::cases::CASES;
 use softrnic_testbed::rxe::guest;
-use softrnic_testbed::rxe::matrix::{self, Cell, Client, Host, CASES};
+use softrnic_testbed::rxe::matrix::{self, Cell, Client, Host};
 use softrnic_testbed::rxe::net::Family;
 use softrnic_testbed::rxe::Lab;
 

@@ -4,13 +4,14 @@
 //! namespace ([`net`]); `rdma_rxe` in it is the peer. softrnic runs unmodified rdma-core and
 //! perftest programs on its drop-in `libibverbs.so.1` inside the namespace; the guest runs the
 //! same programs on rxe, driven through its serial console ([`console`]). [`matrix`] runs
-//! every case both ways, over IPv4 and IPv6, at path MTU 1024 and 4096, with the link
+//! every case ([`cases`]) both ways, over IPv4 and IPv6, at path MTU 1024 and 4096, with the link
 //! captured ([`capture`]) and every packet's ICRC checked by softrnic's wire layer.
 //!
 //! Needs root (namespaces, the tap), `qemu-system-x86_64`, `debootstrap` and Debian's mirror
 //! (the first build), `tcpdump`, `cpio` and `zstd`, and `cc` with `libibverbs-dev`. `testbed/tests/rxe_matrix.rs` is the test.
 
 pub mod capture;
+pub mod cases;
 pub mod console;
 pub mod guest;
 pub mod matrix;
