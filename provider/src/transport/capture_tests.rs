@@ -26,11 +26,15 @@ fn send(from: &mut impl Transport, psn: u32, corrupt: bool) {
     if corrupt {
         icrc[0] ^= 1;
     }
-    let pieces: [&[u8]; 3] = [&hdr, &data, &icrc];
+    send_pieces(from, &[&hdr, &data, &icrc]);
+}
+
+/// Sends one datagram of `pieces` from port 0xc001 to B's RoCE port.
+fn send_pieces(from: &mut impl Transport, pieces: &[&[u8]]) {
     let pkt = OutPacket {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc001,
-        pieces: &pieces,
+        pieces,
         segment: 0,
         ident: 0,
     };
@@ -204,15 +208,7 @@ fn packets_the_engine_drops_say_why_and_keep_their_place() {
         B,
         &mut reserved
     ));
-    let pieces: [&[u8]; 1] = [&reserved];
-    let pkt = OutPacket {
-        dst: SocketAddr::new(B, 4791),
-        src_port: 0xc001,
-        pieces: &pieces,
-        segment: 0,
-        ident: 0,
-    };
-    assert_eq!(a.send_batch(&[pkt]).unwrap(), 1);
+    send_pieces(&mut a, &[&reserved]);
     send(&mut a, 7, true);
     send(&mut a, 8, false);
     fabric.advance_to(1_000_000);
