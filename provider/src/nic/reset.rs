@@ -12,15 +12,15 @@
 
 use super::Nic;
 use crate::error::{Error, Result};
+use crate::qp::{QpAttr, QpLimits};
 use crate::qp_state::{AttrMask, QpState};
-use crate::rc::{QpAttr, QpLimits};
 
 impl Nic {
-    /// `ibv_modify_qp` of QP `qpn` (see [`crate::rc::Qp::modify`]); on a move to RESET from
+    /// `ibv_modify_qp` of QP `qpn` (see [`crate::qp::Qp::modify`]); on a move to RESET from
     /// another state, also removes the QP's completions from its CQs (module doc).
     ///
     /// # Errors
-    /// `EINVAL` for an unknown QP, or as [`crate::rc::Qp::modify`]; nothing changes then.
+    /// `EINVAL` for an unknown QP, or as [`crate::qp::Qp::modify`]; nothing changes then.
     pub fn modify_qp(
         &mut self,
         qpn: u32,
@@ -53,8 +53,8 @@ mod tests {
 
     use super::*;
     use crate::mr::{Access, MrTable, PdHandle};
+    use crate::qp::QpCaps;
     use crate::qp_state::Mtu;
-    use crate::rc::QpCaps;
     use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
     use crate::wr::RecvWr;
 

@@ -11,10 +11,10 @@
 //! (invalidate), as rxe does, and moves the QP to ERR. If WRs before it are still in flight,
 //! it waits until they complete, so that the error completion keeps its place in the order.
 
-use super::context::{CqSide, Events, QpContext};
 use super::requester::{Requester, SendWqe};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
+use crate::qp::context::{CqSide, Events, QpContext};
 use crate::wc::WcStatus;
 use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList};
 

@@ -23,12 +23,12 @@ use softrnic_wire::reth::RethRepr;
 use softrnic_wire::xrceth::XrcethRepr;
 use softrnic_wire::{Opcode, Psn};
 
-use super::context::{CqSide, Events, QpContext};
-use super::segment::{packets_for, MessageKind, Segments};
-use super::transmit::{Payload, Transmit, MAX_INLINE, MAX_SGE};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::mr::PinFor;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::segment::{packets_for, MessageKind, Segments};
+use crate::qp::transmit::{Payload, Transmit, MAX_INLINE, MAX_SGE};
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};

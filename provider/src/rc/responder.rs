@@ -38,12 +38,12 @@ use softrnic_wire::roce::RocePacket;
 use softrnic_wire::{Opcode, Psn};
 
 use super::ack_coalesce::Queued;
-use super::context::{CqSide, Events, QpContext};
-use super::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
-use super::segment::{packets_for, payload_fits, MessageKind, Segments};
 use super::sequence::{classify, PsnClass};
-use super::transmit::{Chunk, Payload, Transmit};
 use crate::mr::{Access, AccessError, MrTable, PinFor};
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
+use crate::qp::segment::{packets_for, payload_fits, MessageKind, Segments};
+use crate::qp::transmit::{Chunk, Payload, Transmit};
 use crate::srq::Srq;
 use crate::wc::WcStatus;
 use crate::wr::RecvWqe;

@@ -7,7 +7,7 @@
 //! no RDMA READ and no atomics.
 //!
 //! softrnic runs a UC QP on the RC machinery where the spec is the same — the send queue,
-//! segmentation ([`crate::rc::segment`]) and PSN sequence of the requester, the receive queue
+//! segmentation ([`crate::qp::segment`]) and PSN sequence of the requester, the receive queue
 //! and the `ibv_modify_qp` checks of [`crate::rc::Qp`] — and keeps here what differs:
 //!
 //! * [`requester`] — which operations UC has, and completion at hand-out;

@@ -22,9 +22,9 @@ use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
 use crate::mr::{Access, MrTable};
-use crate::rc::context::{CqSide, Events, QpContext};
-use crate::rc::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
-use crate::rc::segment::payload_fits;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
+use crate::qp::segment::payload_fits;
 use crate::srq::Srq;
 use crate::wc::WcStatus;
 use crate::wr::RecvWqe;

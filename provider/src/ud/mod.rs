@@ -7,9 +7,9 @@
 //! The receiver checks the Q_Key, and a receive completion says who sent the datagram
 //! (`src_qp`) and is preceded in the buffer by 40 bytes of GRH.
 //!
-//! softrnic runs a UD QP on the RC machinery where the spec is the same — the send queue and
-//! its completion at hand-out (as UC, [`crate::uc`]), the receive queue, `ibv_modify_qp` —
-//! and keeps here what differs:
+//! A UD QP is a [`crate::qp::Qp`] — its state, `ibv_modify_qp`, send and receive queues — and
+//! sends with the RC requester, completing at hand-out as UC does ([`crate::uc`]); this module
+//! keeps what differs:
 //!
 //! * [`requester`] — the WR checks and the per-WR addressing (BTH DestQP, DETH);
 //! * [`responder`] — the Q_Key check and delivery with the GRH.

@@ -21,9 +21,9 @@ use softrnic_wire::opcode::{Operation, Position, Transport};
 use softrnic_wire::roce::RocePacket;
 
 use crate::mr::MrTable;
-use crate::rc::context::{CqSide, Events, QpContext};
-use crate::rc::inbound::recv_wc;
-use crate::rc::transmit::scatter;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::inbound::recv_wc;
+use crate::qp::transmit::scatter;
 use crate::srq::Srq;
 use crate::wc::{WcFlags, WcStatus};
 use crate::wr::RecvWqe;

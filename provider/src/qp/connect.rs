@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::qp::QpAttr;
+use super::attr::QpAttr;
 use crate::mr::Access;
 use crate::qp_state::{AttrMask, Mtu, QpState, QpType};
 
@@ -159,7 +159,7 @@ impl ConnectAttr {
 mod tests {
     use super::*;
     use crate::mr::PdHandle;
-    use crate::rc::{Qp, QpCaps, QpLimits};
+    use crate::qp::{Qp, QpCaps, QpLimits};
 
     /// A QP in RESET, and limits with `active_mtu`.
     fn fresh(active_mtu: Mtu) -> (Qp, QpLimits) {

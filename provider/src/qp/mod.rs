@@ -1,15 +1,18 @@
-//! A queue pair (RC; UC and UD on the same machinery, see below): the send and receive queues, the requester, completer and responder, the
-//! timers, and `ibv_modify_qp` (IBTA 10.3, 11.2.5.2) — sans-IO, in the manner of quinn-proto's
-//! `Connection`: the caller passes in packets ([`Qp::handle_packet`]), work requests and the
-//! time ([`Qp::handle_timeout`]), and takes out packets ([`Qp::poll_transmit`]),
-//! completions ([`Qp::poll_completion`]) and the next deadline ([`Qp::poll_timeout`]).
-//! Memory is reached only through the [`MrTable`] passed in, and a shared receive queue only
-//! through the [`SrqTable`] passed in.
+//! The queue pair of every transport (IBTA Vol. 1 chapter 10.2 "Queue pairs", 10.3 "QP and
+//! EE states", 11.2.5 "Queue pair" verbs): what RC, UC, UD and XRC QPs share — the state,
+//! `ibv_modify_qp`, the send and receive queues, the routing of completions to their CQs —
+//! sans-IO, in the manner of quinn-proto's `Connection`: the caller passes in packets
+//! ([`Qp::handle_packet`]), work requests and the time ([`Qp::handle_timeout`]), and takes
+//! out packets ([`Qp::poll_transmit`]), completions ([`Qp::poll_completion`]) and the next
+//! deadline ([`Qp::poll_timeout`]). Memory is reached only through the [`MrTable`] passed in,
+//! and a shared receive queue only through the [`SrqTable`] passed in.
 //!
-//! **UC** and **UD**: the same type runs UC and UD QPs ([`Qp::new_of`]): the requester's
-//! send queue and segmentation are shared, the differences live in [`crate::uc`] — no ACKs,
-//! no retransmission, completion at hand-out, the UC responder — and [`crate::ud`] — per-WR
-//! addressing with a DETH, the Q_Key check, delivery with a GRH.
+//! What differs per transport lives beside this module, each in its chapter of the spec:
+//! [`crate::rc`] (9.7: the requester with AckReq and retransmission, the completer, the
+//! responder with ACKs and NAKs, ACK coalescing), [`crate::uc`] (no ACKs, no retransmission,
+//! completion at hand-out, the UC responder), [`crate::ud`] (per-WR addressing with a DETH,
+//! the Q_Key check, delivery with a GRH) and [`crate::xrc`]. UC and UD QPs send with the RC
+//! requester, which asks the context's transport where they differ.
 //!
 //! **XRC** ([`crate::xrc`]): an XRC INI QP is the RC requester with XRC opcodes (no
 //! responder: requests to it are dropped); an XRC TGT QP the RC responder (no send queue)
@@ -20,6 +23,26 @@
 //! WQEs; a message already begun is sent to its end, and retransmissions go on. When every
 //! request sent is acknowledged the send queue is drained ([`Qp::sq_draining`] turns false)
 //! and, if `en_sqd_async_notify` was set, `IBV_EVENT_SQ_DRAINED` is raised. SQD -> RTS resumes.
+//!
+//! * [`connect`] — the RESET→INIT→RTR→RTS recipe every caller uses;
+//! * [`attr`] — capacities and modify attributes as verbs passes them;
+//! * [`context`] — the attributes the engine runs on, and the completions and events it
+//!   produces;
+//! * [`segment`] — messages cut into packets, for every transport;
+//! * `inbound` — an inbound SEND or RDMA WRITE placed, which the RC and UC responders share;
+//! * [`transmit`] — packets out, with payload by reference to registered memory.
+
+pub mod attr;
+pub mod connect;
+pub mod context;
+pub(crate) mod inbound;
+pub mod segment;
+pub mod transmit;
+
+pub use attr::{QpAttr, QpCaps, QpLimits};
+pub use connect::ConnectAttr;
+pub use context::{Completion, CqSide, QpContext};
+pub use transmit::{Chunk, Chunks, Payload, Transmit, TxQueue, MAX_INLINE, MAX_SGE};
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -27,11 +50,6 @@ use std::time::Instant;
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
-use super::ack_coalesce::AckCoalescer;
-use super::context::{Completion, CqSide, Events, QpContext};
-use super::requester::Requester;
-use super::responder::Responder;
-use super::transmit::Transmit;
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::mr::{Access, MrTable, PdHandle};
@@ -39,15 +57,17 @@ use crate::nic::CqId;
 use crate::qp_state::{
     check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, QpState, QpType,
 };
+use crate::rc::ack_coalesce::AckCoalescer;
+use crate::rc::requester::Requester;
+use crate::rc::responder::Responder;
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
 use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 use crate::xrc::XrcdId;
+use context::Events;
 
-pub use super::qp_attr::{QpAttr, QpCaps, QpLimits};
-
-/// A queue pair: RC, or UC or UD on the same machinery (see the module comment).
+/// A queue pair of any transport (see the module comment).
 #[derive(Debug)]
 pub struct Qp {
     qp_type: QpType,
@@ -562,7 +582,7 @@ impl Qp {
         self.poll_transmit_into(now, mrs, &mut t).then_some(t)
     }
 
-    /// [`Qp::poll_transmit`] writing the packet into `out` (see [`crate::rc::TxQueue`]):
+    /// [`Qp::poll_transmit`] writing the packet into `out` (see [`TxQueue`]):
     /// `true` if there was one.
     pub fn poll_transmit_into(&mut self, now: Instant, mrs: &MrTable, out: &mut Transmit) -> bool {
         let sent = self.transmit_into(now, mrs, out);
