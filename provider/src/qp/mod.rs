@@ -30,12 +30,14 @@
 //!   produces;
 //! * [`segment`] — messages cut into packets, for every transport;
 //! * `inbound` — an inbound SEND or RDMA WRITE placed, which the RC and UC responders share;
+//! * `recv` — where a responder takes its receive WQEs: the receive queue or the SRQ;
 //! * [`transmit`] — packets out, with payload by reference to registered memory.
 
 pub mod attr;
 pub mod connect;
 pub mod context;
 pub(crate) mod inbound;
+pub(crate) mod recv;
 pub mod segment;
 pub mod transmit;
 
@@ -44,6 +46,7 @@ pub use connect::ConnectAttr;
 pub use context::{Completion, CqSide, QpContext};
 pub use transmit::{Chunk, Chunks, Payload, Transmit, TxQueue, MAX_INLINE, MAX_SGE};
 
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -59,13 +62,74 @@ use crate::qp_state::{
 };
 use crate::rc::ack_coalesce::AckCoalescer;
 use crate::rc::requester::Requester;
-use crate::rc::responder::Responder;
+use crate::rc::responder::Responder as RcResponder;
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
 use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 use crate::xrc::XrcdId;
 use context::Events;
+use recv::Receives;
+
+/// What differs most between the transports: the responder.
+#[derive(Debug)]
+enum Responder {
+    /// RC and XRC (IBTA 9.7.4, 9.7.5): requests answered with ACKs and NAKs, a plain ACK
+    /// perhaps held to cover more (`rc/ack_coalesce.rs`). (An XRC INI QP's never runs: it
+    /// drops requests.)
+    Rc {
+        resp: RcResponder,
+        acks: AckCoalescer,
+    },
+    /// UC ([`crate::uc::responder`]): no answers.
+    Uc(UcResponder),
+    /// UD ([`crate::ud::responder`]): each datagram on its own, no state.
+    Ud,
+}
+
+impl Responder {
+    fn new(qp_type: QpType) -> Responder {
+        match qp_type {
+            QpType::Rc | QpType::XrcSend | QpType::XrcRecv => Responder::Rc {
+                resp: RcResponder::new(),
+                acks: AckCoalescer::default(),
+            },
+            QpType::Uc => Responder::Uc(UcResponder::default()),
+            QpType::Ud => Responder::Ud,
+        }
+    }
+
+    /// Forgets everything (RESET).
+    fn reset(&mut self) {
+        match self {
+            Responder::Rc { resp, acks } => {
+                resp.reset();
+                *acks = AckCoalescer::default();
+            }
+            Responder::Uc(uc) => uc.reset(),
+            Responder::Ud => {}
+        }
+    }
+
+    /// Sets the expected PSN (`rq_psn`).
+    fn set_epsn(&mut self, psn: Psn) {
+        match self {
+            Responder::Rc { resp, .. } => resp.epsn = psn,
+            Responder::Uc(uc) => uc.epsn = psn,
+            Responder::Ud => {}
+        }
+    }
+
+    /// Completes the receive WQE of a message in progress with `IBV_WC_WR_FLUSH_ERR`, and
+    /// drops what is queued but ACKs and NAKs.
+    fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
+        match self {
+            Responder::Rc { resp, .. } => resp.flush(ctx, ev),
+            Responder::Uc(uc) => uc.flush(ctx, ev),
+            Responder::Ud => {}
+        }
+    }
+}
 
 /// A queue pair of any transport (see the module comment).
 #[derive(Debug)]
@@ -74,14 +138,15 @@ pub struct Qp {
     ctx: QpContext,
     caps: QpCaps,
     state: QpState,
+    /// The send queue and the requester: RC's, which UC and UD QPs run with their
+    /// differences (it asks `ctx.transport`).
     req: Requester,
+    /// The receive queue (empty on a QP with an SRQ).
+    rq: VecDeque<RecvWqe>,
+    /// The responder of the QP's transport.
     resp: Responder,
-    /// The responder of a UC QP (its receive queue is `resp.rq`).
-    uc: UcResponder,
     /// A plain ACK/NAK let one requester packet go first (see [`Qp::poll_transmit`]).
     ack_yielded: bool,
-    /// Whether the responder's plain ACK waits to cover more requests (`ack_coalesce.rs`).
-    acks: AckCoalescer,
     timers: TimerTable,
     ev: Events,
     /// The shared receive queue the responder takes its WQEs from, if any.
@@ -125,10 +190,9 @@ impl Qp {
             caps,
             state: QpState::Reset,
             req: Requester::new(caps.max_send_wr as usize),
-            resp: Responder::new(caps.max_recv_wr as usize),
-            uc: UcResponder::default(),
+            rq: VecDeque::with_capacity(caps.max_recv_wr as usize),
+            resp: Responder::new(qp_type),
             ack_yielded: false,
-            acks: AckCoalescer::default(),
             timers: TimerTable::default(),
             ev: Events::default(),
             srq: None,
@@ -301,8 +365,7 @@ impl Qp {
         // Everything checked: apply.
         self.ctx = ctx;
         if mask.contains(AttrMask::RQ_PSN) {
-            self.resp.epsn = Psn::new(attr.rq_psn);
-            self.uc.epsn = Psn::new(attr.rq_psn);
+            self.resp.set_epsn(Psn::new(attr.rq_psn));
         }
         if mask.contains(AttrMask::SQ_PSN) {
             self.req.set_sq_psn(Psn::new(attr.sq_psn));
@@ -316,9 +379,8 @@ impl Qp {
             QpState::Reset if prev != QpState::Reset => {
                 self.req.reset();
                 self.resp.reset();
-                self.uc.reset();
+                self.rq.clear();
                 self.timers = TimerTable::default();
-                self.acks = AckCoalescer::default();
                 // The counters are the QP's whole life's, as a device's are.
                 self.ev = Events {
                     counters: self.ev.counters,
@@ -342,7 +404,7 @@ impl Qp {
         }
         if next != QpState::Rts {
             // ACKs are held in RTS only.
-            self.acks.release(&mut self.timers);
+            self.release_acks();
         }
         if next != QpState::Sqd {
             self.sq_draining = false;
@@ -371,11 +433,19 @@ impl Qp {
         self.sq_draining = false;
         self.sqd_notify = false;
         self.req.flush(&self.ctx, &mut self.ev);
-        self.uc.flush(&self.ctx, &mut self.ev);
         self.resp.flush(&self.ctx, &mut self.ev);
+        self.flush_rq();
         self.timers = TimerTable::default();
         if self.srq.is_some() {
             self.ev.affiliated.push_back(EventType::QpLastWqeReached);
+        }
+    }
+
+    /// Completes every receive WQE in the receive queue with `IBV_WC_WR_FLUSH_ERR`.
+    fn flush_rq(&mut self) {
+        for wqe in self.rq.drain(..) {
+            let wc = inbound::recv_wc(&self.ctx, &wqe, crate::wc::WcStatus::WrFlushErr);
+            self.ev.complete(CqSide::Recv, wc);
         }
     }
 
@@ -453,13 +523,13 @@ impl Qp {
         if wr.sg_list.len() > self.caps.max_recv_sge as usize {
             return Err(Error::InvalidArgument("more SGEs than max_recv_sge"));
         }
-        if self.resp.rq.len() >= self.caps.max_recv_wr as usize {
+        if self.rq.len() >= self.caps.max_recv_wr as usize {
             return Err(Error::NoMemory("receive queue full"));
         }
         let wqe = RecvWqe::new(wr, self.caps.max_recv_sge, self.ctx.pd)?;
-        self.resp.rq.push_back(wqe);
+        self.rq.push_back(wqe);
         if self.state == QpState::Err {
-            self.resp.flush(&self.ctx, &mut self.ev);
+            self.flush_rq();
         }
         Ok(())
     }
@@ -491,24 +561,27 @@ impl Qp {
     ) {
         self.ev.counters.rcvd_pkts += 1;
         let Ok(info) = pkt.repr.info() else { return };
-        if self.qp_type == QpType::Ud {
-            if self.state.accepts_incoming() {
-                let srq = self.srq.and_then(|id| srqs.get_mut(id));
-                let rq = &mut self.resp.rq;
-                let ev = &mut self.ev;
-                crate::ud::responder::handle_datagram(&self.ctx, pkt, src, dst, mrs, rq, srq, ev);
-                self.settle();
+        match &mut self.resp {
+            Responder::Rc { .. } => {}
+            Responder::Uc(uc) => {
+                // Every UC packet is a request; the UC responder drops other transports'.
+                if self.state.accepts_incoming() {
+                    let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                    let recv = Receives::new(&mut self.rq, srq);
+                    uc.handle_request(&self.ctx, pkt, mrs, recv, &mut self.ev);
+                }
+                return;
             }
-            return;
-        }
-        if self.qp_type == QpType::Uc {
-            // Every UC packet is a request; the UC responder drops other transports'.
-            if self.state.accepts_incoming() {
-                let srq = self.srq.and_then(|id| srqs.get_mut(id));
-                self.uc
-                    .handle_request(&self.ctx, pkt, mrs, &mut self.resp.rq, srq, &mut self.ev);
+            Responder::Ud => {
+                if self.state.accepts_incoming() {
+                    let srq = self.srq.and_then(|id| srqs.get_mut(id));
+                    let recv = Receives::new(&mut self.rq, srq);
+                    let ev = &mut self.ev;
+                    crate::ud::responder::handle_datagram(&self.ctx, pkt, src, dst, mrs, recv, ev);
+                    self.settle();
+                }
+                return;
             }
-            return;
         }
         // IBTA 9.6.1.1 (and rxe's `check_type_qp`): an opcode of another transport (UC, UD,
         // CNP) is not for an RC QP: dropped silently, never an invalid request. An XRC INI QP
@@ -525,19 +598,22 @@ impl Qp {
                     QpType::XrcRecv => self.xrc_target(pkt, srqs),
                     _ => self.srq,
                 };
+                let Responder::Rc { resp, acks } = &mut self.resp else {
+                    unreachable!("matched above")
+                };
                 if self.qp_type == QpType::XrcRecv && srq_id.is_none() {
-                    self.resp.refuse(pkt, &mut self.ev);
+                    resp.refuse(pkt, &mut self.ev);
                 } else {
                     let srq = srq_id.and_then(|id| srqs.get_mut(id));
-                    self.resp
-                        .handle_request(&self.ctx, pkt, mrs, srq, &mut self.ev);
+                    let recv = Receives::new(&mut self.rq, srq);
+                    resp.handle_request(&self.ctx, pkt, mrs, recv, &mut self.ev);
                 }
-                if let Some(queued) = self.resp.take_queued() {
+                if let Some(queued) = resp.take_queued() {
                     if self.state == QpState::Rts {
                         let timeout = self.ctx.ack_timeout;
-                        self.acks.queued(queued, now, timeout, &mut self.timers);
+                        acks.queued(queued, now, timeout, &mut self.timers);
                     } else {
-                        self.acks.release(&mut self.timers);
+                        acks.release(&mut self.timers);
                     }
                 }
             }
@@ -561,7 +637,9 @@ impl Qp {
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.acks.handle_timeout(now, &mut self.timers);
+        if let Responder::Rc { acks, .. } = &mut self.resp {
+            acks.handle_timeout(now, &mut self.timers);
+        }
         if matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Sqe) {
             self.req
                 .handle_timeout(&self.ctx, now, &mut self.timers, &mut self.ev);
@@ -571,7 +649,9 @@ impl Qp {
 
     /// Lets a held ACK leave with the next transmit (before the QP is destroyed, say).
     pub fn release_acks(&mut self) {
-        self.acks.release(&mut self.timers);
+        if let Responder::Rc { acks, .. } = &mut self.resp {
+            acks.release(&mut self.timers);
+        }
     }
 
     /// The next packet to send: responses carrying data first, then requests, with plain
@@ -599,19 +679,37 @@ impl Qp {
         // lets one requester packet go before it: in a ping-pong the answer then reaches the
         // peer ahead of the ACK of the question, which only completes a send WR the peer is
         // not waiting on. One packet at most, so ACKs are never starved by a long message.
-        let held = AckCoalescer::holds(&self.timers) && self.resp.next_is_plain_ack();
-        if (!self.resp.next_is_plain_ack() || self.ack_yielded) && !held {
+        let Responder::Rc { resp, .. } = &mut self.resp else {
+            // UC and UD: the requester alone sends.
+            return self.request_into(now, mrs, out);
+        };
+        let held = AckCoalescer::holds(&self.timers) && resp.next_is_plain_ack();
+        if (!resp.next_is_plain_ack() || self.ack_yielded) && !held {
             self.ack_yielded = false;
-            if self.resp.poll_transmit(&self.ctx, out) {
+            if resp.poll_transmit(&self.ctx, out) {
                 return true;
             }
         }
+        let sent = self.request_into(now, mrs, out);
+        let Responder::Rc { resp, .. } = &mut self.resp else {
+            unreachable!("matched above")
+        };
+        if sent {
+            // (A held ACK is not waiting for its turn: it must not jump the next request.)
+            self.ack_yielded = resp.next_is_plain_ack() && !held;
+            return true;
+        }
+        !held && resp.poll_transmit(&self.ctx, out)
+    }
+
+    /// The requester's next packet, if it may send: in RTS, or in SQD to finish a message.
+    fn request_into(&mut self, now: Instant, mrs: &MrTable, out: &mut Transmit) -> bool {
         let start_new = match self.state {
             QpState::Rts => Some(true),
             QpState::Sqd => Some(false),
             _ => None,
         };
-        let sent = start_new.is_some_and(|start_new| {
+        start_new.is_some_and(|start_new| {
             let sent = self.req.poll_transmit(
                 &self.ctx,
                 now,
@@ -626,13 +724,7 @@ impl Qp {
             }
             self.settle();
             sent
-        });
-        if sent {
-            // (A held ACK is not waiting for its turn: it must not jump the next request.)
-            self.ack_yielded = self.resp.next_is_plain_ack() && !held;
-            return true;
-        }
-        !held && self.resp.poll_transmit(&self.ctx, out)
+        })
     }
 
     /// The earliest time [`Qp::handle_timeout`] must be called.
@@ -669,7 +761,11 @@ impl Qp {
             _ => false,
         };
         // (A held ACK is the only response then, and waits for its deadline.)
-        (self.resp.has_output() && !AckCoalescer::holds(&self.timers)) || req
+        let resp = match &self.resp {
+            Responder::Rc { resp, .. } => resp.has_output() && !AckCoalescer::holds(&self.timers),
+            Responder::Uc(_) | Responder::Ud => false,
+        };
+        resp || req
     }
 
     /// Send WRs not completed yet.
