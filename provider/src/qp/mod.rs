@@ -29,6 +29,8 @@
 //! * [`context`] — the attributes the engine runs on, and the completions and events it
 //!   produces;
 //! * [`segment`] — messages cut into packets, for every transport;
+//! * `modify` — `ibv_modify_qp` and what each state change does;
+//! * `responder` — which transport's responder a QP has;
 //! * `inbound` — an inbound SEND or RDMA WRITE placed, which the RC and UC responders share;
 //! * `recv` — where a responder takes its receive WQEs: the receive queue or the SRQ;
 //! * [`transmit`] — packets out, with payload by reference to registered memory.
@@ -37,7 +39,9 @@ pub mod attr;
 pub mod connect;
 pub mod context;
 pub(crate) mod inbound;
+mod modify;
 pub(crate) mod recv;
+mod responder;
 pub mod segment;
 pub mod transmit;
 
@@ -51,85 +55,21 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use softrnic_wire::roce::RocePacket;
-use softrnic_wire::Psn;
 
 use crate::error::{Error, Result};
 use crate::event::EventType;
-use crate::mr::{Access, MrTable, PdHandle};
+use crate::mr::{MrTable, PdHandle};
 use crate::nic::CqId;
-use crate::qp_state::{
-    check_modify, local_ack_timeout, rnr_retries, transport_retries, AttrMask, QpState, QpType,
-};
+use crate::qp_state::{QpState, QpType};
 use crate::rc::ack_coalesce::AckCoalescer;
 use crate::rc::requester::Requester;
-use crate::rc::responder::Responder as RcResponder;
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
-use crate::uc::responder::UcResponder;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 use crate::xrc::XrcdId;
 use context::Events;
 use recv::Receives;
-
-/// What differs most between the transports: the responder.
-#[derive(Debug)]
-enum Responder {
-    /// RC and XRC (IBTA 9.7.4, 9.7.5): requests answered with ACKs and NAKs, a plain ACK
-    /// perhaps held to cover more (`rc/ack_coalesce.rs`). (An XRC INI QP's never runs: it
-    /// drops requests.)
-    Rc {
-        resp: RcResponder,
-        acks: AckCoalescer,
-    },
-    /// UC ([`crate::uc::responder`]): no answers.
-    Uc(UcResponder),
-    /// UD ([`crate::ud::responder`]): each datagram on its own, no state.
-    Ud,
-}
-
-impl Responder {
-    fn new(qp_type: QpType) -> Responder {
-        match qp_type {
-            QpType::Rc | QpType::XrcSend | QpType::XrcRecv => Responder::Rc {
-                resp: RcResponder::new(),
-                acks: AckCoalescer::default(),
-            },
-            QpType::Uc => Responder::Uc(UcResponder::default()),
-            QpType::Ud => Responder::Ud,
-        }
-    }
-
-    /// Forgets everything (RESET).
-    fn reset(&mut self) {
-        match self {
-            Responder::Rc { resp, acks } => {
-                resp.reset();
-                *acks = AckCoalescer::default();
-            }
-            Responder::Uc(uc) => uc.reset(),
-            Responder::Ud => {}
-        }
-    }
-
-    /// Sets the expected PSN (`rq_psn`).
-    fn set_epsn(&mut self, psn: Psn) {
-        match self {
-            Responder::Rc { resp, .. } => resp.epsn = psn,
-            Responder::Uc(uc) => uc.epsn = psn,
-            Responder::Ud => {}
-        }
-    }
-
-    /// Completes the receive WQE of a message in progress with `IBV_WC_WR_FLUSH_ERR`, and
-    /// drops what is queued but ACKs and NAKs.
-    fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
-        match self {
-            Responder::Rc { resp, .. } => resp.flush(ctx, ev),
-            Responder::Uc(uc) => uc.flush(ctx, ev),
-            Responder::Ud => {}
-        }
-    }
-}
+use responder::Responder;
 
 /// A queue pair of any transport (see the module comment).
 #[derive(Debug)]
@@ -254,207 +194,6 @@ impl Qp {
     /// The context (attributes) the engine runs on.
     pub fn context(&self) -> &QpContext {
         &self.ctx
-    }
-
-    /// `ibv_modify_qp`: checks the transition and the attributes, then applies them all or
-    /// none.
-    ///
-    /// # Errors
-    /// `EINVAL` for a refused transition or mask (see [`crate::qp_state`]) or an attribute
-    /// value out of range (path MTU above the port's, `max_rd_atomic` above the device's,
-    /// `timeout` > 31, `retry_cnt`/`rnr_retry` > 7, `min_rnr_timer` > 31, unknown access
-    /// bits, an unspecified peer address).
-    pub fn modify(&mut self, attr: &QpAttr, mask: AttrMask, limits: &QpLimits) -> Result<()> {
-        let next = check_modify(
-            self.qp_type,
-            self.state,
-            mask,
-            attr.cur_qp_state,
-            attr.qp_state,
-        )?;
-        let mut ctx = self.ctx.clone();
-        if mask.contains(AttrMask::PATH_MTU) {
-            if attr.path_mtu > limits.active_mtu {
-                return Err(Error::InvalidArgument(
-                    "path MTU above the port's active MTU",
-                ));
-            }
-            ctx.pmtu = attr.path_mtu.bytes();
-        }
-        if mask.contains(AttrMask::ACCESS_FLAGS) {
-            let known = Access::LOCAL_WRITE
-                | Access::REMOTE_WRITE
-                | Access::REMOTE_READ
-                | Access::REMOTE_ATOMIC
-                | Access::FLUSH_GLOBAL
-                | Access::FLUSH_PERSISTENT
-                // Applications pass their MRs' flags; on a QP, ON_DEMAND grants nothing and
-                // is kept as given, as the kernel (which checks no bit here) does.
-                | Access::ON_DEMAND;
-            if !known.contains(attr.qp_access_flags) {
-                return Err(Error::InvalidArgument("unknown QP access flags"));
-            }
-            ctx.access = attr.qp_access_flags;
-        }
-        if mask.contains(AttrMask::AV) {
-            if attr.dest.is_unspecified() {
-                return Err(Error::InvalidArgument(
-                    "the address vector has no destination GID",
-                ));
-            }
-            ctx.dst = attr.dest;
-        }
-        if mask.contains(AttrMask::DEST_QPN) {
-            if attr.dest_qp_num > 0x00ff_ffff {
-                return Err(Error::InvalidArgument("dest_qp_num is 24 bits"));
-            }
-            ctx.dest_qpn = attr.dest_qp_num;
-        }
-        if mask.contains(AttrMask::MAX_QP_RD_ATOMIC) {
-            if attr.max_rd_atomic > limits.max_rd_atomic {
-                return Err(Error::InvalidArgument(
-                    "max_rd_atomic above max_qp_init_rd_atom",
-                ));
-            }
-            ctx.max_rd_atomic = attr.max_rd_atomic;
-        }
-        if mask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
-            if attr.max_dest_rd_atomic > limits.max_dest_rd_atomic {
-                return Err(Error::InvalidArgument(
-                    "max_dest_rd_atomic above max_qp_rd_atom",
-                ));
-            }
-            ctx.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        }
-        if mask.contains(AttrMask::MIN_RNR_TIMER) {
-            if attr.min_rnr_timer > 31 {
-                return Err(Error::InvalidArgument("min_rnr_timer must be 0..=31"));
-            }
-            ctx.min_rnr_timer = attr.min_rnr_timer;
-        }
-        if mask.contains(AttrMask::TIMEOUT) {
-            ctx.ack_timeout = local_ack_timeout(attr.timeout)?;
-        }
-        if mask.contains(AttrMask::RETRY_CNT) {
-            transport_retries(attr.retry_cnt)?;
-            ctx.retry_cnt = attr.retry_cnt;
-        }
-        if mask.contains(AttrMask::RNR_RETRY) {
-            rnr_retries(attr.rnr_retry)?;
-            ctx.rnr_retry = attr.rnr_retry;
-        }
-        if mask.contains(AttrMask::QKEY) {
-            ctx.qkey = attr.qkey;
-        }
-        if self.qp_type == QpType::Ud {
-            // A UD QP has no path: its datagrams are at most the port's MTU (as rxe's
-            // `get_mtu`).
-            ctx.pmtu = limits.active_mtu.bytes();
-        }
-        if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
-            return Err(Error::InvalidArgument("the P_Key table has one entry"));
-        }
-        if mask.contains(AttrMask::PORT) && attr.port_num != 1 {
-            return Err(Error::InvalidArgument("the device has one port, number 1"));
-        }
-        if (mask.contains(AttrMask::RQ_PSN) && attr.rq_psn > Psn::MASK)
-            || (mask.contains(AttrMask::SQ_PSN) && attr.sq_psn > Psn::MASK)
-        {
-            return Err(Error::InvalidArgument("PSNs are 24 bits"));
-        }
-        // Everything checked: apply.
-        self.ctx = ctx;
-        if mask.contains(AttrMask::RQ_PSN) {
-            self.resp.set_epsn(Psn::new(attr.rq_psn));
-        }
-        if mask.contains(AttrMask::SQ_PSN) {
-            self.req.set_sq_psn(Psn::new(attr.sq_psn));
-        }
-        let prev = self.state;
-        self.state = next;
-        if prev != next {
-            debug_event!(target: "softrnic::qp", qpn = self.ctx.qpn, from = ?prev, to = ?next, "state change");
-        }
-        match next {
-            QpState::Reset if prev != QpState::Reset => {
-                self.req.reset();
-                self.resp.reset();
-                self.rq.clear();
-                self.timers = TimerTable::default();
-                // The counters are the QP's whole life's, as a device's are.
-                self.ev = Events {
-                    counters: self.ev.counters,
-                    ..Events::default()
-                };
-            }
-            QpState::Rts if prev == QpState::Rtr => self.req.reset_retries(&self.ctx),
-            QpState::Err if prev != QpState::Err => self.enter_error(),
-            QpState::Sqd if prev == QpState::Rts => {
-                self.sqd_notify =
-                    mask.contains(AttrMask::EN_SQD_ASYNC_NOTIFY) && attr.en_sqd_async_notify != 0;
-                self.sq_draining = true;
-                self.check_drained();
-            }
-            QpState::Sqd
-                if mask.contains(AttrMask::RETRY_CNT) || mask.contains(AttrMask::RNR_RETRY) =>
-            {
-                self.req.reset_retries(&self.ctx);
-            }
-            _ => {}
-        }
-        if next != QpState::Rts {
-            // ACKs are held in RTS only.
-            self.release_acks();
-        }
-        if next != QpState::Sqd {
-            self.sq_draining = false;
-            self.sqd_notify = false;
-        }
-        self.count_window();
-        Ok(())
-    }
-
-    /// In SQD, once no request is unacknowledged: drained, and the event if asked for.
-    fn check_drained(&mut self) {
-        if self.state == QpState::Sqd && self.sq_draining && !self.req.in_progress() {
-            self.sq_draining = false;
-            if std::mem::take(&mut self.sqd_notify) {
-                self.ev.affiliated.push_back(EventType::SqDrained);
-            }
-        }
-    }
-
-    /// Enters ERR: every outstanding WR completes with `IBV_WC_WR_FLUSH_ERR`. The WQEs still
-    /// on an SRQ are not the QP's and stay there; only one taken for a message in progress is
-    /// flushed, and `IBV_EVENT_QP_LAST_WQE_REACHED` says that the QP takes no more.
-    fn enter_error(&mut self) {
-        debug_event!(target: "softrnic::qp", qpn = self.ctx.qpn, "enters ERR: outstanding work requests flush");
-        self.state = QpState::Err;
-        self.sq_draining = false;
-        self.sqd_notify = false;
-        self.req.flush(&self.ctx, &mut self.ev);
-        self.resp.flush(&self.ctx, &mut self.ev);
-        self.flush_rq();
-        self.timers = TimerTable::default();
-        if self.srq.is_some() {
-            self.ev.affiliated.push_back(EventType::QpLastWqeReached);
-        }
-    }
-
-    /// Completes every receive WQE in the receive queue with `IBV_WC_WR_FLUSH_ERR`.
-    fn flush_rq(&mut self) {
-        for wqe in self.rq.drain(..) {
-            let wc = inbound::recv_wc(&self.ctx, &wqe, crate::wc::WcStatus::WrFlushErr);
-            self.ev.complete(CqSide::Recv, wc);
-        }
-    }
-
-    /// The device failed (`IBV_EVENT_DEVICE_FATAL`): the QP enters ERR, as if modified to it,
-    /// and every outstanding WR completes with `IBV_WC_WR_FLUSH_ERR`.
-    pub fn device_failed(&mut self) {
-        if self.state != QpState::Err {
-            self.enter_error();
-        }
     }
 
     /// Applies what a role asked for: a fatal error moves the QP to ERR; in SQD, the last

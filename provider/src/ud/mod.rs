@@ -16,3 +16,11 @@
 
 pub mod requester;
 pub mod responder;
+
+use crate::qp::QpLimits;
+
+/// The largest datagram of a UD QP, its path MTU: a UD QP has no path, so the port's active
+/// MTU (as rxe's `get_mtu`), whatever `ibv_modify_qp` said.
+pub(crate) fn max_datagram(limits: &QpLimits) -> u32 {
+    limits.active_mtu.bytes()
+}
