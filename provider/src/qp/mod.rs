@@ -85,8 +85,6 @@ pub struct Qp {
     rq: VecDeque<RecvWqe>,
     /// The responder of the QP's transport.
     resp: Responder,
-    /// A plain ACK/NAK let one requester packet go first (see [`Qp::poll_transmit`]).
-    ack_yielded: bool,
     timers: TimerTable,
     ev: Events,
     /// The shared receive queue the responder takes its WQEs from, if any.
@@ -132,7 +130,6 @@ impl Qp {
             req: Requester::new(caps.max_send_wr as usize),
             rq: VecDeque::with_capacity(caps.max_recv_wr as usize),
             resp: Responder::new(qp_type),
-            ack_yielded: false,
             timers: TimerTable::default(),
             ev: Events::default(),
             srq: None,
@@ -347,14 +344,8 @@ impl Qp {
                     let recv = Receives::new(&mut self.rq, srq);
                     resp.handle_request(&self.ctx, pkt, mrs, recv, &mut self.ev);
                 }
-                if let Some(queued) = resp.take_queued() {
-                    if self.state == QpState::Rts {
-                        let timeout = self.ctx.ack_timeout;
-                        acks.queued(queued, now, timeout, &mut self.timers);
-                    } else {
-                        acks.release(&mut self.timers);
-                    }
-                }
+                let (rts, timeout) = (self.state == QpState::Rts, self.ctx.ack_timeout);
+                acks.request_handled(resp, rts, now, timeout, &mut self.timers);
             }
         } else if self.state.accepts_responses() {
             self.req
@@ -394,8 +385,8 @@ impl Qp {
     }
 
     /// The next packet to send: responses carrying data first, then requests, with plain
-    /// ACKs interleaved (see below); a plain ACK being held waits (see `ack_coalesce.rs`). In
-    /// SQD only a message already begun goes on.
+    /// ACKs interleaved and perhaps held (`rc/ack_coalesce.rs`, "The order"). In SQD only a
+    /// message already begun goes on.
     pub fn poll_transmit(&mut self, now: Instant, mrs: &MrTable) -> Option<Transmit> {
         let mut t = Transmit::empty();
         self.poll_transmit_into(now, mrs, &mut t).then_some(t)
@@ -414,28 +405,22 @@ impl Qp {
         if self.state == QpState::Reset {
             return false;
         }
-        // Responses that carry data (READ responses, atomic ACKs) go first. A plain ACK or NAK
-        // lets one requester packet go before it: in a ping-pong the answer then reaches the
-        // peer ahead of the ACK of the question, which only completes a send WR the peer is
-        // not waiting on. One packet at most, so ACKs are never starved by a long message.
-        let Responder::Rc { resp, .. } = &mut self.resp else {
+        // RC: the responder's packets and the requester's in the order ACK coalescing says
+        // (`rc/ack_coalesce.rs`, "The order").
+        let Responder::Rc { resp, acks } = &mut self.resp else {
             // UC and UD: the requester alone sends.
             return self.request_into(now, mrs, out);
         };
-        let held = AckCoalescer::holds(&self.timers) && resp.next_is_plain_ack();
-        if (!resp.next_is_plain_ack() || self.ack_yielded) && !held {
-            self.ack_yielded = false;
-            if resp.poll_transmit(&self.ctx, out) {
-                return true;
-            }
+        let held = AckCoalescer::held(resp, &self.timers);
+        if acks.response_first(resp, held) && resp.poll_transmit(&self.ctx, out) {
+            return true;
         }
         let sent = self.request_into(now, mrs, out);
-        let Responder::Rc { resp, .. } = &mut self.resp else {
+        let Responder::Rc { resp, acks } = &mut self.resp else {
             unreachable!("matched above")
         };
         if sent {
-            // (A held ACK is not waiting for its turn: it must not jump the next request.)
-            self.ack_yielded = resp.next_is_plain_ack() && !held;
+            acks.request_sent(resp, held);
             return true;
         }
         !held && resp.poll_transmit(&self.ctx, out)
@@ -501,7 +486,7 @@ impl Qp {
         };
         // (A held ACK is the only response then, and waits for its deadline.)
         let resp = match &self.resp {
-            Responder::Rc { resp, .. } => resp.has_output() && !AckCoalescer::holds(&self.timers),
+            Responder::Rc { resp, .. } => AckCoalescer::may_respond(resp, &self.timers),
             Responder::Uc(_) | Responder::Ud => false,
         };
         resp || req

@@ -531,9 +531,8 @@ impl Responder {
         true
     }
 
-    /// Notes a response queued: a plain ACK (`plain`) or anything else. What was queued is
-    /// [`Queued::PlainAck`] only for a plain ACK of a request that ended a message, with no
-    /// other response waiting (see `ack_coalesce.rs`).
+    /// Notes a response queued: a plain ACK (`plain`) or anything else, for the ACK
+    /// coalescer to decide on (`ack_coalesce.rs`, [`Queued::after`]).
     fn note_queued(&mut self, plain: bool) {
         let alone = self.out.iter().all(|r| {
             matches!(
@@ -546,12 +545,7 @@ impl Responder {
         });
         let ended = self.msn != self.noted_msn;
         let unacked = self.msn.wrapping_sub(self.acked_msn) & MSN_MASK;
-        self.queued = Some(match self.queued {
-            None | Some(Queued::PlainAck { .. }) if plain && alone && ended => {
-                Queued::PlainAck { unacked }
-            }
-            _ => Queued::Other,
-        });
+        self.queued = Some(Queued::after(self.queued, plain && alone, ended, unacked));
     }
 
     /// What the requests handled since the last call queued (see [`Responder::note_queued`]),
