@@ -1,6 +1,6 @@
-//! The queue pair of every transport (IBTA Vol. 1 chapter 10.2 "Queue pairs", 10.3 "QP and
-//! EE states", 11.2.5 "Queue pair" verbs): what RC, UC, UD and XRC QPs share — the state,
-//! `ibv_modify_qp`, the send and receive queues, the routing of completions to their CQs —
+//! The queue pair of every transport (IBTA Vol. 1 chapter 10, "Software transport interface":
+//! 10.3 for its states; 11.2.5.2 for `ibv_modify_qp`): what RC, UC, UD and XRC QPs share — the
+//! state, `ibv_modify_qp`, the send and receive queues, the routing of completions to CQs —
 //! sans-IO, in the manner of quinn-proto's `Connection`: the caller passes in packets
 //! ([`Qp::handle_packet`]), work requests and the time ([`Qp::handle_timeout`]), and takes
 //! out packets ([`Qp::poll_transmit`]), completions ([`Qp::poll_completion`]) and the next
@@ -28,6 +28,7 @@
 //! * [`attr`] — capacities and modify attributes as verbs passes them;
 //! * [`context`] — the attributes the engine runs on, and the completions and events it
 //!   produces;
+//! * `send_queue` — the send WQEs, `ibv_post_send`'s checks, the flush;
 //! * [`segment`] — messages cut into packets, for every transport;
 //! * `modify` — `ibv_modify_qp` and what each state change does;
 //! * `responder` — which transport's responder a QP has;
@@ -43,6 +44,7 @@ mod modify;
 pub(crate) mod recv;
 mod responder;
 pub mod segment;
+pub(crate) mod send_queue;
 pub mod transmit;
 
 pub use attr::{QpAttr, QpCaps, QpLimits};

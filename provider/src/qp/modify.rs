@@ -1,7 +1,6 @@
-//! `ibv_modify_qp` (IBTA 11.2.5.2 "Modify Queue Pair") on a QP of any transport: the
-//! attributes checked and applied all or none, and what a state change does (IBTA 10.3 "QP
-//! and EE states": RESET forgets everything, ERR flushes every outstanding WR, SQD drains the
-//! send queue). Which transitions and attribute masks are allowed is [`crate::qp_state`]'s.
+//! `ibv_modify_qp` on a QP of any transport (IBTA 11.2.5.2): the attributes checked and
+//! applied all or none, and what a state change does (IBTA 10.3: RESET forgets everything, ERR
+//! flushes every outstanding WR, SQD drains the send queue). Which transitions and attribute masks are allowed is [`crate::qp_state`]'s.
 
 use softrnic_wire::Psn;
 
