@@ -3,7 +3,7 @@
 //!
 //! IBTA 10.3.1 makes RESET the state of a QP just created: its work queues are empty and it
 //! has no history. softrnic's QP forgets its queues and its pending completions there
-//! (`rc/qp.rs`); the NIC also removes the QP's completions already queued in its send and
+//! (`qp/modify.rs`); the NIC also removes the QP's completions already queued in its send and
 //! receive CQs and not yet polled, as the mlx4 and mlx5 providers do (`mlx4_cq_clean`,
 //! `mlx5_cq_clean` in their `modify_qp` to RESET). Otherwise a QP that went to ERR, had its
 //! work requests flushed (IBTA 10.3.1 "Error", 11.6.3) and was reset to be used again, would
