@@ -34,12 +34,13 @@ pub struct Completion {
     pub wc: WorkCompletion,
 }
 
-/// The attributes of a connected (RC or UC) QP the engine runs on.
+/// The attributes a QP of any transport runs on (on a UD QP the peer's, `dest_qpn` and `dst`,
+/// stay unset: each send WR names its destination).
 #[derive(Debug, Clone)]
 pub struct QpContext {
     /// This QP's number.
     pub qpn: u32,
-    /// Its transport: RC, or UC (`crate::uc`); fixed at creation.
+    /// Its transport: RC, UC, UD or XRC; fixed at creation.
     pub transport: Transport,
     /// Its protection domain.
     pub pd: PdHandle,
