@@ -1,5 +1,6 @@
-//! What the requester, completer and responder of one QP share: its attributes (set by
-//! `ibv_modify_qp`), and the queue of completions and state changes they produce.
+//! What the requester, completer and responder of one QP, of any transport, share: its
+//! attributes (set by `ibv_modify_qp`, IBTA 11.2.5.2), and the queue of completions and state
+//! changes they produce, with the CQ each completion goes to.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
