@@ -34,7 +34,8 @@
 //! * `responder` — which transport's responder a QP has;
 //! * `inbound` — an inbound SEND or RDMA WRITE placed, which the RC and UC responders share;
 //! * `recv` — where a responder takes its receive WQEs: the receive queue or the SRQ;
-//! * [`transmit`] — packets out, with payload by reference to registered memory.
+//! * [`transmit`] — packets out, with payload by reference to registered memory;
+//! * `window` — the QP's share of its device's send window.
 
 pub mod attr;
 pub mod connect;
@@ -46,6 +47,7 @@ mod responder;
 pub mod segment;
 pub(crate) mod send_queue;
 pub mod transmit;
+mod window;
 
 pub use attr::{QpAttr, QpCaps, QpLimits};
 pub use connect::ConnectAttr;
@@ -497,49 +499,5 @@ impl Qp {
     /// Send WRs not completed yet.
     pub fn send_queue_len(&self) -> usize {
         self.req.sq.len()
-    }
-
-    /// Whether the requester has work requests to send or to see acknowledged: a QP that
-    /// takes a share of the device's send window (`nic/turns.rs`).
-    pub fn is_sending(&self) -> bool {
-        matches!(self.state, QpState::Rts | QpState::Sqd) && !self.req.sq.is_empty()
-    }
-
-    /// Whether the requester has nothing out and waits for room in its device's send window
-    /// (`rc/requester/window.rs`): the device offers it a turn when there is some.
-    pub fn waits_for_room(&self) -> bool {
-        self.req.seat.waits()
-    }
-
-    /// Whether the requester waits for room to resume a message it began (to resend it):
-    /// the device offers it room before the QPs waiting to start one.
-    pub fn resumes(&self) -> bool {
-        self.req.seat.resumes()
-    }
-
-    /// The device offers the requester, if it waits for room, room in the send window.
-    pub fn offer_room(&mut self) {
-        self.req.seat.offer();
-    }
-
-    /// Takes its place in its device's send window (`rc/requester/window.rs`).
-    pub fn share_window(&mut self, device: crate::rc::DeviceWindow) {
-        self.req.seat = crate::rc::requester::Seat::new(device);
-        self.count_window();
-    }
-
-    /// Counts the requester's outstanding PSNs in the device's window: none outside RTS and
-    /// SQD, nor for a transport without ACKs.
-    fn count_window(&mut self) {
-        let n = if matches!(self.state, QpState::Rts | QpState::Sqd) && self.ctx.is_reliable() {
-            self.req.next_psn.distance_from(self.req.una)
-        } else {
-            0
-        };
-        self.req.seat.count(n);
-        if self.state != QpState::Rts || self.req.cur >= self.req.sq.len() {
-            // Nothing more to send: it waits for no room.
-            self.req.seat.leave();
-        }
     }
 }
