@@ -41,7 +41,7 @@ use softrnic_wire::opcode::Operation;
 
 use crate::nic::mcast::MULTICAST_QPN;
 use crate::nic::Nic;
-use crate::rc::TxQueue;
+use crate::qp::TxQueue;
 use crate::transport::{RecvBatch, Transport};
 
 /// Poll rounds in a row that may return completions before transmitting (see the module
