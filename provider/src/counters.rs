@@ -24,6 +24,8 @@
 //! | `timeout_resends` | - | the local ACK timer fired with requests outstanding and the requester went back (early resends after a measured round trip included, which count no retry) |
 //! | `retry_exceeded_err` | `retry_exceeded_err` | `retry_cnt` ran out: `IBV_WC_RETRY_EXC_ERR` |
 //! | `retry_rnr_exceeded_err` | `retry_rnr_exceeded_err` | `rnr_retry` ran out: `IBV_WC_RNR_RETRY_EXC_ERR` |
+//! | `rdma_sends` | `rdma_sends` | a SEND, SEND_WITH_IMM or SEND_WITH_INV WR completed successfully, signaled or not (as rxe's completer counts it) |
+//! | `rdma_recvs` | `rdma_recvs` | a receive WR completed successfully (a SEND, or a WRITE_WITH_IMM that consumed it) |
 //! | `icrc_errors` | - | device: a packet's ICRC did not match (dropped) |
 //! | `addr_mismatch` | - | device: a packet to a connected QP came from another address than its peer's (dropped) |
 //! | `no_qp` | - | device: a packet named a QPN the process does not have (dropped) |
@@ -31,7 +33,7 @@
 //! | `bad_pkey` | - | device: a packet's P_Key did not match the port's (dropped) |
 //! | `no_group` | - | device: a multicast packet to a group no QP is attached to (dropped) |
 //!
-//! rxe's `ack_deferred`, `link_downed`, `rdma_sends`, `rdma_recvs` and `lack_of_resources`
+//! rxe's `ack_deferred` (its completer rescheduled), `link_downed` and `lack_of_resources`
 //! have no counterpart here: softrnic's ports do not go down, and its ACK coalescing and
 //! resources differ from rxe's.
 
@@ -98,6 +100,10 @@ counters! {
         retry_exceeded_err,
         /// WRs failed with `IBV_WC_RNR_RETRY_EXC_ERR`.
         retry_rnr_exceeded_err,
+        /// SEND WRs completed successfully, signaled or not.
+        rdma_sends,
+        /// Receive WRs completed successfully.
+        rdma_recvs,
     }
 }
 
@@ -129,6 +135,10 @@ counters! {
         retry_exceeded_err,
         /// WRs failed with `IBV_WC_RNR_RETRY_EXC_ERR`.
         retry_rnr_exceeded_err,
+        /// SEND WRs completed successfully, signaled or not.
+        rdma_sends,
+        /// Receive WRs completed successfully.
+        rdma_recvs,
         /// Packets dropped for a bad ICRC.
         icrc_errors,
         /// Packets to a connected QP from another address than its peer's, dropped.
@@ -161,6 +171,8 @@ impl DeviceCounters {
             timeout_resends: qps.timeout_resends,
             retry_exceeded_err: qps.retry_exceeded_err,
             retry_rnr_exceeded_err: qps.retry_rnr_exceeded_err,
+            rdma_sends: qps.rdma_sends,
+            rdma_recvs: qps.rdma_recvs,
             icrc_errors: rx.icrc_errors,
             addr_mismatch: rx.addr_mismatch,
             no_qp: rx.no_qp,

@@ -73,6 +73,14 @@ impl SendOpcode {
         )
     }
 
+    /// Whether it is a SEND (plain, with immediate data or with invalidate).
+    pub const fn is_send(self) -> bool {
+        matches!(
+            self,
+            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv
+        )
+    }
+
     /// Whether the operation is done by the local channel interface alone, with no packet
     /// (IBTA 10.6.7: LOCAL_INV and BIND_MW are executed in send queue order).
     pub const fn is_local(self) -> bool {

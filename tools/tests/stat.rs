@@ -99,6 +99,10 @@ fn stat_counts_what_a_known_workload_sent_and_received() {
     assert_eq!(get(&qp_b, "rcvd_pkts"), get(&qp_a, "sent_pkts"), "{qp_b}");
     assert_eq!(get(&qp_a, "rcvd_pkts"), get(&qp_b, "sent_pkts"), "{qp_a}");
     assert_eq!(get(&qp_b, "duplicate_request"), get(&qp_b, "rcvd_pkts") - N);
+    // Each SEND completed once at each end, as rxe counts it.
+    assert_eq!(get(&qp_a, "rdma_sends"), N, "{qp_a}");
+    assert_eq!(get(&qp_b, "rdma_recvs"), N, "{qp_b}");
+    assert_eq!((get(&qp_a, "rdma_recvs"), get(&qp_b, "rdma_sends")), (0, 0));
     // Each device has one QP here: its packets are that QP's; nothing was dropped.
     for (dev, qp) in [(&dev_a, &qp_a), (&dev_b, &qp_b)] {
         assert_eq!(get(dev, "sent_pkts"), get(qp, "sent_pkts"), "{dev}");
@@ -159,6 +163,8 @@ fn stat_counts_what_a_known_workload_sent_and_received() {
     }
     assert_eq!(get(&qp_b, "rcvd_pkts"), get(&qp_a, "sent_pkts"), "{qp_b}");
     assert_eq!(get(&qp_a, "rcvd_pkts"), get(&qp_b, "sent_pkts"), "{qp_a}");
+    assert_eq!(get(&dev_a, "rdma_sends"), N + 1, "{dev_a}");
+    assert_eq!(get(&dev_b, "rdma_recvs"), N + 1, "{dev_b}");
 
     // The other formats carry the same counts.
     let sent_a = get(&qp_a, "sent_pkts");

@@ -142,8 +142,11 @@ pub struct Events {
 }
 
 impl Events {
-    /// Queues a completion.
+    /// Queues a completion; a receive WR's success counts in `rdma_recvs`.
     pub fn complete(&mut self, side: CqSide, wc: WorkCompletion) {
+        if !matches!(side, CqSide::Send) && wc.status == crate::wc::WcStatus::Success {
+            self.counters.rdma_recvs += 1;
+        }
         self.completions.push_back(Completion { side, wc });
     }
 }

@@ -53,6 +53,17 @@ impl SendWqe {
         self.started && psn.distance_from(self.first_psn) < self.npkts
     }
 
+    /// Completes it successfully: a work completion if it is signaled, and a SEND counted in
+    /// `rdma_sends` whether signaled or not (as rxe's completer counts it).
+    pub fn complete_ok(&self, qpn: u32, ev: &mut Events) {
+        if self.opcode.is_send() {
+            ev.counters.rdma_sends += 1;
+        }
+        if self.signaled {
+            ev.complete(CqSide::Send, self.completion(qpn, WcStatus::Success));
+        }
+    }
+
     pub fn is_rd_atomic(&self) -> bool {
         self.opcode.uses_rd_atomic_resource()
     }

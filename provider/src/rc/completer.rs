@@ -30,7 +30,7 @@ use softrnic_wire::Psn;
 
 use super::requester::Requester;
 use crate::mr::MrTable;
-use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::context::{Events, QpContext};
 use crate::qp::transmit::scatter;
 use crate::qp_state::{rnr_retries, transport_retries, Retries};
 use crate::timer::{Timer, TimerTable};
@@ -336,9 +336,7 @@ impl Requester {
     /// Pops the front WQE, completing it successfully (if signaled).
     pub(super) fn complete_front(&mut self, ctx: &QpContext, ev: &mut Events) {
         let Some(w) = self.sq.pop_front() else { return };
-        if w.signaled {
-            ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::Success));
-        }
+        w.complete_ok(ctx.qpn, ev);
         if self.cur == 0 {
             // It was about to be resent (after a go-back): the next WQE starts afresh.
             self.cur_offset = 0;

@@ -14,7 +14,7 @@
 use super::requester::Requester;
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
-use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::context::{Events, QpContext};
 use crate::qp::send_queue::SendWqe;
 use crate::wc::WcStatus;
 use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList};
@@ -109,9 +109,7 @@ impl Requester {
                 break;
             }
             let w = self.sq.pop_front().expect("just looked");
-            if w.signaled {
-                ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::Success));
-            }
+            w.complete_ok(ctx.qpn, ev);
             self.cur = self.cur.saturating_sub(1);
         }
     }

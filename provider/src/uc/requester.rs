@@ -2,9 +2,8 @@
 //! timer (`rc/requester.rs` asks `ctx.transport`), no READ or atomics, and a send WR completes
 //! as soon as its last packet is handed to the driver, since no acknowledgement will come.
 
-use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::context::{Events, QpContext};
 use crate::rc::requester::Requester;
-use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
 
 /// Whether UC has the operation: SEND and RDMA WRITE, each with or without immediate data,
@@ -26,9 +25,7 @@ impl Requester {
         while self.cur > 0 {
             let Some(w) = self.sq.pop_front() else { break };
             self.cur -= 1;
-            if w.signaled {
-                ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::Success));
-            }
+            w.complete_ok(ctx.qpn, ev);
         }
         self.una = self.next_psn;
     }
