@@ -314,6 +314,14 @@ impl Requester {
                         self.una
                     };
                     if at_rd_atomic == AtRdAtomic::Retry && self.last_go_back != Some(una) {
+                        if una != old_una {
+                            // It acknowledged the WQEs before the READ/atomic: progress,
+                            // which restores the retry budget before this implied NAK draws
+                            // on it. On a path that reorders, this ACK may merely have
+                            // overtaken the response; a budget spent by the timeouts before
+                            // the progress must not end the QP.
+                            self.reset_retries(ctx);
+                        }
                         self.una = una;
                         self.retry_from(ctx, una, ev);
                     }
