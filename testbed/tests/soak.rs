@@ -6,8 +6,9 @@
 //! microseconds of a veth), seeded, offloads off (a frame is one packet), carry every RC operation of
 //! the verbs API (SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, READ, CMP_SWAP,
 //! FETCH_ADD) of 1 byte to 64 KiB, and every byte is checked (`testbed/src/soak/`). The link is
-//! `testbed/relay_link.sh`'s (with `NET=75`, so that it can stand beside the script's own);
-//! its two ends are `soak-node` processes.
+//! `testbed/relay_link.sh`'s (with `NET=75`, so that it can stand beside the script's own;
+//! `SOFTRNIC_SOAK_NET` picks another number, for runs side by side); its two ends are
+//! `soak-node` processes.
 //!
 //! Halfway through, the link goes down for 300 ms and comes back; every WR still completes.
 //!
@@ -62,16 +63,20 @@ fn sixteen_qps_of_every_rc_operation_survive_a_lossy_link() {
         .ok()
         .map(|s| s.parse().expect("SOFTRNIC_SOAK_SECS: a number of seconds"))
         .unwrap_or(60);
+    let net: u8 = std::env::var("SOFTRNIC_SOAK_NET")
+        .ok()
+        .map(|s| s.parse().expect("SOFTRNIC_SOAK_NET: a number below 256"))
+        .unwrap_or(75);
     let node = env!("CARGO_BIN_EXE_soak-node");
     // Halfway through (the client starts about a second after the relay), the link goes down
     // for [`LINK_DOWN`] and comes back.
     let down_at = (secs as f64 / 2.0 + 1.0).to_string();
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/relay_link.sh"))
-        .arg(format!("{node} server 10.75.0.2"))
-        .arg(format!("{node} client 10.75.0.1 10.75.0.2 {secs}"))
+        .arg(format!("{node} server 10.{net}.0.2"))
+        .arg(format!("{node} client 10.{net}.0.1 10.{net}.0.2 {secs}"))
         .args(IMPAIRMENTS)
         .args(["--down-at", &down_at, "--down-for", LINK_DOWN])
-        .env("NET", "75")
+        .env("NET", net.to_string())
         .env("RELAY", env!("CARGO_BIN_EXE_packet-relay"))
         .env("OFFLOAD_OFF", "tx off gso off tso off")
         .output()
