@@ -23,6 +23,7 @@ use softrnic_provider::mr::Access;
 use softrnic_provider::transport::{FabricConfig, SplitMix64};
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::SendOpcode;
+use softrnic_wire::opcode::Operation;
 
 const QPS: usize = 16;
 const WINDOW: usize = 8;
@@ -233,15 +234,15 @@ fn run(seed: u64, jitter_ms: u64, ms: u64, down_ms: u64) -> Outcome {
 /// The local ACK timeout of `Connect::default()`'s timeout 14: 4.096 µs x 2^14.
 const TIMEOUT_NS: u64 = 4_096 * (1 << 14);
 
-/// A READ of `len` bytes from B's region to A's, on a pair connected with `c`, through a link
-/// down from the start for `down_ms` and then `link(jitter_ms)` without loss: returns A's send
-/// completions, the bytes A read and the bytes B had.
+/// A READ of `len` bytes from B's region to A's (seeded fabric, `Connect::default()`), through
+/// a link down from the start for `down_ms` and then `link(jitter_ms)` without loss: returns
+/// A's send completions, whether A read B's bytes, and the READ responses that reached A.
 fn read_after_an_outage(
     seed: u64,
     len: usize,
     down_ms: u64,
     jitter_ms: u64,
-) -> (Vec<WcStatus>, bool) {
+) -> (Vec<WcStatus>, bool, usize) {
     let up = FabricConfig {
         loss: 0.0,
         duplicate: 0.0,
@@ -265,7 +266,16 @@ fn read_after_an_outage(
     p.fabric.set_config(up);
     p.run_to_quiescence(1_000_000);
     let statuses = p.a.send_wcs.iter().map(|w| w.status).collect();
-    (statuses, p.a.read(&sink, 0, len) == bytes)
+    let responses =
+        p.a.seen
+            .iter()
+            .filter(|s| {
+                s.opcode
+                    .info()
+                    .is_some_and(|i| i.operation == Operation::RdmaReadResponse)
+            })
+            .count();
+    (statuses, p.a.read(&sink, 0, len) == bytes, responses)
 }
 
 #[test]
@@ -280,9 +290,26 @@ fn the_answer_to_the_last_retry_completes_the_read_though_jitter_reorders_it() {
     let down_ms = 450;
     assert!(down_ms * MS > 6 * TIMEOUT_NS && down_ms * MS < 7 * TIMEOUT_NS);
     for seed in 0..8 {
-        let (statuses, same) = read_after_an_outage(seed, 64 << 10, down_ms, 2);
+        let (statuses, same, _) = read_after_an_outage(seed, 64 << 10, down_ms, 2);
         assert_eq!(statuses, vec![WcStatus::Success], "seed {seed}");
         assert!(same, "seed {seed}: the READ brought B's bytes");
+    }
+}
+
+#[test]
+fn a_read_through_jitter_takes_its_responses_in_any_order() {
+    // No loss, 2 ms of jitter: the 64 responses of a 64 KiB READ arrive in nearly any order.
+    // Each lands at its place in the READ's buffer. Going back at every response ahead of
+    // the expected one had the responder restart the READ each time: some 2000 responses
+    // and 60 requests for one READ of 64 packets.
+    for seed in 0..4 {
+        let (statuses, same, responses) = read_after_an_outage(seed, 64 << 10, 0, 2);
+        assert_eq!(statuses, vec![WcStatus::Success], "seed {seed}");
+        assert!(same, "seed {seed}: the READ brought B's bytes");
+        assert!(
+            responses < 2 * 64,
+            "seed {seed}: {responses} READ responses for 64"
+        );
     }
 }
 

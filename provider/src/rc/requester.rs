@@ -175,6 +175,9 @@ pub(crate) struct Requester {
     /// acknowledges all of it once the lost one arrives (`rc/responder/reorder.rs`);
     /// resending the whole window meanwhile would only repeat what it has.
     pub resend_probe: Option<Psn>,
+    /// READ responses of the front WQE that arrived ahead of `una` and were placed: bit `i`
+    /// is PSN `una + i` (`completer.rs`).
+    pub read_ahead: u64,
 }
 
 impl Requester {
@@ -196,6 +199,7 @@ impl Requester {
             seat: Seat::default(),
             rto: rto::Rto::default(),
             resend_probe: None,
+            read_ahead: 0,
         }
     }
 
