@@ -391,6 +391,68 @@ fn an_ack_that_makes_progress_past_an_unanswered_read_does_not_end_the_qp() {
 }
 
 #[test]
+fn the_round_trip_is_timed_on_a_packet_that_asks_for_its_ack() {
+    // A round trip of 2 ms. An unsignaled WRITE asks for no ACK; the signaled one posted 50
+    // ms later asks, and its ACK covers both. Timing the first (the first packet sent) took
+    // 52 ms for the round trip, and the early resend after a loss waited srtt + 4 rttvar,
+    // past the local ACK timeout: every loss cost a whole timeout and a retry. Timed on the
+    // packet that asks, the round trip is 2 ms and the lost WRITE after them goes again
+    // within a few, uncounted.
+    let config = FabricConfig {
+        delay_ns: MS,
+        ..FabricConfig::default()
+    };
+    let mut p = Pair::new(config, 9, Connect::default());
+    let a_mem = p.a.region(4096, ALL);
+    let b_mem = p.b.region(4096, ALL);
+    let qpn = p.a.qp.qpn();
+    let write = |wr_id, signaled: bool| {
+        let mut wr = send_wr(
+            wr_id,
+            SendOpcode::RdmaWrite,
+            vec![sge_of(&a_mem, 0, 64)],
+            remote_of(&b_mem, 0),
+        );
+        if !signaled {
+            wr.flags = softrnic_provider::wr::SendFlags(0);
+        }
+        wr
+    };
+    p.a.post_send_on(qpn, &write(1, false)).unwrap();
+    p.run_until(100_000, |p| p.b.seen.len() == 1);
+    p.fabric.advance_to(50 * MS);
+    p.a.post_send_on(qpn, &write(2, true)).unwrap();
+    p.run_to_quiescence(100_000);
+    assert_eq!(p.a.send_wcs.len(), 1, "the signaled WRITE completed");
+    // The next WRITE's first copy is lost.
+    let mut writes = 0;
+    p.b.drop_if = Some(Box::new(move |pkt| {
+        if pkt.repr.bth.opcode != softrnic_wire::Opcode::RC_RDMA_WRITE_ONLY {
+            return false;
+        }
+        writes += 1;
+        writes == 1
+    }));
+    p.a.post_send_on(qpn, &write(3, true)).unwrap();
+    p.run_to_quiescence(100_000);
+    assert_eq!(p.a.send_wcs.len(), 2, "the third WRITE completed");
+    let at: Vec<u64> =
+        p.b.seen_of(softrnic_wire::Opcode::RC_RDMA_WRITE_ONLY)
+            .map(|s| s.at)
+            .collect();
+    let resent_after = Duration::from_nanos(at[3] - at[2]);
+    assert!(
+        resent_after < Duration::from_millis(15),
+        "the lost WRITE went again after {resent_after:?}"
+    );
+    assert_eq!(
+        p.a.qp.counters().completer_retry_err,
+        0,
+        "an early resend takes no retry"
+    );
+}
+
+#[test]
 fn sixteen_qps_survive_a_jittery_lossy_link_going_down_for_300_ms() {
     let mut failures = Vec::new();
     for seed in 0..2 {

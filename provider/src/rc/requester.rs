@@ -475,9 +475,6 @@ impl Requester {
         if !resend {
             self.sent_end = psn.add(1);
         }
-        if ctx.is_reliable() {
-            self.rto.sent(psn, now, resend);
-        }
         // A UD SEND goes where its WR says; a connected QP's packets to its peer.
         out.dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
         out.src_port = ctx.src_port;
@@ -594,6 +591,9 @@ impl Requester {
         // An XRC request names the SRQ at the target (annex A14.6.1).
         if out.roce.info().is_ok_and(|i| i.has(ExtHeader::Xrceth)) {
             out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
+        }
+        if ctx.is_reliable() {
+            self.rto.sent(psn, now, resend, out.roce.bth.ack_req);
         }
     }
 }
