@@ -191,7 +191,11 @@ impl Requester {
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
             let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
-            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, "local ACK timeout");
+            // The round-trip estimate says why the timer waited as long as it did.
+            let (srtt_us, rttvar_us) = self.rto.estimate().map_or((0, 0), |(s, v)| {
+                (s.as_micros() as u64, v.as_micros() as u64)
+            });
+            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, srtt_us, rttvar_us, "local ACK timeout");
             let resent = if counted {
                 self.retry_from(ctx, una, ev)
             } else {
