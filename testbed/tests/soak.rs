@@ -10,11 +10,12 @@
 //! can stand beside the script's own; `SOFTRNIC_SOAK_NET` picks another number, for runs
 //! side by side); its two ends are `soak-node` processes. `SOFTRNIC_SOAK_JITTER=MS` adds a
 //! uniform draw of up to MS more to each frame's delay, which reorders nearly everything
-//! in flight. Not in CI yet: with 2 ms, on two cores that other builds kept busy, 7 runs
-//! of 8 passed alone and 5 of 8 beside a second soak; each failure was a QP ending in
-//! `IBV_WC_RETRY_EXC_ERR` after 7 whole local ACK timeouts without progress, the
-//! round-trip estimate (tens of ms on a link of 2 to 6) keeping early resends from coming
-//! first.
+//! in flight. Not in CI yet: with 2 ms, on two cores that other builds kept busy (load 10
+//! to 12), 8 runs of 11 passed alone and 5 of 8 beside a second soak (the engine before
+//! the fixes this option came with: 5 of 6 alone, moving half the work requests); each
+//! failure was a QP ending in `IBV_WC_RETRY_EXC_ERR` after 7 whole local ACK timeouts
+//! without progress, the round-trip estimate (20 to 30 ms on a link of 2 to 6) keeping the
+//! early resends from coming first.
 //!
 //! Halfway through, the link goes down for 300 ms and comes back; every WR still completes.
 //!
