@@ -3,11 +3,19 @@
 //! joined by `packet-relay` losing 1% of the frames, reordering 2%, duplicating 1%,
 //! flipping a bit of the UDP payload of 0.5% (only the ICRC catches those: RoCEv2's UDP
 //! checksum is 0) and delaying every frame by 1 ms (a round trip of 2 ms, against the
-//! microseconds of a veth), seeded, offloads off (a frame is one packet), carry every RC operation of
-//! the verbs API (SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, READ, CMP_SWAP,
-//! FETCH_ADD) of 1 byte to 64 KiB, and every byte is checked (`testbed/src/soak/`). The link is
-//! `testbed/relay_link.sh`'s (with `NET=75`, so that it can stand beside the script's own);
-//! its two ends are `soak-node` processes.
+//! microseconds of a veth), seeded, offloads off (a frame is one packet), carry every RC
+//! operation of the verbs API (SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, READ,
+//! CMP_SWAP, FETCH_ADD) of 1 byte to 64 KiB, and every byte is checked
+//! (`testbed/src/soak/`). The link is `testbed/relay_link.sh`'s (with `NET=75`, so that it
+//! can stand beside the script's own; `SOFTRNIC_SOAK_NET` picks another number, for runs
+//! side by side); its two ends are `soak-node` processes. `SOFTRNIC_SOAK_JITTER=MS` adds a
+//! uniform draw of up to MS more to each frame's delay, which reorders nearly everything
+//! in flight. Not in CI yet: with 2 ms, on two cores that other builds kept busy (load 10
+//! to 12), 8 runs of 11 passed alone and 5 of 8 beside a second soak (the engine before
+//! the fixes this option came with: 5 of 6 alone, moving half the work requests); each
+//! failure was a QP ending in `IBV_WC_RETRY_EXC_ERR` after 7 whole local ACK timeouts
+//! without progress, the round-trip estimate (20 to 30 ms on a link of 2 to 6) keeping the
+//! early resends from coming first.
 //!
 //! Halfway through, the link goes down for 300 ms and comes back; every WR still completes.
 //!
@@ -18,7 +26,7 @@ use std::process::Command;
 const TEST: &str = "sixteen_qps_of_every_rc_operation_survive_a_lossy_link";
 
 /// The relay's impairments: 1% lost, 1% duplicated, 2% reordered, 0.5% corrupted, every frame
-/// delayed 1 ms, seeded.
+/// delayed 1 ms, seeded. (`SOFTRNIC_SOAK_JITTER=MS` adds `--jitter MS`.)
 const IMPAIRMENTS: [&str; 12] = [
     "--loss",
     "0.01",
@@ -62,16 +70,26 @@ fn sixteen_qps_of_every_rc_operation_survive_a_lossy_link() {
         .ok()
         .map(|s| s.parse().expect("SOFTRNIC_SOAK_SECS: a number of seconds"))
         .unwrap_or(60);
+    let net: u8 = std::env::var("SOFTRNIC_SOAK_NET")
+        .ok()
+        .map(|s| s.parse().expect("SOFTRNIC_SOAK_NET: a number below 256"))
+        .unwrap_or(75);
+    let jitter: Vec<String> = std::env::var("SOFTRNIC_SOAK_JITTER")
+        .ok()
+        .filter(|ms| !ms.is_empty())
+        .map(|ms| vec!["--jitter".to_string(), ms])
+        .unwrap_or_default();
     let node = env!("CARGO_BIN_EXE_soak-node");
     // Halfway through (the client starts about a second after the relay), the link goes down
     // for [`LINK_DOWN`] and comes back.
     let down_at = (secs as f64 / 2.0 + 1.0).to_string();
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/relay_link.sh"))
-        .arg(format!("{node} server 10.75.0.2"))
-        .arg(format!("{node} client 10.75.0.1 10.75.0.2 {secs}"))
+        .arg(format!("{node} server 10.{net}.0.2"))
+        .arg(format!("{node} client 10.{net}.0.1 10.{net}.0.2 {secs}"))
         .args(IMPAIRMENTS)
+        .args(&jitter)
         .args(["--down-at", &down_at, "--down-for", LINK_DOWN])
-        .env("NET", "75")
+        .env("NET", net.to_string())
         .env("RELAY", env!("CARGO_BIN_EXE_packet-relay"))
         .env("OFFLOAD_OFF", "tx off gso off tso off")
         .output()

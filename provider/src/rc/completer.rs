@@ -5,9 +5,12 @@
 //!   SEND and WRITE WQEs it covers complete in order. READ and atomic WQEs complete only with
 //!   their responses; an ACK beyond one means its responses were lost (an "implied NAK"), and
 //!   the requester resends from the oldest unacknowledged PSN.
-//! * **READ responses** arrive in PSN order and implicitly acknowledge all earlier requests;
-//!   each is written to the READ's local SGEs at its offset. A gap means lost responses:
-//!   go-back-N, resuming the READ at the first missing response.
+//! * **READ responses** implicitly acknowledge all earlier requests; each is written to the
+//!   READ's local SGEs at its offset. One ahead of the expected response (reordered, or
+//!   after a loss) is placed too, up to 64 PSNs ahead, and the READ completes once every
+//!   response has come; a response still missing is asked for again after the retransmit
+//!   timer: go-back-N, resuming the READ at the first missing response (further ahead, a
+//!   response is dropped and the READ resumed at once).
 //! * A FLUSH or ATOMIC WRITE completes with its zero-length RDMA READ RESPONSE ONLY.
 //! * **ATOMIC ACKNOWLEDGE** carries the original remote value, written to the local buffer.
 //! * **NAKs**: PSN sequence error (resend from the NAK's PSN, counting against `retry_cnt`),
@@ -36,6 +39,9 @@ use crate::qp_state::{rnr_retries, transport_retries, Retries};
 use crate::timer::{Timer, TimerTable};
 use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
+
+/// How far ahead of the expected response a READ response is placed (and noted in a `u64`).
+const READ_AHEAD: u32 = 64;
 
 /// What to do with a READ or atomic WQE that an acknowledgement reaches.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -130,6 +136,9 @@ impl Requester {
                         SendOpcode::RdmaRead | SendOpcode::Flush | SendOpcode::AtomicWrite
                     )
                 };
+                if self.read_response_ahead(ctx, pkt, info.position, mrs, ev) {
+                    return;
+                }
                 if !self.expected_response(ctx, psn, answers, ev) {
                     return;
                 }
@@ -182,7 +191,11 @@ impl Requester {
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
             let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
-            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, "local ACK timeout");
+            // The round-trip estimate says why the timer waited as long as it did.
+            let (srtt_us, rttvar_us) = self.rto.estimate().map_or((0, 0), |(s, v)| {
+                (s.as_micros() as u64, v.as_micros() as u64)
+            });
+            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, srtt_us, rttvar_us, "local ACK timeout");
             let resent = if counted {
                 self.retry_from(ctx, una, ev)
             } else {
@@ -249,6 +262,54 @@ impl Requester {
         }
     }
 
+    /// A response of the front READ ahead of the expected one (`una`), less than
+    /// [`READ_AHEAD`] PSNs ahead: placed in the READ's buffer at its offset and noted in
+    /// `read_ahead`, so that it need not come again; `una` moves past it once the responses
+    /// before it have come (`read_response`). It does not go back: on a path that reorders,
+    /// the responses of one READ, sent back to back, arrive in nearly any order, and going
+    /// back at each one ahead had the responder restart the READ each time (a 64-packet READ
+    /// through 2 ms of jitter took some 2000 responses). A response that is really lost is
+    /// resent after the retransmit timer, as the last of a READ always was. Returns whether
+    /// it handled `pkt`.
+    fn read_response_ahead(
+        &mut self,
+        ctx: &QpContext,
+        pkt: &RocePacket<'_>,
+        position: Position,
+        mrs: &MrTable,
+        ev: &mut Events,
+    ) -> bool {
+        let psn = pkt.repr.bth.psn;
+        let ahead = psn.distance_from(self.una);
+        let Some(w) = self.sq.front() else {
+            return false;
+        };
+        if w.opcode != SendOpcode::RdmaRead
+            || !w.holds(psn)
+            || !w.holds(self.una)
+            || ahead == 0
+            || ahead >= READ_AHEAD
+        {
+            return false;
+        }
+        if self.read_ahead & (1 << ahead) == 0 {
+            let k = psn.distance_from(w.first_psn);
+            let ends = matches!(position, Position::Last | Position::Only);
+            let offset = k * ctx.pmtu;
+            let expect_len = (w.total - offset).min(ctx.pmtu);
+            if ends != (k == w.npkts - 1) || pkt.payload.len() != expect_len as usize {
+                self.fail_front(ctx, WcStatus::BadRespErr, ev);
+                return true;
+            }
+            if scatter(mrs, ctx.pd, &w.sges, offset, pkt.payload).is_err() {
+                self.fail_front(ctx, WcStatus::LocProtErr, ev);
+                return true;
+            }
+            self.read_ahead |= 1 << ahead;
+        }
+        true
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn read_response(
         &mut self,
@@ -279,7 +340,14 @@ impl Requester {
             return;
         }
         self.una = psn.add(1);
-        if matches!(position, Position::Last | Position::Only) {
+        // The responses placed ahead of it that now follow it.
+        self.read_ahead >>= 1;
+        while self.read_ahead & 1 == 1 {
+            self.una = self.una.add(1);
+            self.read_ahead >>= 1;
+        }
+        if self.una == w.first_psn.add(w.npkts) {
+            self.read_ahead = 0;
             self.complete_front(ctx, ev);
         }
         self.progress(ctx, now, timers);
@@ -314,6 +382,14 @@ impl Requester {
                         self.una
                     };
                     if at_rd_atomic == AtRdAtomic::Retry && self.last_go_back != Some(una) {
+                        if una != old_una {
+                            // It acknowledged the WQEs before the READ/atomic: progress,
+                            // which restores the retry budget before this implied NAK draws
+                            // on it. On a path that reorders, this ACK may merely have
+                            // overtaken the response; a budget spent by the timeouts before
+                            // the progress must not end the QP.
+                            self.reset_retries(ctx);
+                        }
                         self.una = una;
                         self.retry_from(ctx, una, ev);
                     }

@@ -103,6 +103,9 @@ pub(crate) struct Requester {
     /// acknowledges all of it once the lost one arrives (`rc/responder/reorder.rs`);
     /// resending the whole window meanwhile would only repeat what it has.
     pub resend_probe: Option<Psn>,
+    /// READ responses of the front WQE that arrived ahead of `una` and were placed: bit `i`
+    /// is PSN `una + i` (`completer.rs`).
+    pub read_ahead: u64,
 }
 
 impl Requester {
@@ -124,6 +127,7 @@ impl Requester {
             seat: Seat::default(),
             rto: rto::Rto::default(),
             resend_probe: None,
+            read_ahead: 0,
         }
     }
 
@@ -312,9 +316,6 @@ impl Requester {
         if !resend {
             self.sent_end = psn.add(1);
         }
-        if ctx.is_reliable() {
-            self.rto.sent(psn, now, resend);
-        }
         // A UD SEND goes where its WR says; a connected QP's packets to its peer.
         out.dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
         out.src_port = ctx.src_port;
@@ -431,6 +432,9 @@ impl Requester {
         // An XRC request names the SRQ at the target (annex A14.6.1).
         if out.roce.info().is_ok_and(|i| i.has(ExtHeader::Xrceth)) {
             out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
+        }
+        if ctx.is_reliable() {
+            self.rto.sent(psn, now, resend, out.roce.bth.ack_req);
         }
     }
 }

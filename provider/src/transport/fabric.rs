@@ -10,7 +10,9 @@
 //! drawn per packet from a seeded SplitMix64 generator (no clocks, no OS randomness): loss,
 //! corruption (one random bit of the UDP payload flipped), duplication, reordering (the packet
 //! is held back until `reorder_by` later packets to the same endpoint have arrived, or
-//! `reorder_hold_ns` passed), and a fixed one-way delay.
+//! `reorder_hold_ns` passed), and a one-way delay, fixed or with jitter (a further uniform draw
+//! per packet, so that a packet drawing less overtakes the ones sent before it, as on a path
+//! whose queues vary).
 //!
 //! Multicast (IBTA 10.5 over RoCE v2's IP multicast, annex A17): an endpoint joins a group
 //! address with [`Transport::join_multicast`], and a datagram sent to a multicast address
@@ -50,8 +52,10 @@ pub struct FabricConfig {
     pub reorder_hold_ns: u64,
     /// Probability that one random bit of the UDP payload is flipped.
     pub corrupt: f64,
-    /// One-way delay, in virtual nanoseconds.
+    /// One-way delay, in virtual nanoseconds...
     pub delay_ns: u64,
+    /// ... and a further uniform `0..=jitter_ns` drawn per packet (each copy, if duplicated).
+    pub jitter_ns: u64,
 }
 
 impl Default for FabricConfig {
@@ -65,6 +69,7 @@ impl Default for FabricConfig {
             reorder_hold_ns: 100_000,
             corrupt: 0.0,
             delay_ns: 0,
+            jitter_ns: 0,
         }
     }
 }
@@ -433,7 +438,11 @@ impl Inner {
     /// Puts a datagram on its way to endpoint `dst`.
     fn launch(&mut self, dst: usize, datagram: Datagram) {
         let held = self.rng.chance(self.config.reorder);
-        let due = self.now.saturating_add(self.config.delay_ns);
+        let mut due = self.now.saturating_add(self.config.delay_ns);
+        if self.config.jitter_ns > 0 {
+            // Drawn only with jitter: the draws of a fabric without it stay as they were.
+            due = due.saturating_add(self.rng.below(self.config.jitter_ns + 1));
+        }
         let flight = Some(InFlight {
             dst,
             held,

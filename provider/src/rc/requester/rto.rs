@@ -41,12 +41,16 @@ pub struct Rto {
 }
 
 impl Rto {
-    /// A packet at `psn` left at `now` (`resend`: it had left before).
-    pub fn sent(&mut self, psn: Psn, now: Instant, resend: bool) {
+    /// A packet at `psn` left at `now` (`resend`: it had left before; `asks`: with AckReq).
+    /// Only a packet that asks for its ACK is timed: the ACK of one that does not comes when
+    /// a later packet asks, which may leave much later (an unsignaled WRITE, then a signaled
+    /// one when the program posts it; the first packets of a long message), and such a
+    /// "round trip" of 52 ms on a 2 ms path put the early resend past the local ACK timeout.
+    pub fn sent(&mut self, psn: Psn, now: Instant, resend: bool, asks: bool) {
         if resend {
             // Karn's rule: an ACK after a resend may answer either copy.
             self.timing = None;
-        } else if self.timing.is_none() {
+        } else if asks && self.timing.is_none() {
             self.timing = Some((psn, now));
         }
     }
@@ -96,6 +100,11 @@ impl Rto {
         }
     }
 
+    /// The smoothed round trip and its mean deviation, once one was measured.
+    pub fn estimate(&self) -> Option<(Duration, Duration)> {
+        self.estimate
+    }
+
     /// The early interval now: the backed-off one, else the estimate's `srtt + 4 rttvar` (at
     /// least [`MIN_RTO`]); none before a round trip was measured.
     fn early(&self) -> Option<Duration> {
@@ -137,18 +146,18 @@ mod tests {
     fn a_measured_round_trip_resends_early_without_counting_and_backs_off_to_the_timeout() {
         let (mut r, t0) = (Rto::default(), Instant::now());
         r.arm(t0, TIMEOUT);
-        r.sent(Psn::new(10), t0, false);
+        r.sent(Psn::new(10), t0, false, true);
         let rtt = Duration::from_micros(30);
         r.progress(Psn::new(11), t0 + rtt);
         // The next packet is lost: the first resend after MIN_RTO (the estimate is below).
         let t1 = t0 + rtt;
-        r.sent(Psn::new(11), t1, false);
+        r.sent(Psn::new(11), t1, false, true);
         let mut at = r.deadline(t1, TIMEOUT);
         assert_eq!(at, t1 + MIN_RTO, "armed at progress");
         let mut early = 0;
         while !r.fired(at, TIMEOUT) {
             early += 1;
-            r.sent(Psn::new(11), at, true);
+            r.sent(Psn::new(11), at, true, true);
             let next = r.arm(at, TIMEOUT);
             assert!(next - at <= TIMEOUT && next > at);
             at = next;
@@ -157,17 +166,29 @@ mod tests {
         assert_eq!(early, 6);
         assert_eq!(at, t1 + TIMEOUT);
         // After a counted retry, the next one a whole timeout later at most.
-        r.sent(Psn::new(11), at, true);
+        r.sent(Psn::new(11), at, true, true);
         assert_eq!(r.arm(at, TIMEOUT), at + TIMEOUT);
+    }
+
+    #[test]
+    fn a_packet_that_asks_for_no_ack_is_not_timed() {
+        let (mut r, t0) = (Rto::default(), Instant::now());
+        r.sent(Psn::new(5), t0, false, false);
+        r.sent(Psn::new(6), t0 + Duration::from_millis(50), false, true);
+        r.progress(Psn::new(7), t0 + Duration::from_millis(52));
+        assert_eq!(
+            r.estimate,
+            Some((Duration::from_millis(2), Duration::from_millis(1)))
+        );
     }
 
     #[test]
     fn a_resent_packet_gives_no_sample() {
         let (mut r, t0) = (Rto::default(), Instant::now());
-        r.sent(Psn::new(5), t0, true);
+        r.sent(Psn::new(5), t0, true, true);
         r.progress(Psn::new(6), t0 + Duration::from_secs(1));
         assert!(r.estimate.is_none());
-        r.sent(Psn::new(6), t0, false);
+        r.sent(Psn::new(6), t0, false, true);
         r.progress(Psn::new(6), t0 + Duration::from_secs(1));
         assert!(r.estimate.is_none(), "PSN 6 itself is not acknowledged yet");
         r.progress(Psn::new(7), t0 + Duration::from_micros(40));
