@@ -94,7 +94,7 @@ fn small_sends_allocate_nothing_per_work_request() {
         SendWr::new(0, SendOpcode::Send, vec![sge(&a, 64)]),
     );
     plain.flags = SendFlags::SIGNALED;
-    inline.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+    inline.flags = SendFlags::SIGNALED | SendFlags::INLINE;
     let round = |p: &mut Pair| {
         for i in 0..N {
             p.b.qp.post_recv(&recv).unwrap();

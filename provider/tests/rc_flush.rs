@@ -19,7 +19,7 @@ use softrnic_provider::wr::{RemoteAddr, SendOpcode, SendWr};
 use softrnic_wire::Opcode;
 
 const PAGE: usize = 4096;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 /// FETH low byte: placement type global visibility / persistence, selectivity level 1.
 const GLOBAL: u32 = 1;
 const PERSIST: u32 = 2;

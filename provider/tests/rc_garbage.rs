@@ -40,12 +40,10 @@ use softrnic_wire::roce::RoceRepr;
 use softrnic_wire::Opcode;
 
 const PAGE: usize = 4096;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 const OTHER_PD: PdHandle = PdHandle(2);
 /// The pattern the memory outside the windows holds.
 const GUARD_SEED: u8 = 0x5a;

@@ -17,15 +17,14 @@ use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus};
 use softrnic_provider::wr::{RemoteAddr, SendOpcode, SendWr};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0
-        | Access::MW_BIND.0,
-);
-const WIN_ALL: Access =
-    Access(Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::MW_BIND);
+const WIN_ALL: Access = Access::REMOTE_READ
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
 /// The window: bytes `OFF..OFF + LEN` of `mem`.
 const OFF: u64 = 0x100;
 const LEN: u64 = 0x80;

@@ -13,12 +13,10 @@ use softrnic_provider::transport::{FabricConfig, SplitMix64};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 const SRC: usize = 128 << 10;
 const TARGET: usize = 128 << 10;
 const SINK: usize = 1 << 20;
@@ -144,7 +142,7 @@ fn plan(rng: &mut SplitMix64, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -
             flags: if rng.chance(0.8) || i == count - 1 {
                 SendFlags::SIGNALED
             } else {
-                SendFlags(0)
+                SendFlags::empty()
             },
             sg_list: vec![],
             imm_data_or_inv_rkey: rng.next_u64() as u32,
@@ -185,7 +183,7 @@ fn plan(rng: &mut SplitMix64, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -
                         .iter()
                         .any(|&(o, l)| o < off + len && off < o + l)
                     {
-                        w.flags = SendFlags(w.flags.0 | SendFlags::FENCE.0);
+                        w.flags |= SendFlags::FENCE;
                         unfenced_reads.clear();
                     }
                     if op == SendOpcode::RdmaWriteWithImm {

@@ -9,12 +9,10 @@ use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus};
 use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 fn wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
     SendWr {

@@ -18,7 +18,7 @@ use softrnic_uapi::{
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 5, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 5, 2));
 const LEN: usize = 8192;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 fn pair(seed: u64) -> (Fabric, Side, Side) {
     let fabric = Fabric::new(FabricConfig::default(), seed);

@@ -23,7 +23,7 @@ use softrnic_uapi::{
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 17, 2));
 const PAGES: usize = 4;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 fn side(fabric: &Fabric, addr: IpAddr) -> Node {
     let setup = Setup {

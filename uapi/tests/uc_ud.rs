@@ -16,7 +16,7 @@ use softrnic_uapi::{
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 24, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 24, 2));
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const WAIT: Duration = Duration::from_secs(10);
 
 fn side(fabric: &Fabric, addr: IpAddr, qp_type: QpType) -> Node {

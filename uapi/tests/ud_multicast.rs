@@ -20,7 +20,7 @@ const QKEY: u32 = 0x1111_1111;
 const MULTICAST_QPN: u32 = 0x00ff_ffff;
 /// `EINVAL`.
 const EINVAL: i32 = 22;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const WAIT: Duration = Duration::from_secs(10);
 /// How long a receiver that must get nothing is watched.
 const QUIET: Duration = Duration::from_millis(200);

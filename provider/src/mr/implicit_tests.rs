@@ -7,13 +7,11 @@ use crate::wr::Sge;
 
 const PD: PdHandle = PdHandle(1);
 const PAGE: usize = 4096;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_ATOMIC.0
-        | Access::ON_DEMAND.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::ON_DEMAND);
 
 /// Three anonymous pages: read-write, then unmapped, then read-only.
 struct Pages(*mut u8);

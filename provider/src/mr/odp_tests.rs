@@ -6,7 +6,7 @@ use crate::wr::Sge;
 
 const PD: PdHandle = PdHandle(1);
 const PAGE: usize = 4096;
-const ODP_RW: Access = Access(Access::LOCAL_WRITE.0 | Access::ON_DEMAND.0);
+const ODP_RW: Access = Access::LOCAL_WRITE.union(Access::ON_DEMAND);
 
 /// Two anonymous pages, read-write.
 struct Pages(*mut u8);

@@ -14,12 +14,10 @@ use softrnic_uapi::{
     Access, ConnectAttr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, WcStatus,
 };
 
-pub const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+pub const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 pub const PAGE: usize = 4096;
 /// A guard against a hang, never a timing assertion.
 pub const LONG: Duration = Duration::from_secs(30);
