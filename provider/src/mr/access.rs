@@ -156,10 +156,7 @@ mod tests {
         let a = LW | Access::REMOTE_READ;
         assert!(a.contains(LW) && a.contains(Access::empty()) && !a.contains(Access::REMOTE_WRITE));
         assert_eq!(format!("{a:?}"), "Access(LOCAL_WRITE | REMOTE_READ)");
-        assert_eq!(
-            format!("{:?}", Access::empty()),
-            "Access(0x0)"
-        );
+        assert_eq!(format!("{:?}", Access::empty()), "Access(0x0)");
         assert_eq!(
             format!("{:?}", Access::from_bits_retain(1 << 21)),
             "Access(0x200000)"
