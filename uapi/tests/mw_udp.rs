@@ -64,18 +64,9 @@ fn wait(s: &Node) -> WorkCompletion {
 
 fn wr(a: &Node, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
     SendWr {
-        wr_id: 1,
-        opcode,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![a.mem.sge(0, len)],
-        imm_data_or_inv_rkey: 0,
         remote: RemoteAddr { addr, rkey },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(1, opcode, vec![a.mem.sge(0, len)])
     }
 }
 
