@@ -35,10 +35,7 @@ struct Setup {
 /// B's `mem` has `access`; returns the setup and `mem`'s R_Key and address.
 fn setup(access: Access) -> (Setup, RemoteAddr) {
     let mut p = Pair::new(FabricConfig::default(), 7, Connect::default());
-    let mem = p.b.region(PAGE, access);
-    let eyes = p.b.subregion(&mem, 0, PAGE, PD, Access::LOCAL_WRITE);
-    let shadow = bytes(PAGE, 0x41);
-    p.b.fill(&eyes, 0, &shadow);
+    let Target { mem, eyes, shadow } = p.b.target(PAGE, access, 0x41);
     let local = p.a.region(PAGE, RW);
     let remote = RemoteAddr {
         addr: mem.addr(),

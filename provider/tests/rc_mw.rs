@@ -42,10 +42,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let mut p = Pair::new(FabricConfig::default(), 5, Connect::default());
-    let mem = p.b.region(PAGE, ALL);
-    let eyes = p.b.subregion(&mem, 0, PAGE, PD, Access::LOCAL_WRITE);
-    let shadow = bytes(PAGE, 0x31);
-    p.b.fill(&eyes, 0, &shadow);
+    let Target { mem, eyes, shadow } = p.b.target(PAGE, ALL, 0x31);
     let local = p.a.region(PAGE, ALL);
     p.a.fill(&local, 0, &bytes(PAGE, 0x77));
     Setup {
