@@ -203,19 +203,24 @@ fn advise_prefetches_any_mapped_range_and_fails_holes_with_flush() {
     t.advise(
         PD,
         Advice::PrefetchWrite,
-        ADVISE_FLAG_FLUSH,
+        AdviseFlags::FLUSH,
         &[sge(p.rw(), 4096)],
     )
     .unwrap();
-    t.advise(PD, Advice::Prefetch, ADVISE_FLAG_FLUSH, &[sge(p.ro(), 64)])
+    t.advise(PD, Advice::Prefetch, AdviseFlags::FLUSH, &[sge(p.ro(), 64)])
         .unwrap();
     let e = t.advise(
         PD,
         Advice::Prefetch,
-        ADVISE_FLAG_FLUSH,
+        AdviseFlags::FLUSH,
         &[sge(p.hole(), 64)],
     );
     assert_eq!(e, Err(AdviseError::Fault));
-    t.advise(PD, Advice::Prefetch, 0, &[sge(p.hole(), 64)])
-        .unwrap();
+    t.advise(
+        PD,
+        Advice::Prefetch,
+        AdviseFlags::empty(),
+        &[sge(p.hole(), 64)],
+    )
+    .unwrap();
 }

@@ -86,11 +86,11 @@ pub(crate) fn device_attr_ex(a: &DeviceAttr) -> ibv_device_attr_ex {
         orig_attr: device_attr(a),
         comp_mask: 0,
         odp_caps: ibv_odp_caps {
-            general_caps: ODP_GENERAL_CAPS,
+            general_caps: ODP_GENERAL_CAPS.bits(),
             per_transport_caps: ibv_odp_per_transport_caps {
-                rc_odp_caps: ODP_TRANSPORT_CAPS.rc,
-                uc_odp_caps: ODP_TRANSPORT_CAPS.uc,
-                ud_odp_caps: ODP_TRANSPORT_CAPS.ud,
+                rc_odp_caps: ODP_TRANSPORT_CAPS.rc.bits(),
+                uc_odp_caps: ODP_TRANSPORT_CAPS.uc.bits(),
+                ud_odp_caps: ODP_TRANSPORT_CAPS.ud.bits(),
             },
         },
         completion_timestamp_mask: 0,
@@ -105,7 +105,7 @@ pub(crate) fn device_attr_ex(a: &DeviceAttr) -> ibv_device_attr_ex {
         cq_mod_caps: Default::default(),
         max_dm_size: softrnic_uapi::MAX_DM_SIZE as u64,
         pci_atomic_caps: Default::default(),
-        xrc_odp_caps: ODP_TRANSPORT_CAPS.xrc,
+        xrc_odp_caps: ODP_TRANSPORT_CAPS.xrc.bits(),
         phys_port_cnt_ex: u32::from(a.phys_port_cnt),
     }
 }
