@@ -136,26 +136,20 @@ fn plan(rng: &mut SplitMix64, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -
             *at = p + l;
             p
         };
+        // Fields are evaluated in the order written: the flag draw comes before the
+        // immediate's, as the workload of each seed expects.
         let mut w = SendWr {
-            wr_id,
-            opcode: op,
             flags: if rng.chance(0.8) || i == count - 1 {
                 SendFlags::SIGNALED
             } else {
                 SendFlags::empty()
             },
-            sg_list: vec![],
             imm_data_or_inv_rkey: rng.next_u64() as u32,
             remote: RemoteAddr {
                 addr: 0,
                 rkey: peer.target.keys.rkey,
             },
-            compare_add: 0,
-            swap: 0,
-            bind_mw: None,
-            ud: None,
-            xrc_srqn: 0,
-            inline_data: None,
+            ..SendWr::new(wr_id, op, vec![])
         };
         let (expect, byte_len) = match op {
             SendOpcode::Send | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => {
