@@ -34,7 +34,7 @@ use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, MrTable, MwBind, MwType, PdHandle};
 use softrnic_provider::nic::{CqId, Nic};
 use softrnic_provider::qp_state::Mtu;
-use softrnic_provider::rc::{ConnectAttr, QpCaps, QpLimits, TxQueue};
+use softrnic_provider::qp::{ConnectAttr, QpCaps, QpLimits, TxQueue};
 use softrnic_provider::transport::{seal_as_socket_sent, RecvMeta, RecvPacket};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};

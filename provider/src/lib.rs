@@ -28,6 +28,7 @@ pub mod gsi;
 pub mod host;
 pub mod mr;
 pub mod nic;
+pub mod qp;
 pub mod qp_state;
 pub mod rc;
 pub mod srq;

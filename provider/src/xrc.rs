@@ -13,7 +13,7 @@
 //!   NAK Invalid Request, A14.6.3), places the data and checks R_Keys in that SRQ's PD, and
 //!   completes on that SRQ's CQ.
 //!
-//! The RC engine does the rest ([`crate::rc::Qp`]); this module holds the types and the
+//! The RC engine does the rest ([`crate::qp::Qp`]); this module holds the types and the
 //! target's choice of SRQ.
 
 use crate::error::{Error, Result};

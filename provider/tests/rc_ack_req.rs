@@ -8,7 +8,8 @@ mod common;
 
 use common::*;
 use softrnic_provider::mr::Access;
-use softrnic_provider::rc::{Qp, QpCaps, ACK_REQ_INTERVAL};
+use softrnic_provider::qp::{Qp, QpCaps};
+use softrnic_provider::rc::ACK_REQ_INTERVAL;
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::{RecvWr, SendFlags, SendOpcode, SendWr, Sge};

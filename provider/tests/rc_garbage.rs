@@ -27,8 +27,8 @@ use common::wrs::{bytes, recv_wr, remote_of, send_wr, sge_of, wc_statuses};
 use common::*;
 use softrnic_provider::driver::accept;
 use softrnic_provider::mr::{Access, PdHandle};
+use softrnic_provider::qp::{QpAttr, TxQueue};
 use softrnic_provider::qp_state::{AttrMask, QpState};
-use softrnic_provider::rc::{QpAttr, TxQueue};
 use softrnic_provider::transport::{
     seal_as_socket_sent, FabricConfig, RecvMeta, RecvPacket, SplitMix64,
 };
@@ -312,7 +312,7 @@ fn inject(n: &mut Node, now: Instant, from: SocketAddr, to: IpAddr, bytes: &[u8]
     true
 }
 
-fn to_err(qp: &mut softrnic_provider::rc::Qp) {
+fn to_err(qp: &mut softrnic_provider::qp::Qp) {
     let attr = QpAttr {
         qp_state: QpState::Err,
         ..QpAttr::default()

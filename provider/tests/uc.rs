@@ -178,7 +178,7 @@ fn lost_packet_drops_its_message_only(lost: Opcode) {
 
 #[test]
 fn a_dropped_message_gives_its_srq_wqe_back() {
-    use softrnic_provider::rc::Qp;
+    use softrnic_provider::qp::Qp;
     use softrnic_provider::srq::{Srq, SrqAttr};
     let c = Connect::default();
     let mut p = uc_pair(6);

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Draws a `softrnic perf --json` run: a picture (SVG) and a table (Markdown) for the README.
+"""Draws a `softrnic perf --json` run: a picture (SVG) and a table (Markdown) for
+docs/performance.md.
 
     softrnic perf --all --json > run.json
     python3 tools/scripts/perf_plot.py run.json --svg perf.svg --table perf.md

@@ -66,8 +66,8 @@ pub use softrnic_provider::device::{DeviceAttr, Gid, PortAttr};
 pub use softrnic_provider::driver::Progress;
 pub use softrnic_provider::event::{AsyncEvent, Element, EventType};
 pub use softrnic_provider::mr::{Access, MwBind, MwType};
+pub use softrnic_provider::qp::{ConnectAttr, QpAttr, QpCaps, MAX_INLINE};
 pub use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
-pub use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps, MAX_INLINE};
 pub use softrnic_provider::srq::{SrqAttr, SrqAttrMask};
 pub use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 pub use softrnic_provider::wr::{

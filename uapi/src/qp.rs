@@ -2,8 +2,8 @@
 //! `ibv_attach_mcast`, `ibv_detach_mcast`).
 
 use softrnic_provider::device::{Gid, Limits};
+use softrnic_provider::qp::{ConnectAttr, QpAttr, QpCaps};
 use softrnic_provider::qp_state::{AttrMask, QpType};
-use softrnic_provider::rc::{ConnectAttr, QpAttr, QpCaps};
 use softrnic_provider::wr::{RecvWr, SendWr};
 use softrnic_provider::{Error, Result};
 

@@ -18,7 +18,7 @@ use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::runs::{Idents, Runs};
 use crate::mr::{MrTable, PinError, ReadPin};
-use crate::rc::{Payload, Transmit, MAX_INLINE};
+use crate::qp::{Payload, Transmit, MAX_INLINE};
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
 
 /// Room for the ICRC's masked view of IPv6 + UDP (after the LRH placeholder), the BTH and the
@@ -334,7 +334,7 @@ mod tests {
 
     use super::*;
     use crate::mr::PdHandle;
-    use crate::rc::QpContext;
+    use crate::qp::QpContext;
     use crate::transport::{Ready, RecvBatch, TransportStats};
 
     const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 7));

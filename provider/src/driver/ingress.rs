@@ -17,6 +17,11 @@ pub enum Rejected {
     Malformed,
 }
 
+impl Rejected {
+    /// Why a malformed packet was dropped, in words (as a capture's comment says it).
+    pub const MALFORMED: &'static str = "dropped: its transport headers do not parse";
+}
+
 /// Checks and parses a received datagram. The second value says whether the ICRC was checked
 /// over the IP header as received (`false`: an IPv4 packet whose Identification was solved
 /// for, [`IcrcStatus::OkForIdent`]).

@@ -41,7 +41,7 @@ use softrnic_wire::opcode::Operation;
 
 use crate::nic::mcast::MULTICAST_QPN;
 use crate::nic::Nic;
-use crate::rc::TxQueue;
+use crate::qp::TxQueue;
 use crate::transport::{RecvBatch, Transport};
 
 /// Poll rounds in a row that may return completions before transmitting (see the module
@@ -231,7 +231,7 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
             let now = inner.now();
             let mut nic = lock(&inner.nic);
             let mut acked_requests = false;
-            for pkt in io.batch.iter() {
+            for (index, pkt) in io.batch.iter().enumerate() {
                 match accept(&pkt) {
                     Ok((p, verified)) => {
                         let (src, dst) = (pkt.meta.src.ip(), pkt.meta.dst);
@@ -239,10 +239,16 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
                         acked_requests |= p.repr.bth.opcode.info().is_some_and(|i| {
                             matches!(i.operation, Operation::Send | Operation::RdmaWrite)
                         });
-                        nic.handle_packet_to(now, &p, verified, src, dst);
+                        if let Some(why) = nic.handle_packet_to(now, &p, verified, src, dst) {
+                            io.transport.note_dropped(index, why.describe());
+                        }
                     }
+                    // The transport saw the ICRC fail itself (a capture says so).
                     Err(Rejected::BadIcrc) => nic.rx.icrc_errors += 1,
-                    Err(Rejected::Malformed) => nic.rx.malformed += 1,
+                    Err(Rejected::Malformed) => {
+                        nic.rx.malformed += 1;
+                        io.transport.note_dropped(index, Rejected::MALFORMED);
+                    }
                 }
             }
             let completed = if io.touched.all {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::*;
 use crate::mr::{MrTable, PdHandle};
 use crate::nic::Nic;
+use crate::qp::QpCaps;
 use crate::qp_state::QpType;
-use crate::rc::QpCaps;
 
 const GROUP: IpAddr = IpAddr::V4(Ipv4Addr::new(239, 1, 32, 1));
 

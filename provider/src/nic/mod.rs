@@ -27,8 +27,8 @@ use crate::error::{Error, Result};
 use crate::event::{AsyncEvent, Element, EventType};
 use crate::host::status::QpReport;
 use crate::mr::{MrTable, PdHandle};
+use crate::qp::{Completion, CqSide, Qp, QpCaps, TxQueue};
 use crate::qp_state::QpType;
-use crate::rc::{Completion, CqSide, Qp, QpCaps, TxQueue};
 use crate::srq::{Srq, SrqAttr, SrqAttrMask, SrqId, SrqLimits, SrqTable};
 use crate::wc::WorkCompletion;
 use crate::wr::RecvWr;
@@ -77,6 +77,33 @@ pub struct RxStats {
     pub bad_pkey: u64,
     /// Multicast packets (DestQP 0xFFFFFF) to a group no QP is attached to.
     pub no_group: u64,
+}
+
+/// Why the NIC dropped a received, well-formed packet before any QP saw it (each is counted in
+/// [`RxStats`]; a capture writes the reason beside the packet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxDrop {
+    /// Its DestQP names no QP of this device ([`RxStats::no_qp`]).
+    NoQp,
+    /// A multicast packet to a group no QP is attached to ([`RxStats::no_group`]).
+    NoGroup,
+    /// It came to a connected QP from another address than its peer's
+    /// ([`RxStats::addr_mismatch`]).
+    AddrMismatch,
+    /// Its P_Key does not match the port's ([`RxStats::bad_pkey`]).
+    BadPkey,
+}
+
+impl RxDrop {
+    /// The reason, in words (as a capture's comment says it).
+    pub fn describe(self) -> &'static str {
+        match self {
+            RxDrop::NoQp => "dropped: no QP has its DestQP",
+            RxDrop::NoGroup => "dropped: no QP is attached to its multicast group",
+            RxDrop::AddrMismatch => "dropped: not from its QP's peer address",
+            RxDrop::BadPkey => "dropped: its P_Key does not match the port's",
+        }
+    }
 }
 
 /// The port's one P_Key: the default partition, full member (kernel rxe's and RoCE's).
@@ -743,9 +770,9 @@ impl Nic {
         pkt: &RocePacket<'_>,
         verified: bool,
         src: IpAddr,
-    ) {
+    ) -> Option<RxDrop> {
         let local = self.local;
-        self.handle_packet_to(now, pkt, verified, src, local);
+        self.handle_packet_to(now, pkt, verified, src, local)
     }
 
     /// Hands a received, checked packet from IP address `src` to `dst` to its QP (or QPs):
@@ -759,6 +786,8 @@ impl Nic {
     /// for RC and UC). Anything else is dropped before the QP sees it and counted in
     /// [`RxStats::addr_mismatch`]: a spoofed request is neither executed nor answered (no
     /// NAK, no change of PSN or state), a spoofed ACK, NAK or response changes nothing.
+    ///
+    /// Returns why the packet was dropped, if it was ([`RxDrop`]).
     pub fn handle_packet_to(
         &mut self,
         now: Instant,
@@ -766,7 +795,7 @@ impl Nic {
         verified: bool,
         src: IpAddr,
         dst: IpAddr,
-    ) {
+    ) -> Option<RxDrop> {
         let dest_qp = pkt.repr.bth.dest_qp;
         // Whom it is for: every member of a group, or the one QP it names.
         let to_group = dest_qp == MULTICAST_QPN && dst.is_multicast();
@@ -777,22 +806,22 @@ impl Nic {
         };
         if to_group && targets.is_empty() {
             self.rx.no_group += 1;
-            return;
+            return Some(RxDrop::NoGroup);
         }
         if !to_group {
             let Some(e) = self.qps.get(&dest_qp) else {
                 self.rx.no_qp += 1;
-                return;
+                return Some(RxDrop::NoQp);
             };
             if !from_peer(&e.qp, src, dst, self.local) {
                 self.rx.addr_mismatch += 1;
-                return;
+                return Some(RxDrop::AddrMismatch);
             }
         }
         if !pkey_matches(pkt.repr.bth.pkey, DEFAULT_PKEY) {
             // Silently dropped and counted, as IBTA 9.6.1.1 and rxe's check_keys do.
             self.rx.bad_pkey += 1;
-            return;
+            return Some(RxDrop::BadPkey);
         }
         self.rx.delivered += 1;
         self.rx.ident_solved += u64::from(!verified);
@@ -802,6 +831,7 @@ impl Nic {
                 self.deadlines.note(qpn, e.qp.poll_timeout());
             }
         }
+        None
     }
 
     /// Runs the QPs' due timers, looking only at the QPs that have one (`nic/deadlines.rs`). A

@@ -3,7 +3,7 @@
 //!
 //! IBTA 10.3.1 makes RESET the state of a QP just created: its work queues are empty and it
 //! has no history. softrnic's QP forgets its queues and its pending completions there
-//! (`rc/qp.rs`); the NIC also removes the QP's completions already queued in its send and
+//! (`qp/modify.rs`); the NIC also removes the QP's completions already queued in its send and
 //! receive CQs and not yet polled, as the mlx4 and mlx5 providers do (`mlx4_cq_clean`,
 //! `mlx5_cq_clean` in their `modify_qp` to RESET). Otherwise a QP that went to ERR, had its
 //! work requests flushed (IBTA 10.3.1 "Error", 11.6.3) and was reset to be used again, would
@@ -12,15 +12,15 @@
 
 use super::Nic;
 use crate::error::{Error, Result};
+use crate::qp::{QpAttr, QpLimits};
 use crate::qp_state::{AttrMask, QpState};
-use crate::rc::{QpAttr, QpLimits};
 
 impl Nic {
-    /// `ibv_modify_qp` of QP `qpn` (see [`crate::rc::Qp::modify`]); on a move to RESET from
+    /// `ibv_modify_qp` of QP `qpn` (see [`crate::qp::Qp::modify`]); on a move to RESET from
     /// another state, also removes the QP's completions from its CQs (module doc).
     ///
     /// # Errors
-    /// `EINVAL` for an unknown QP, or as [`crate::rc::Qp::modify`]; nothing changes then.
+    /// `EINVAL` for an unknown QP, or as [`crate::qp::Qp::modify`]; nothing changes then.
     pub fn modify_qp(
         &mut self,
         qpn: u32,
@@ -53,8 +53,8 @@ mod tests {
 
     use super::*;
     use crate::mr::{Access, MrTable, PdHandle};
+    use crate::qp::QpCaps;
     use crate::qp_state::Mtu;
-    use crate::rc::QpCaps;
     use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
     use crate::wr::RecvWr;
 

@@ -7,8 +7,8 @@ use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::mr::PdHandle;
 use crate::nic::CqId;
+use crate::qp::{Qp, QpCaps};
 use crate::qp_state::QpType;
-use crate::rc::{Qp, QpCaps};
 use crate::srq::{Srq, SrqAttr, SrqId};
 use crate::xrc::{XrcSrq, XrcdId};
 

@@ -40,9 +40,22 @@
 //! [`MAX_BACKOFF`] messages once settled), and in a ping-pong that does not, half the ACKs
 //! are left out. kernel rxe ACKs every request with AckReq at once; a coalesced ACK is one it
 //! handles (its completer walks its send queue up to the ACK's PSN).
+//!
+//! **The order.** Responses that carry data (READ responses, atomic ACKs) go before the QP's
+//! requests. A plain ACK or NAK lets one requester packet go before it: in a ping-pong the
+//! answer then reaches the peer ahead of the ACK of the question, which only completes a send
+//! WR the peer is not waiting on. One packet at most, so ACKs are never starved by a long
+//! message. A held ACK is not waiting for its turn: it leaves when its hold ends.
+//!
+//! **Who calls what.** The RC responder says what each request queued ([`Queued::after`]); the
+//! QP (`qp/mod.rs`) hands that over ([`AckCoalescer::request_handled`]), asks whose packet is
+//! next ([`AckCoalescer::response_first`], [`AckCoalescer::request_sent`]), runs the hold's
+//! timer and releases a held ACK when it leaves RTS; the NIC releases them all before a QP
+//! goes away (`Nic::release_acks`). Only this module decides.
 
 use std::time::{Duration, Instant};
 
+use super::responder::Responder;
 use crate::timer::{Timer, TimerTable};
 
 /// The longest an ACK is held.
@@ -73,6 +86,27 @@ pub(crate) enum Queued {
     Other,
 }
 
+impl Queued {
+    /// What the requests handled so far queued, `before` (if anything), and then a response:
+    /// a plain ACK with no other kind of response waiting (`lone_plain_ack`) or anything
+    /// else; `ended`: the request ended a message; `unacked`: the messages the ACK covers.
+    /// Only a lone plain ACK of a request that ended a message, after nothing but such ones,
+    /// may be held.
+    pub(crate) fn after(
+        before: Option<Queued>,
+        lone_plain_ack: bool,
+        ended: bool,
+        unacked: u32,
+    ) -> Queued {
+        match before {
+            None | Some(Queued::PlainAck { .. }) if lone_plain_ack && ended => {
+                Queued::PlainAck { unacked }
+            }
+            _ => Queued::Other,
+        }
+    }
+}
+
 /// The ACK-holding state of one QP (see the module comment). An ACK is held while the QP's
 /// [`Timer::AckHold`] is armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +119,8 @@ pub(crate) struct AckCoalescer {
     backoff: u32,
     /// When the last hold ended by its deadline, until the next request.
     expired: Option<Instant>,
+    /// A plain ACK or NAK let one requester packet go first (see "The order").
+    yielded: bool,
 }
 
 impl Default for AckCoalescer {
@@ -94,6 +130,7 @@ impl Default for AckCoalescer {
             until_probe: FIRST_BACKOFF,
             backoff: FIRST_BACKOFF,
             expired: None,
+            yielded: false,
         }
     }
 }
@@ -102,6 +139,52 @@ impl AckCoalescer {
     /// Whether the plain ACK at the head of the responder's queue waits.
     pub(crate) fn holds(timers: &TimerTable) -> bool {
         timers.is_armed(Timer::AckHold)
+    }
+
+    /// Whether the response at the head of the responder's queue waits: a plain ACK held.
+    pub(crate) fn held(resp: &Responder, timers: &TimerTable) -> bool {
+        Self::holds(timers) && resp.next_is_plain_ack()
+    }
+
+    /// Whether the responder has a response to send now (a held ACK waits for its deadline).
+    pub(crate) fn may_respond(resp: &Responder, timers: &TimerTable) -> bool {
+        resp.has_output() && !Self::holds(timers)
+    }
+
+    /// Before the requester's packet: whether the responder's next response goes first (see
+    /// "The order"); `held` as [`AckCoalescer::held`] said.
+    pub(crate) fn response_first(&mut self, resp: &Responder, held: bool) -> bool {
+        let first = (!resp.next_is_plain_ack() || self.yielded) && !held;
+        if first {
+            self.yielded = false;
+        }
+        first
+    }
+
+    /// The requester sent a packet: a plain ACK waiting behind it has had it go first (a held
+    /// one has not: it must not jump the next request).
+    pub(crate) fn request_sent(&mut self, resp: &Responder, held: bool) {
+        self.yielded = resp.next_is_plain_ack() && !held;
+    }
+
+    /// The responder handled a request at `now`: what it queued, if anything, is held or
+    /// released (ACKs are held in RTS only, `in_rts`); `ack_timeout` is the QP's local ACK
+    /// timeout (`None`: infinite).
+    pub(crate) fn request_handled(
+        &mut self,
+        resp: &mut Responder,
+        in_rts: bool,
+        now: Instant,
+        ack_timeout: Option<Duration>,
+        timers: &mut TimerTable,
+    ) {
+        if let Some(queued) = resp.take_queued() {
+            if in_rts {
+                self.queued(queued, now, ack_timeout, timers);
+            } else {
+                self.release(timers);
+            }
+        }
     }
 
     /// The responder queued `what` at `now`; `ack_timeout` is the QP's local ACK timeout

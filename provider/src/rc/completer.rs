@@ -28,10 +28,10 @@ use softrnic_wire::opcode::{Operation, Position};
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
-use super::context::{CqSide, Events, QpContext};
 use super::requester::Requester;
-use super::transmit::scatter;
 use crate::mr::MrTable;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::transmit::scatter;
 use crate::qp_state::{rnr_retries, transport_retries, Retries};
 use crate::timer::{Timer, TimerTable};
 use crate::wc::WcStatus;
@@ -48,7 +48,7 @@ enum AtRdAtomic {
 
 impl Requester {
     /// Handles a response packet (ACK, NAK, READ response, atomic ACK) for this QP.
-    pub(super) fn handle_response(
+    pub(crate) fn handle_response(
         &mut self,
         ctx: &QpContext,
         now: Instant,
@@ -167,7 +167,7 @@ impl Requester {
     }
 
     /// The local ACK timeout and the RNR timer.
-    pub(super) fn handle_timeout(
+    pub(crate) fn handle_timeout(
         &mut self,
         ctx: &QpContext,
         now: Instant,
@@ -195,7 +195,7 @@ impl Requester {
     }
 
     /// Resets the retry budgets (on RTS, and whenever the peer makes progress).
-    pub(super) fn reset_retries(&mut self, ctx: &QpContext) {
+    pub(crate) fn reset_retries(&mut self, ctx: &QpContext) {
         self.retry = transport_retries(ctx.retry_cnt).unwrap_or(Retries::Limited(0));
         self.rnr = rnr_retries(ctx.rnr_retry).unwrap_or(Retries::Limited(0));
     }

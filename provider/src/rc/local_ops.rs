@@ -11,10 +11,11 @@
 //! (invalidate), as rxe does, and moves the QP to ERR. If WRs before it are still in flight,
 //! it waits until they complete, so that the error completion keeps its place in the order.
 
-use super::context::{CqSide, Events, QpContext};
-use super::requester::{Requester, SendWqe};
+use super::requester::Requester;
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::send_queue::SendWqe;
 use crate::wc::WcStatus;
 use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList};
 
@@ -23,7 +24,7 @@ impl Requester {
     ///
     /// # Errors
     /// `EINVAL` for a BIND_MW without its bind.
-    pub(super) fn post_local(&mut self, ctx: &QpContext, wr: &SendWr) -> Result<()> {
+    pub(crate) fn post_local(&mut self, ctx: &QpContext, wr: &SendWr) -> Result<()> {
         if wr.opcode == SendOpcode::BindMw && wr.bind_mw.is_none() {
             return Err(Error::InvalidArgument("BIND_MW without bind_mw"));
         }

@@ -1,9 +1,12 @@
 //! The RC requester (IBTA 9.7.2 "Requester: generating request packets", 9.7.6 "Requester:
-//! timeouts and retries"): the send queue, segmentation by path MTU, PSN assignment with the
-//! 24-bit wrap, the AckReq bit, the READ/atomic limit (`max_rd_atomic`), fences, and
-//! go-back-N retransmission from the oldest unacknowledged PSN.
+//! timeouts and retries"): transmission from the send queue, segmentation by path MTU, PSN
+//! assignment with the 24-bit wrap, the AckReq bit, the READ/atomic limit (`max_rd_atomic`),
+//! fences, and go-back-N retransmission from the oldest unacknowledged PSN. UC and UD QPs send
+//! with it too, without AckReq and retransmission, asking `ctx.transport` ([`crate::uc`],
+//! [`crate::ud`]).
 //!
-//! The send queue holds every work request that has not completed. `cur`/`cur_offset` say
+//! The send queue (`qp/send_queue.rs`: the WQEs and `ibv_post_send`'s checks) holds every
+//! work request that has not completed. `cur`/`cur_offset` say
 //! where transmission stands; everything before it has been sent at least once. A retransmit
 //! ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a multi-packet
 //! message at that packet, and an RDMA READ at the response it still waits for (IBTA 9.7.6.2.2:
@@ -18,21 +21,20 @@ use softrnic_wire::atomic_eth::AtomicEthRepr;
 use softrnic_wire::ieth::IethRepr;
 use softrnic_wire::immdt::ImmDtRepr;
 use softrnic_wire::opcode::ExtHeader;
-use softrnic_wire::opcode::Transport as WireTransport;
 use softrnic_wire::reth::RethRepr;
 use softrnic_wire::xrceth::XrcethRepr;
 use softrnic_wire::{Opcode, Psn};
 
-use super::context::{CqSide, Events, QpContext};
-use super::segment::{packets_for, MessageKind, Segments};
-use super::transmit::{Payload, Transmit, MAX_INLINE, MAX_SGE};
-use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::mr::PinFor;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::segment::{packets_for, MessageKind, Segments};
+use crate::qp::send_queue::SendWqe;
+use crate::qp::transmit::{Payload, Transmit};
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
-use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
-use crate::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
+use crate::wc::WcStatus;
+use crate::wr::SendOpcode;
 
 mod flush_atomic_write;
 pub mod rto;
@@ -64,80 +66,6 @@ pub(crate) struct Unasked {
     pub packets: u32,
     /// Messages whose last packet did not ask.
     pub messages: u32,
-}
-
-pub(crate) use crate::wr::InlineData;
-
-/// A send work request as the requester keeps it.
-#[derive(Debug, Clone)]
-pub(crate) struct SendWqe {
-    pub wr_id: u64,
-    pub opcode: SendOpcode,
-    pub signaled: bool,
-    pub fence: bool,
-    pub solicited: bool,
-    pub sges: SgeList,
-    pub inline: Option<InlineData>,
-    pub total: u32,
-    pub imm: u32,
-    pub remote: RemoteAddr,
-    pub compare_add: u64,
-    pub swap: u64,
-    /// The bind of a BIND_MW.
-    pub bind: Option<crate::mr::MwBind>,
-    /// The destination of a UD SEND.
-    pub ud: Option<UdDest>,
-    /// The target's XRC SRQ number (XRC INI QPs).
-    pub xrc_srqn: u32,
-    /// Set when first sent (a local operation: when executed).
-    pub started: bool,
-    pub first_psn: Psn,
-    pub npkts: u32,
-}
-
-impl SendWqe {
-    pub fn last_psn(&self) -> Psn {
-        self.first_psn.add(self.npkts.saturating_sub(1))
-    }
-
-    /// Whether `psn` is one of this WQE's PSNs.
-    pub fn holds(&self, psn: Psn) -> bool {
-        self.started && psn.distance_from(self.first_psn) < self.npkts
-    }
-
-    pub fn is_rd_atomic(&self) -> bool {
-        self.opcode.uses_rd_atomic_resource()
-    }
-
-    /// Whether it is a local operation (no packets; `npkts` stays 0).
-    pub fn is_local(&self) -> bool {
-        self.opcode.is_local()
-    }
-
-    pub fn wc_opcode(&self) -> WcOpcode {
-        match self.opcode {
-            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv => WcOpcode::Send,
-            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
-            SendOpcode::RdmaRead => WcOpcode::RdmaRead,
-            SendOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
-            SendOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
-            SendOpcode::LocalInv => WcOpcode::LocalInv,
-            SendOpcode::BindMw => WcOpcode::BindMw,
-            SendOpcode::Flush => WcOpcode::Flush,
-            SendOpcode::AtomicWrite => WcOpcode::AtomicWrite,
-        }
-    }
-
-    pub fn completion(&self, qpn: u32, status: WcStatus) -> WorkCompletion {
-        WorkCompletion {
-            byte_len: if status == WcStatus::Success {
-                self.total
-            } else {
-                0
-            },
-            ..WorkCompletion::error(self.wr_id, status, self.wc_opcode(), qpn)
-        }
-    }
 }
 
 /// The requester of one RC QP.
@@ -218,84 +146,6 @@ impl Requester {
         self.sq.front().is_some_and(|w| w.started)
     }
 
-    /// `ibv_post_send` of one WR: checks it and queues it.
-    ///
-    /// # Errors
-    /// `EINVAL` for what the WR itself gets wrong (opcode not supported on RC, too many SGEs,
-    /// inline data too long or with an opcode that reads, a message over 2^31 bytes, an atomic
-    /// whose buffer is not 8 bytes); `ENOMEM` when the send queue is full.
-    pub fn post(&mut self, ctx: &QpContext, wr: &SendWr, mrs: &MrTable) -> Result<()> {
-        use SendOpcode::*;
-        if self.sq.len() >= self.max_send_wr {
-            return Err(Error::NoMemory("send queue full"));
-        }
-        if ctx.transport == WireTransport::Uc && !crate::uc::requester::supports(wr.opcode) {
-            return Err(Error::InvalidArgument("UC has no such operation"));
-        }
-        if ctx.transport == WireTransport::Ud {
-            crate::ud::requester::check(ctx, wr)?;
-        }
-        if ctx.transport == WireTransport::Xrc {
-            crate::xrc::check_send(wr)?;
-        }
-        match wr.opcode {
-            Send | SendWithImm | SendWithInv | RdmaWrite | RdmaWriteWithImm | RdmaRead
-            | AtomicCmpAndSwp | AtomicFetchAndAdd => {}
-            LocalInv | BindMw => return self.post_local(ctx, wr),
-            Flush | AtomicWrite => return self.post_flush_or_atomic_write(ctx, wr, mrs),
-        }
-        if wr.sg_list.len() > MAX_SGE {
-            return Err(Error::InvalidArgument("more SGEs than max_send_sge"));
-        }
-        let total = wr
-            .message_len()
-            .ok_or(Error::InvalidArgument("message longer than 2^31 bytes"))?;
-        let inline = wr.is_inline();
-        if wr.opcode.is_atomic() && total != 8 {
-            return Err(Error::InvalidArgument("an atomic needs one 8-byte buffer"));
-        }
-        let inline = if inline {
-            if matches!(wr.opcode, RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd) {
-                return Err(Error::InvalidArgument(
-                    "inline data with an operation that reads",
-                ));
-            }
-            if total as usize > MAX_INLINE {
-                return Err(Error::InvalidArgument(
-                    "inline data longer than max_inline_data",
-                ));
-            }
-            Some(gather_inline(ctx, wr, total, mrs)?)
-        } else {
-            None
-        };
-        self.sq.push_back(SendWqe {
-            wr_id: wr.wr_id,
-            opcode: wr.opcode,
-            signaled: ctx.sq_sig_all || wr.flags.contains(SendFlags::SIGNALED),
-            fence: wr.flags.contains(SendFlags::FENCE),
-            solicited: wr.flags.contains(SendFlags::SOLICITED),
-            sges: if inline.is_some() {
-                SgeList::new()
-            } else {
-                SgeList::from_slice(&wr.sg_list)
-            },
-            inline,
-            total,
-            imm: wr.imm_data_or_inv_rkey,
-            remote: wr.remote,
-            compare_add: wr.compare_add,
-            swap: wr.swap,
-            bind: None,
-            ud: wr.ud,
-            xrc_srqn: wr.xrc_srqn,
-            started: false,
-            first_psn: Psn::new(0),
-            npkts: 0,
-        });
-        Ok(())
-    }
-
     /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
     pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
@@ -323,15 +173,6 @@ impl Requester {
             self.cur = self.cur.saturating_sub(1);
         }
         ev.fatal = true;
-    }
-
-    /// Completes every WR with `IBV_WC_WR_FLUSH_ERR` (the QP entered ERR).
-    pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
-        for w in self.sq.drain(..) {
-            ev.complete(CqSide::Send, w.completion(ctx.qpn, WcStatus::WrFlushErr));
-        }
-        self.cur = 0;
-        self.cur_offset = 0;
     }
 
     /// Forgets everything (RESET).
@@ -592,26 +433,6 @@ impl Requester {
             out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
         }
     }
-}
-
-/// The inline data of `wr`, `total` bytes, copied at post time (the buffers may be reused at
-/// once): the caller's copy if it made one, else copied out of the SGEs.
-fn gather_inline(ctx: &QpContext, wr: &SendWr, total: u32, mrs: &MrTable) -> Result<InlineData> {
-    if let Some(bytes) = &wr.inline_data {
-        return Ok(bytes.clone());
-    }
-    let mut out = InlineData::with_capacity(total as usize);
-    for s in &wr.sg_list {
-        // Inline data needs no lkey (ibv_post_send(3)); softrnic reads it through the table
-        // all the same, so that only registered memory is ever read.
-        mrs.with_local_read(s.lkey, ctx.pd, s.addr, s.length as usize, |b| {
-            let at = out.len();
-            out.resize(at + b.len(), 0);
-            b.copy_to(&mut out[at..])
-        })
-        .map_err(|_| Error::InvalidArgument("inline data not in a registered region of the PD"))?;
-    }
-    Ok(out)
 }
 
 /// Checks the local buffers of a WQE about to start (no byte is touched): sources of SEND /

@@ -38,15 +38,14 @@ use softrnic_wire::roce::RocePacket;
 use softrnic_wire::{Opcode, Psn};
 
 use super::ack_coalesce::Queued;
-use super::context::{CqSide, Events, QpContext};
-use super::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
-use super::segment::{packets_for, payload_fits, MessageKind, Segments};
 use super::sequence::{classify, PsnClass};
-use super::transmit::{Chunk, Payload, Transmit};
 use crate::mr::{Access, AccessError, MrTable, PinFor};
-use crate::srq::Srq;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
+use crate::qp::recv::Receives;
+use crate::qp::segment::{packets_for, payload_fits, MessageKind, Segments};
+use crate::qp::transmit::{Chunk, Payload, Transmit};
 use crate::wc::WcStatus;
-use crate::wr::RecvWqe;
 
 mod duplicate;
 mod flush_atomic_write;
@@ -98,8 +97,6 @@ pub(crate) struct Responder {
     pub epsn: Psn,
     /// Message sequence number, 24 bits.
     pub msn: u32,
-    pub rq: VecDeque<RecvWqe>,
-    pub max_recv_wr: usize,
     msg: Option<InMessage>,
     /// A NAK (sequence or RNR) was sent and the expected PSN has not arrived since.
     nak_sent: bool,
@@ -122,12 +119,10 @@ const MSN_MASK: u32 = 0x00ff_ffff;
 struct Fatal(NakCode, WcStatus);
 
 impl Responder {
-    pub fn new(max_recv_wr: usize) -> Responder {
+    pub fn new() -> Responder {
         Responder {
             epsn: Psn::new(0),
             msn: 0,
-            rq: VecDeque::with_capacity(max_recv_wr),
-            max_recv_wr,
             msg: None,
             nak_sent: false,
             resources: VecDeque::new(),
@@ -141,16 +136,14 @@ impl Responder {
 
     /// Forgets everything (RESET).
     pub fn reset(&mut self) {
-        *self = Responder::new(self.max_recv_wr);
+        *self = Responder::new();
     }
 
-    /// Completes every receive WQE with `IBV_WC_WR_FLUSH_ERR`; drops queued READ responses
-    /// (ACKs and NAKs still go out).
+    /// Completes the receive WQE of a message in progress with `IBV_WC_WR_FLUSH_ERR` (it is
+    /// older than those still in the receive queue, which the QP flushes next); drops queued
+    /// READ responses (ACKs and NAKs still go out).
     pub fn flush(&mut self, ctx: &QpContext, ev: &mut Events) {
         if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
-            ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
-        }
-        for wqe in self.rq.drain(..) {
             ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::WrFlushErr));
         }
         self.out.retain(|r| matches!(r, Response::Ack { .. }));
@@ -162,7 +155,7 @@ impl Responder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
-        mut srq: Option<&mut Srq>,
+        mut recv: Receives<'_>,
         ev: &mut Events,
     ) {
         self.noted_msn = self.msn;
@@ -172,13 +165,13 @@ impl Responder {
                 // It fills a gap (a loss NAKed, or requests held behind it): the requester is
                 // resending and waits for the ACK, which must not be held.
                 let fills_gap = std::mem::take(&mut self.nak_sent) || self.reorder.is_holding();
-                self.run(ctx, pkt, mrs, &mut srq, ev);
+                self.run(ctx, pkt, mrs, &mut recv, ev);
                 // The held requests that now follow, in PSN order.
                 while self.reorder.is_holding() && !ev.fatal && !self.nak_sent {
                     let (epsn, mut held) = (self.epsn, std::mem::take(&mut self.reorder));
                     let ran = held.release(epsn, |p| {
                         self.noted_msn = self.msn;
-                        self.run(ctx, p, mrs, &mut srq, ev);
+                        self.run(ctx, p, mrs, &mut recv, ev);
                     });
                     self.reorder = held;
                     if !ran {
@@ -238,10 +231,10 @@ impl Responder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
-        srq: &mut Option<&mut Srq>,
+        recv: &mut Receives<'_>,
         ev: &mut Events,
     ) {
-        if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, srq, ev) {
+        if let Err(Fatal(code, status)) = self.execute(ctx, pkt, mrs, recv, ev) {
             debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = pkt.repr.bth.psn.value(), code = ?code, "NAK sent; the QP enters ERR");
             self.queue_ack(pkt.repr.bth.psn, Syndrome::Nak(code));
             if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
@@ -270,7 +263,7 @@ impl Responder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
-        srq: &mut Option<&mut Srq>,
+        recv: &mut Receives<'_>,
         ev: &mut Events,
     ) -> Result<(), Fatal> {
         const INVALID: Fatal = Fatal(NakCode::InvalidRequest, WcStatus::RemInvReqErr);
@@ -294,7 +287,7 @@ impl Responder {
         match info.operation {
             Operation::Send => {
                 if self.msg.is_none() {
-                    let Some(wqe) = self.take_wqe(srq) else {
+                    let Some(wqe) = recv.take() else {
                         return self.rnr(ctx, psn, ev);
                     };
                     self.msg = Some(InMessage::Send { wqe, offset: 0 });
@@ -334,7 +327,7 @@ impl Responder {
                 // before the R_Key): the resend starts with this packet again, so an ONLY
                 // packet must not leave a message begun.
                 let last = matches!(info.position, Position::Last | Position::Only);
-                if last && repr.immdt.is_some() && !self.wqe_ready(srq) {
+                if last && repr.immdt.is_some() && !recv.ready() {
                     return self.rnr(ctx, psn, ev);
                 }
                 if let Some(reth) = &repr.reth {
@@ -352,7 +345,7 @@ impl Responder {
                         unreachable!("in_sequence checked it")
                     };
                     if let Some(imm) = repr.immdt {
-                        let wqe = self.take_wqe(srq).expect("checked above, in this call");
+                        let wqe = recv.take().expect("checked above, in this call");
                         ev.complete(CqSide::Recv, write_imm_wc(ctx, &wqe, total, imm));
                     }
                     self.msn = (self.msn + 1) & MSN_MASK;
@@ -419,22 +412,6 @@ impl Responder {
             self.queue_ack(psn, Syndrome::Ack(CreditCode::UNLIMITED));
         }
         Ok(())
-    }
-
-    /// Whether a receive WQE is there to take (from the SRQ when the QP has one).
-    fn wqe_ready(&self, srq: &Option<&mut Srq>) -> bool {
-        match srq {
-            Some(s) => !s.is_empty(),
-            None => !self.rq.is_empty(),
-        }
-    }
-
-    /// Takes the next receive WQE (from the SRQ when the QP has one).
-    fn take_wqe(&mut self, srq: &mut Option<&mut Srq>) -> Option<RecvWqe> {
-        match srq {
-            Some(s) => s.take(),
-            None => self.rq.pop_front(),
-        }
     }
 
     fn rnr(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) -> Result<(), Fatal> {
@@ -554,9 +531,8 @@ impl Responder {
         true
     }
 
-    /// Notes a response queued: a plain ACK (`plain`) or anything else. What was queued is
-    /// [`Queued::PlainAck`] only for a plain ACK of a request that ended a message, with no
-    /// other response waiting (see `ack_coalesce.rs`).
+    /// Notes a response queued: a plain ACK (`plain`) or anything else, for the ACK
+    /// coalescer to decide on (`ack_coalesce.rs`, [`Queued::after`]).
     fn note_queued(&mut self, plain: bool) {
         let alone = self.out.iter().all(|r| {
             matches!(
@@ -569,12 +545,7 @@ impl Responder {
         });
         let ended = self.msn != self.noted_msn;
         let unacked = self.msn.wrapping_sub(self.acked_msn) & MSN_MASK;
-        self.queued = Some(match self.queued {
-            None | Some(Queued::PlainAck { .. }) if plain && alone && ended => {
-                Queued::PlainAck { unacked }
-            }
-            _ => Queued::Other,
-        });
+        self.queued = Some(Queued::after(self.queued, plain && alone, ended, unacked));
     }
 
     /// What the requests handled since the last call queued (see [`Responder::note_queued`]),

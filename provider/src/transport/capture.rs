@@ -7,9 +7,12 @@
 //! Identification its ICRC covers: [`OutPacket::ident`]). The IP and UDP headers are rebuilt
 //! as they were: the addresses, the UDP source port, length, and the IPv4 ID — for a packet
 //! received through a socket, which never shows it, the ID its ICRC was computed with
-//! ([`IcrcStatus::OkForIdent`]). A received packet the NIC drops before the engine sees it (its
-//! ICRC does not verify, it was cut) carries a comment saying why. The Ethernet addresses are
-//! zero, as on a `tcpdump -i lo` capture.
+//! ([`IcrcStatus::OkForIdent`]). A received packet the NIC drops carries a comment saying why:
+//! its ICRC does not verify, it was cut, or — told by the driver after the packet was handed
+//! on ([`Transport::note_dropped`]) — its headers do not parse, no QP has its DestQP, it did
+//! not come from its QP's peer, its P_Key is wrong. So received frames are held until the
+//! transport is next used (a send, a receive, a wait) and written then, in order. The
+//! Ethernet addresses are zero, as on a `tcpdump -i lo` capture.
 //!
 //! The file is bounded: past [`CaptureConfig::file_bytes`] it is renamed `FILE.1` (the older
 //! `.1` to `.2`, and so on, [`CaptureConfig::files`] kept in all) and a new one begins.
@@ -67,12 +70,41 @@ struct Outer {
 /// A transport whose traffic is captured (see the module doc).
 pub struct Capture<T> {
     inner: T,
+    sink: Sink,
+    /// The frame being built.
+    frame: Vec<u8>,
+    /// The last batch's received frames, not yet written: a verdict may still come.
+    held: Held,
+}
+
+impl Held {
+    /// Writes the frames held so far to `sink`, each with its comment, and forgets them.
+    fn write_to(&mut self, sink: &mut Sink) {
+        let mut start = 0;
+        for &(end, at, comment) in &self.frames {
+            sink.write(at, &self.bytes[start..end], comment);
+            start = end;
+        }
+        self.bytes.clear();
+        self.frames.clear();
+    }
+}
+
+/// The file frames are written to, and its rotation.
+struct Sink {
     config: CaptureConfig,
     /// `None` once writing failed (reported once, on standard error).
     out: Option<NgWriter<BufWriter<File>>>,
     written: u64,
-    /// The frame being written.
-    frame: Vec<u8>,
+}
+
+/// Received frames waiting to be written (see the module doc), in one buffer reused batch
+/// after batch: no allocation per packet once it has grown.
+#[derive(Default)]
+struct Held {
+    bytes: Vec<u8>,
+    /// Per frame: where it ends in `bytes`, when it came, why it was dropped.
+    frames: Vec<(usize, Duration, Option<&'static str>)>,
 }
 
 impl<T: Transport> Capture<T> {
@@ -88,18 +120,14 @@ impl<T: Transport> Capture<T> {
         };
         Ok(Capture {
             inner,
-            config,
-            out: Some(out),
-            written: 0,
+            sink: Sink {
+                config,
+                out: Some(out),
+                written: 0,
+            },
             frame: Vec::with_capacity(ETHERNET_HEADER_LEN + 40 + 8 + 4224),
+            held: Held::default(),
         })
-    }
-
-    /// Writes the frame of the datagram `d` with UDP payload `pieces`.
-    fn record(&mut self, d: Outer, pieces: &[&[u8]], comment: Option<&str>, now: Duration) {
-        if self.build(d, pieces) {
-            self.write(now, comment);
-        }
     }
 
     /// Builds in `self.frame` the frame of the datagram `d` with UDP payload `pieces`; false
@@ -136,10 +164,12 @@ impl<T: Transport> Capture<T> {
         }
         true
     }
+}
 
-    fn write(&mut self, now: Duration, comment: Option<&str>) {
+impl Sink {
+    fn write(&mut self, now: Duration, frame: &[u8], comment: Option<&str>) {
         let Some(out) = self.out.as_mut() else { return };
-        if let Err(e) = out.write(now, &self.frame, comment) {
+        if let Err(e) = out.write(now, frame, comment) {
             eprintln!(
                 "softrnic: capture to {} stopped: {e}",
                 self.config.path.display()
@@ -148,7 +178,7 @@ impl<T: Transport> Capture<T> {
             return;
         }
         // The block: its 32 bytes of framing, the frame, a comment option.
-        self.written += (self.frame.len() + 32 + comment.map_or(0, |c| c.len() + 8)) as u64;
+        self.written += (frame.len() + 32 + comment.map_or(0, |c| c.len() + 8)) as u64;
         if self.written >= self.config.file_bytes {
             if let Err(e) = self.rotate() {
                 eprintln!(
@@ -185,10 +215,12 @@ impl<T: Transport> Capture<T> {
         self.written = 0;
         Ok(())
     }
+}
 
-    /// The frame of a received packet: its headers as they were, and why it is dropped if the
-    /// NIC drops it.
-    fn record_received(&mut self, p: &RecvPacket<'_>, now: Duration) {
+impl<T: Transport> Capture<T> {
+    /// Holds the frame of a received packet (its headers as they were, and why it is dropped
+    /// if the NIC drops it on arrival) until it is written.
+    fn hold_received(&mut self, p: &RecvPacket<'_>, now: Duration) {
         let m = p.meta;
         let seen = m.ip_header();
         let (mut ident, mut hop_limit) = (0, 64);
@@ -216,7 +248,10 @@ impl<T: Transport> Capture<T> {
             ident,
             hop_limit,
         };
-        self.record(d, &[p.payload], comment, now);
+        if self.build(d, &[p.payload]) {
+            self.held.bytes.extend_from_slice(&self.frame);
+            self.held.frames.push((self.held.bytes.len(), now, comment));
+        }
     }
 }
 
@@ -274,9 +309,13 @@ fn now(clock: Option<&Clock>) -> Duration {
 
 impl<T: Transport> Transport for Capture<T> {
     fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
+        self.held.write_to(&mut self.sink);
         let n = self.inner.send_batch(pkts)?;
-        if self.out.is_some() && n > 0 {
-            let (t, local) = (now(self.config.clock.as_ref()), self.inner.local_addr());
+        if self.sink.out.is_some() && n > 0 {
+            let (t, local) = (
+                now(self.sink.config.clock.as_ref()),
+                self.inner.local_addr(),
+            );
             let sent = &pkts[..n];
             let mut ids = WireIdents::after(&self.inner, sent);
             for p in sent {
@@ -297,26 +336,34 @@ impl<T: Transport> Transport for Capture<T> {
                     let moved = with_ipv4_ident(icrc, p.ident, ident, p.len());
                     self.frame[at..].copy_from_slice(&moved.to_le_bytes());
                 }
-                self.write(t, None);
+                self.sink.write(t, &self.frame, None);
             }
         }
         Ok(n)
     }
 
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.held.write_to(&mut self.sink);
         let n = self.inner.recv_batch(batch)?;
-        if self.out.is_some() && n > 0 {
-            let t = now(self.config.clock.as_ref());
+        if self.sink.out.is_some() && n > 0 {
+            let t = now(self.sink.config.clock.as_ref());
             for p in batch.iter() {
-                self.record_received(&p, t);
+                self.hold_received(&p, t);
             }
         }
         Ok(n)
     }
 
+    fn note_dropped(&mut self, index: usize, why: &'static str) {
+        if let Some(f) = self.held.frames.get_mut(index) {
+            f.2.get_or_insert(why);
+        }
+    }
+
     fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
         // About to sleep: what was captured so far reaches the file.
-        if let Some(out) = self.out.as_mut() {
+        self.held.write_to(&mut self.sink);
+        if let Some(out) = self.sink.out.as_mut() {
             let _ = out.get_mut().flush();
         }
         self.inner.poll(timeout)
@@ -357,7 +404,8 @@ impl<T: Transport> Transport for Capture<T> {
 
 impl<T> Drop for Capture<T> {
     fn drop(&mut self) {
-        if let Some(out) = self.out.as_mut() {
+        self.held.write_to(&mut self.sink);
+        if let Some(out) = self.sink.out.as_mut() {
             let _ = out.get_mut().flush();
         }
     }

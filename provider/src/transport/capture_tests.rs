@@ -26,11 +26,15 @@ fn send(from: &mut impl Transport, psn: u32, corrupt: bool) {
     if corrupt {
         icrc[0] ^= 1;
     }
-    let pieces: [&[u8]; 3] = [&hdr, &data, &icrc];
+    send_pieces(from, &[&hdr, &data, &icrc]);
+}
+
+/// Sends one datagram of `pieces` from port 0xc001 to B's RoCE port.
+fn send_pieces(from: &mut impl Transport, pieces: &[&[u8]]) {
     let pkt = OutPacket {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc001,
-        pieces: &pieces,
+        pieces,
         segment: 0,
         ident: 0,
     };
@@ -167,5 +171,67 @@ fn a_capture_on_the_fabric_clock_stamps_frames_with_virtual_time() {
     let stamp = |p: &std::path::Path| pcap::read_file(p).unwrap()[0].timestamp;
     assert_eq!(stamp(&a_path), std::time::Duration::from_nanos(7_000));
     assert_eq!(stamp(&b_path), std::time::Duration::from_nanos(7_500));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn packets_the_engine_drops_say_why_and_keep_their_place() {
+    use std::sync::Arc;
+
+    use crate::driver::{Device, Progress};
+    use crate::mr::MrTable;
+    use crate::transport::seal_as_socket_sent;
+
+    let d = dir("engine-drops");
+    let fabric = Fabric::new(FabricConfig::default(), 1);
+    let b_path = d.join("b.pcapng");
+    let b = Capture::new(fabric.attach(B).unwrap(), CaptureConfig::new(&b_path))
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let device = Device::start(
+        Box::new(b),
+        Arc::new(MrTable::new(16, 1).unwrap()),
+        4,
+        Progress::Polling,
+    )
+    .unwrap();
+    let mut a = fabric.attach(A).unwrap();
+    // A SEND to a QPN the device does not have; a packet whose opcode (RC 0x1f, reserved)
+    // does not parse, with a right ICRC; a SEND with a wrong ICRC; another SEND to no QP.
+    send(&mut a, 5, false);
+    let data = [7u8; 64];
+    let (mut hdr, icrc) = send_only((A, 0xc001), B, 0x11, 6, &data);
+    hdr[0] = 0x1f;
+    let mut reserved = [hdr.as_slice(), &data, &icrc].concat();
+    assert!(seal_as_socket_sent(
+        SocketAddr::new(A, 0xc001),
+        B,
+        &mut reserved
+    ));
+    send_pieces(&mut a, &[&reserved]);
+    send(&mut a, 7, true);
+    send(&mut a, 8, false);
+    fabric.advance_to(1_000_000);
+    device.progress();
+    drop(device);
+
+    let received = pcap::read_file(&b_path).unwrap();
+    let comments: Vec<Option<&str>> = received.iter().map(|r| r.comment.as_deref()).collect();
+    assert_eq!(
+        comments,
+        vec![
+            Some("dropped: no QP has its DestQP"),
+            Some("dropped: its transport headers do not parse"),
+            Some("dropped: the ICRC does not verify"),
+            Some("dropped: no QP has its DestQP"),
+        ]
+    );
+    // The BTH's PSN (its last three bytes), after Ethernet, IPv4 and UDP headers: the
+    // reserved opcode's frame does not parse.
+    let psns: Vec<u32> = received
+        .iter()
+        .map(|r| u32::from_be_bytes([0, r.data[51], r.data[52], r.data[53]]))
+        .collect();
+    assert_eq!(psns, vec![5, 6, 7, 8], "in the order they came");
     let _ = std::fs::remove_dir_all(d);
 }

@@ -229,6 +229,10 @@ impl<T: Transport> Transport for FaultInjector<T> {
         if self.keep.iter().all(|k| *k) {
             return Ok(n);
         }
+        for (r, _) in self.keep.iter().enumerate().filter(|(_, k)| !**k) {
+            self.inner
+                .note_dropped(r, "dropped: lost by the fault injector");
+        }
         // Move the kept packets down over the dropped ones.
         let mut slots: Vec<(&mut [u8], &mut crate::transport::RecvMeta)> =
             batch.slots_mut().take(n).collect();
@@ -249,6 +253,14 @@ impl<T: Transport> Transport for FaultInjector<T> {
         }
         batch.set_len(w);
         Ok(w)
+    }
+
+    fn note_dropped(&mut self, index: usize, why: &'static str) {
+        // `index` counts the packets kept; the inner transport's batch held them all.
+        let mut kept = self.keep.iter().enumerate().filter(|(_, k)| **k);
+        if let Some((r, _)) = kept.nth(index) {
+            self.inner.note_dropped(r, why);
+        }
     }
 
     fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {

@@ -165,3 +165,57 @@ fn a_duplicate_on_receive_is_refused() {
     };
     assert!(ctl.add(rule).is_err());
 }
+
+/// A transport that remembers what it was told of the packets it received.
+struct Told<T> {
+    inner: T,
+    notes: Vec<(usize, &'static str)>,
+}
+
+impl<T: Transport> Transport for Told<T> {
+    fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
+        self.inner.send_batch(pkts)
+    }
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.notes.clear();
+        self.inner.recv_batch(batch)
+    }
+    fn note_dropped(&mut self, index: usize, why: &'static str) {
+        self.notes.push((index, why));
+    }
+    fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
+        self.inner.poll(timeout)
+    }
+    fn local_addr(&self) -> IpAddr {
+        self.inner.local_addr()
+    }
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn drops_are_told_to_the_transport_underneath_with_its_own_indices() {
+    let (_f, mut a, b) = pair();
+    let (mut b, ctl) = FaultInjector::new(Told {
+        inner: b,
+        notes: Vec::new(),
+    });
+    ctl.add(Rule {
+        dir: Direction::Rx,
+        opcode: Some(S),
+        nth: None,
+        action: Action::Drop,
+    })
+    .unwrap();
+    send(&mut a, &[S, R, S, R]);
+    let mut batch = RecvBatch::new(8, 256);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 2);
+    // The driver drops the second packet it got: the fourth underneath.
+    b.note_dropped(1, "dropped: no QP has its DestQP");
+    let lost = "dropped: lost by the fault injector";
+    assert_eq!(
+        b.inner.notes,
+        vec![(0, lost), (2, lost), (3, "dropped: no QP has its DestQP")]
+    );
+}

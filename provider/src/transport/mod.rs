@@ -504,6 +504,14 @@ pub trait Transport {
     /// The socket's errors other than "would block".
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize>;
 
+    /// Tells the transport that the packet at `index` of the batch the last
+    /// [`Transport::recv_batch`] returned was dropped after it was received, and why (`why`
+    /// says it in words: the headers do not parse, no QP has its DestQP, ...). A capture
+    /// writes it beside the packet; by default nothing is done.
+    fn note_dropped(&mut self, index: usize, why: &'static str) {
+        let _ = (index, why);
+    }
+
     /// Waits until a packet can be received (or a blocked send may go on), or `timeout`
     /// passes (`None`: no timeout; `Some(Duration::ZERO)`: just look).
     ///

@@ -6,9 +6,9 @@
 //! never asks for, waits for or retransmits anything, and the responder never answers. UC has
 //! no RDMA READ and no atomics.
 //!
-//! softrnic runs a UC QP on the RC machinery where the spec is the same — the send queue,
-//! segmentation ([`crate::rc::segment`]) and PSN sequence of the requester, the receive queue
-//! and the `ibv_modify_qp` checks of [`crate::rc::Qp`] — and keeps here what differs:
+//! A UC QP is a [`crate::qp::Qp`] — its state, `ibv_modify_qp`, send and receive queues — and
+//! sends with the RC requester where the spec is the same (segmentation,
+//! [`crate::qp::segment`], and the PSN sequence); this module keeps what differs:
 //!
 //! * [`requester`] — which operations UC has, and completion at hand-out;
 //! * [`responder`] — execution at the expected PSN, silent drop of a broken message.

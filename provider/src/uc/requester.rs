@@ -2,7 +2,7 @@
 //! timer (`rc/requester.rs` asks `ctx.transport`), no READ or atomics, and a send WR completes
 //! as soon as its last packet is handed to the driver, since no acknowledgement will come.
 
-use crate::rc::context::{CqSide, Events, QpContext};
+use crate::qp::context::{CqSide, Events, QpContext};
 use crate::rc::requester::Requester;
 use crate::wc::WcStatus;
 use crate::wr::SendOpcode;

@@ -15,17 +15,15 @@
 //!   UC "drop_msg"); a SEND longer than its receive WQE completes the WQE with
 //!   `IBV_WC_LOC_LEN_ERR` and drops the rest of the message (rxe's "class D").
 
-use std::collections::VecDeque;
-
 use softrnic_wire::opcode::{Operation, Position, Transport};
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
 use crate::mr::{Access, MrTable};
-use crate::rc::context::{CqSide, Events, QpContext};
-use crate::rc::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
-use crate::rc::segment::payload_fits;
-use crate::srq::Srq;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::inbound::{recv_wc, send_wc, write_imm_wc, InMessage, PlaceError};
+use crate::qp::recv::Receives;
+use crate::qp::segment::payload_fits;
 use crate::wc::WcStatus;
 use crate::wr::RecvWqe;
 
@@ -76,8 +74,7 @@ impl UcResponder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
-        rq: &mut VecDeque<RecvWqe>,
-        mut srq: Option<&mut Srq>,
+        mut recv: Receives<'_>,
         ev: &mut Events,
     ) {
         let Ok(info) = pkt.repr.info() else { return };
@@ -87,20 +84,20 @@ impl UcResponder {
         let psn = pkt.repr.bth.psn;
         let starts = matches!(info.position, Position::First | Position::Only);
         if psn != self.epsn || self.dropping {
-            self.drop_message(&mut srq);
+            self.drop_message(&mut recv);
             if !starts {
                 self.dropping = true;
                 return;
             }
             self.dropping = false;
         }
-        match self.execute(ctx, pkt, mrs, rq, &mut srq, ev) {
+        match self.execute(ctx, pkt, mrs, &mut recv, ev) {
             Ok(()) => self.epsn = psn.add(1),
             Err(why) => {
                 if let (Drop::Length, Some(InMessage::Send { wqe, .. })) = (why, self.msg.take()) {
                     ev.complete(CqSide::Recv, recv_wc(ctx, &wqe, WcStatus::LocLenErr));
                 }
-                self.drop_message(&mut srq);
+                self.drop_message(&mut recv);
                 self.dropping = true;
             }
         }
@@ -108,32 +105,21 @@ impl UcResponder {
 
     /// Abandons the message in progress; a SEND's WQE is kept for the next message (given
     /// back to the SRQ it came from, if the QP has one).
-    fn drop_message(&mut self, srq: &mut Option<&mut Srq>) {
+    fn drop_message(&mut self, recv: &mut Receives<'_>) {
         if let Some(InMessage::Send { wqe, .. }) = self.msg.take() {
-            match srq {
-                Some(s) => s.give_back(wqe),
-                None => self.spare = Some(wqe),
+            if let Some(own) = recv.give_back(wqe) {
+                self.spare = Some(own);
             }
         }
     }
 
-    fn take_wqe(
-        &mut self,
-        rq: &mut VecDeque<RecvWqe>,
-        srq: &mut Option<&mut Srq>,
-    ) -> Option<RecvWqe> {
-        self.spare.take().or_else(|| match srq {
-            Some(s) => s.take(),
-            None => rq.pop_front(),
-        })
+    /// The next receive WQE: the spare one first.
+    fn take_wqe(&mut self, recv: &mut Receives<'_>) -> Option<RecvWqe> {
+        self.spare.take().or_else(|| recv.take())
     }
 
-    fn wqe_ready(&self, rq: &VecDeque<RecvWqe>, srq: &Option<&mut Srq>) -> bool {
-        self.spare.is_some()
-            || match srq {
-                Some(s) => !s.is_empty(),
-                None => !rq.is_empty(),
-            }
+    fn wqe_ready(&self, recv: &Receives<'_>) -> bool {
+        self.spare.is_some() || recv.ready()
     }
 
     /// Executes a packet that is in sequence by PSN.
@@ -142,8 +128,7 @@ impl UcResponder {
         ctx: &QpContext,
         pkt: &RocePacket<'_>,
         mrs: &MrTable,
-        rq: &mut VecDeque<RecvWqe>,
-        srq: &mut Option<&mut Srq>,
+        recv: &mut Receives<'_>,
         ev: &mut Events,
     ) -> Result<(), Drop> {
         let repr = &pkt.repr;
@@ -162,7 +147,7 @@ impl UcResponder {
         match info.operation {
             Operation::Send => {
                 if self.msg.is_none() {
-                    let wqe = self.take_wqe(rq, srq).ok_or(Drop::Silent)?;
+                    let wqe = self.take_wqe(recv).ok_or(Drop::Silent)?;
                     self.msg = Some(InMessage::Send { wqe, offset: 0 });
                 }
                 let msg = self.msg.as_mut().ok_or(Drop::Silent)?;
@@ -183,7 +168,7 @@ impl UcResponder {
                 if !ctx.access.contains(Access::REMOTE_WRITE) {
                     return Err(Drop::Silent);
                 }
-                if last && repr.immdt.is_some() && !self.wqe_ready(rq, srq) {
+                if last && repr.immdt.is_some() && !self.wqe_ready(recv) {
                     return Err(Drop::Silent);
                 }
                 if let Some(reth) = &repr.reth {
@@ -200,7 +185,7 @@ impl UcResponder {
                         return Err(Drop::Silent);
                     };
                     if let Some(imm) = repr.immdt {
-                        let wqe = self.take_wqe(rq, srq).ok_or(Drop::Silent)?;
+                        let wqe = self.take_wqe(recv).ok_or(Drop::Silent)?;
                         ev.complete(CqSide::Recv, write_imm_wc(ctx, &wqe, total, imm));
                     }
                 }

@@ -7,12 +7,20 @@
 //! The receiver checks the Q_Key, and a receive completion says who sent the datagram
 //! (`src_qp`) and is preceded in the buffer by 40 bytes of GRH.
 //!
-//! softrnic runs a UD QP on the RC machinery where the spec is the same — the send queue and
-//! its completion at hand-out (as UC, [`crate::uc`]), the receive queue, `ibv_modify_qp` —
-//! and keeps here what differs:
+//! A UD QP is a [`crate::qp::Qp`] — its state, `ibv_modify_qp`, send and receive queues — and
+//! sends with the RC requester, completing at hand-out as UC does ([`crate::uc`]); this module
+//! keeps what differs:
 //!
 //! * [`requester`] — the WR checks and the per-WR addressing (BTH DestQP, DETH);
 //! * [`responder`] — the Q_Key check and delivery with the GRH.
 
 pub mod requester;
 pub mod responder;
+
+use crate::qp::QpLimits;
+
+/// The largest datagram of a UD QP, its path MTU: a UD QP has no path, so the port's active
+/// MTU (as rxe's `get_mtu`), whatever `ibv_modify_qp` said.
+pub(crate) fn max_datagram(limits: &QpLimits) -> u32 {
+    limits.active_mtu.bytes()
+}

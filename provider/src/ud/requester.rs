@@ -6,7 +6,7 @@ use softrnic_wire::deth::DethRepr;
 use softrnic_wire::roce::RoceRepr;
 
 use crate::error::{Error, Result};
-use crate::rc::context::QpContext;
+use crate::qp::context::QpContext;
 use crate::wr::{SendOpcode, SendWr, UdDest};
 
 /// The high bit of a WR's Q_Key: use the QP's Q_Key instead (IBTA chapter 10, Q_Keys: a

@@ -13,7 +13,6 @@
 //! `byte_len` counts the 40 bytes, `src_qp` is the DETH's source QP and `IBV_WC_GRH` is set.
 //! A datagram longer than the WQE's buffers completes it with `IBV_WC_LOC_LEN_ERR`.
 
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use softrnic_wire::frame::IpHeader;
@@ -21,12 +20,11 @@ use softrnic_wire::opcode::{Operation, Position, Transport};
 use softrnic_wire::roce::RocePacket;
 
 use crate::mr::MrTable;
-use crate::rc::context::{CqSide, Events, QpContext};
-use crate::rc::inbound::recv_wc;
-use crate::rc::transmit::scatter;
-use crate::srq::Srq;
+use crate::qp::context::{CqSide, Events, QpContext};
+use crate::qp::inbound::recv_wc;
+use crate::qp::recv::Receives;
+use crate::qp::transmit::scatter;
 use crate::wc::{WcFlags, WcStatus};
-use crate::wr::RecvWqe;
 
 /// The GRH's length: what precedes the payload in a UD receive buffer.
 pub const GRH_LEN: u32 = 40;
@@ -50,16 +48,14 @@ pub fn grh(src: IpAddr, dst: IpAddr, roce_len: usize) -> [u8; GRH_LEN as usize] 
     out
 }
 
-/// Handles a datagram for a UD QP from `src` to `dst`, taking a WQE from `rq` (or the SRQ).
-#[allow(clippy::too_many_arguments)]
-pub fn handle_datagram(
+/// Handles a datagram for a UD QP from `src` to `dst`, taking a WQE from `recv`.
+pub(crate) fn handle_datagram(
     ctx: &QpContext,
     pkt: &RocePacket<'_>,
     src: IpAddr,
     dst: IpAddr,
     mrs: &MrTable,
-    rq: &mut VecDeque<RecvWqe>,
-    srq: Option<&mut Srq>,
+    mut recv: Receives<'_>,
     ev: &mut Events,
 ) {
     let repr = &pkt.repr;
@@ -74,11 +70,7 @@ pub fn handle_datagram(
     if deth.qkey != ctx.qkey || pkt.payload.len() > ctx.pmtu as usize {
         return; // silently dropped
     }
-    let wqe = match srq {
-        Some(s) => s.take(),
-        None => rq.pop_front(),
-    };
-    let Some(wqe) = wqe else { return };
+    let Some(wqe) = recv.take() else { return };
     let n = pkt.payload.len() as u32;
     let byte_len = GRH_LEN + n;
     if byte_len > wqe.total {

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use softrnic_provider::driver::{accept, Emitter};
 use softrnic_provider::mr::{Access, MrKeys, MrTable, PdHandle};
+use softrnic_provider::qp::{Completion, ConnectAttr, CqSide, Qp, QpCaps, QpLimits, Transmit};
 use softrnic_provider::qp_state::{Mtu, QpType};
-use softrnic_provider::rc::{Completion, ConnectAttr, CqSide, Qp, QpCaps, QpLimits, Transmit};
 use softrnic_provider::srq::{SrqId, SrqTable};
 use softrnic_provider::transport::{Fabric, FabricConfig, FabricEndpoint, RecvBatch, Transport};
 use softrnic_provider::wc::WorkCompletion;

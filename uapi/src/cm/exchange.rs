@@ -15,8 +15,8 @@ use std::net::IpAddr;
 
 use softrnic_provider::device::Gid;
 use softrnic_provider::mr::Access;
+use softrnic_provider::qp::QpAttr;
 use softrnic_provider::qp_state::{AttrMask, Mtu, QpState};
-use softrnic_provider::rc::QpAttr;
 use softrnic_wire::cm::{self as wcm, IpHeader, PathRepr, PortSpace, RepRepr, ReqRepr};
 
 use super::ConnParam;

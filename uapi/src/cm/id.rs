@@ -21,8 +21,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use softrnic_provider::cm::ConnId;
+use softrnic_provider::qp::QpAttr;
 use softrnic_provider::qp_state::{AttrMask, Mtu, QpState, QpType};
-use softrnic_provider::rc::QpAttr;
 use softrnic_wire::cm::rej::{REASON_CONSUMER_DEFINED, REASON_INVALID_SERVICE_ID};
 use softrnic_wire::cm::sidr_rep::{STATUS_OK, STATUS_REJECTED};
 use softrnic_wire::cm::{self as wcm, IpHeader, PortSpace, RejRepr, RepRepr, ReqRepr};

@@ -23,13 +23,15 @@ use softrnic_wire::reth::RethRepr;
 use softrnic_wire::roce::{RocePacket, RoceRepr};
 use softrnic_wire::{Opcode, Psn};
 
-use super::{gather_inline, InlineData, Requester, SendWqe};
+use super::Requester;
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
-use crate::rc::context::{Events, QpContext};
-use crate::rc::transmit::{Payload, MAX_INLINE};
+use crate::qp::context::{Events, QpContext};
+use crate::qp::send_queue::{gather_inline, SendWqe};
+use crate::qp::transmit::{Payload, MAX_INLINE};
 use crate::timer::TimerTable;
 use crate::wc::WcStatus;
+use crate::wr::InlineData;
 use crate::wr::{SendOpcode, SendWr, SgeList};
 
 /// The FETH a FLUSH work request asks for (module doc), checked.
@@ -142,7 +144,7 @@ impl Requester {
     ///
     /// # Errors
     /// `EINVAL` (module doc's table).
-    pub(super) fn post_flush_or_atomic_write(
+    pub(crate) fn post_flush_or_atomic_write(
         &mut self,
         ctx: &QpContext,
         wr: &SendWr,

@@ -14,8 +14,8 @@ use softrnic_wire::roce::RocePacket;
 
 use super::{check_read, Resource, Responder, Response};
 use crate::mr::MrTable;
-use crate::rc::context::QpContext;
-use crate::rc::segment::packets_for;
+use crate::qp::context::QpContext;
+use crate::qp::segment::packets_for;
 
 impl Responder {
     /// Answers a duplicate request (IBTA 9.7.5.1.2).

@@ -26,7 +26,7 @@ use softrnic_wire::Psn;
 use super::duplicate::answer_limit;
 use super::{remote_fatal, Fatal, Resource, Responder, Response, MSN_MASK};
 use crate::mr::{flush_rights, FlushError, MrTable};
-use crate::rc::context::QpContext;
+use crate::qp::context::QpContext;
 use crate::wc::WcStatus;
 
 const INVALID: Fatal = Fatal(NakCode::InvalidRequest, WcStatus::RemInvReqErr);

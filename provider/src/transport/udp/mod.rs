@@ -17,9 +17,8 @@
 //!   the runs too long for the ring, whole (`udp/long_runs.rs`). Each call takes as many
 //!   datagrams as the socket path would ask for ([`RecvPacing`]): one after a send, so that
 //!   a ping-pong's request is handled before the ACK that came behind it. `SOFTRNIC_RING=0`
-//!   or [`UdpTransport::without_ring`] keeps to the socket. Measured with `softrnic perf`
-//!   (binaries before and after taking turns, six runs each): the RC ping-pong's ratio to the
-//!   raw one 1.42 -> 1.34, RC WRITE 11.9 -> 16.3 Gbit/s.
+//!   or [`UdpTransport::without_ring`] keeps to the socket. It saves a system call per
+//!   batch: `docs/performance.md` has what it measured.
 //! * **Send**: the kernel takes a UDP source port from the socket's bound port, and RoCEv2
 //!   needs a chosen source port per QP, so there is one socket per source port in use, bound
 //!   to `(local address, port)` and opened lazily on its first packet (kept in a small map;

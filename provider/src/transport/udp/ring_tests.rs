@@ -342,10 +342,10 @@ fn a_steered_ring_takes_only_its_blocks_datagrams() {
 /// the device reads any, all come through. The socket holds about [`RX_BUFFER`] bytes of
 /// them; a ring of fewer slots than that dropped the rest, and RC's recovery from each loss
 /// made a READ transfer across a link ten times slower on the ring than on the socket.
-/// A ring of 4096 slots passes, but made READ with runs crossing whole slower (README,
-/// "`softrnic perf`"), so the fix is still open.
+/// A ring of 4096 slots passes, but made READ with runs crossing whole slower
+/// (docs/performance.md, "What was tried"), so the fix is still open.
 #[test]
-#[ignore = "open: the 512-slot ring drops a burst the socket holds (README, `softrnic perf`)"]
+#[ignore = "open: the 512-slot ring drops a burst the socket holds (docs/performance.md)"]
 fn the_ring_holds_a_burst_the_socket_would_hold() {
     const BURST: usize = 2048;
     let to = IpAddr::V4(Ipv4Addr::new(127, 0, 74, 1));

@@ -10,7 +10,7 @@
 //! provider without the operation too). Its responder places a message packet by packet in
 //! PSN order (a packet out of sequence is dropped, never placed early), so whole packets do
 //! land in order; but each packet's payload is one `memcpy` into the region
-//! (`provider/src/rc/inbound.rs`, `InMessage::place`), and a `memcpy` promises nothing about
+//! (`provider/src/qp/inbound.rs`, `InMessage::place`), and a `memcpy` promises nothing about
 //! the order of its stores: glibc's vector copies of a few hundred bytes and more store the
 //! first vector after the rest, and `rep movsb` may retire its stores out of order. So the
 //! last byte of a message can be visible while the first bytes of its last packet are not

@@ -1,5 +1,6 @@
-//! What the requester, completer and responder of one QP share: its attributes (set by
-//! `ibv_modify_qp`), and the queue of completions and state changes they produce.
+//! What the requester, completer and responder of one QP, of any transport, share: its
+//! attributes (set by `ibv_modify_qp`, IBTA 11.2.5.2), and the queue of completions and state
+//! changes they produce, with the CQ each completion goes to.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
@@ -34,12 +35,13 @@ pub struct Completion {
     pub wc: WorkCompletion,
 }
 
-/// The attributes of a connected (RC or UC) QP the engine runs on.
+/// The attributes a QP of any transport runs on (on a UD QP the peer's, `dest_qpn` and `dst`,
+/// stay unset: each send WR names its destination).
 #[derive(Debug, Clone)]
 pub struct QpContext {
     /// This QP's number.
     pub qpn: u32,
-    /// Its transport: RC, or UC (`crate::uc`); fixed at creation.
+    /// Its transport: RC, UC, UD or XRC; fixed at creation.
     pub transport: Transport,
     /// Its protection domain.
     pub pd: PdHandle,

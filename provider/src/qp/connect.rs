@@ -1,12 +1,12 @@
-//! The connection recipe of an RC QP: the three `ibv_modify_qp` calls that take it from RESET
-//! through INIT and RTR to RTS (IBTA 10.3.1, figure 124's state diagram; the attribute masks
-//! are those 11.2.5.2 and `ibv_modify_qp(3)` require for each transition), as rdma-core's
-//! `ibv_rc_pingpong` makes them. One place for every caller: the verbs API's
-//! `QueuePair::connect`, the engine's tests, the tools.
+//! The connection recipe of a QP (RC; UC and UD by [`ConnectAttr::steps_for`]): the three
+//! `ibv_modify_qp` calls that take it from RESET through INIT and RTR to RTS (IBTA 10.3.1,
+//! figure 124's state diagram; the attribute masks are those 11.2.5.2 and `ibv_modify_qp(3)`
+//! require for each transition), as rdma-core's `ibv_rc_pingpong` makes them. One place for
+//! every caller: the verbs API's `QueuePair::connect`, the engine's tests, the tools.
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::qp::QpAttr;
+use super::attr::QpAttr;
 use crate::mr::Access;
 use crate::qp_state::{AttrMask, Mtu, QpState, QpType};
 
@@ -158,7 +158,7 @@ impl ConnectAttr {
 mod tests {
     use super::*;
     use crate::mr::PdHandle;
-    use crate::rc::{Qp, QpCaps, QpLimits};
+    use crate::qp::{Qp, QpCaps, QpLimits};
 
     /// A QP in RESET, and limits with `active_mtu`.
     fn fresh(active_mtu: Mtu) -> (Qp, QpLimits) {
