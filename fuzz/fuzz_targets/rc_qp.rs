@@ -83,7 +83,7 @@ fn setup(mem: &Memory) -> Setup {
                 mem.base.add(bytes.start),
                 bytes.len(),
                 iova,
-                Access(*access),
+                Access::from_bits_retain(*access),
             )
         }
         .unwrap();

@@ -43,26 +43,16 @@ pub struct SrqAttr {
     pub srq_limit: u32,
 }
 
-/// `enum ibv_srq_attr_mask`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SrqAttrMask(pub u32);
-
-impl SrqAttrMask {
-    /// `IBV_SRQ_MAX_WR`: resize.
-    pub const MAX_WR: SrqAttrMask = SrqAttrMask(1);
-    /// `IBV_SRQ_LIMIT`: arm (or disarm with 0) the limit.
-    pub const LIMIT: SrqAttrMask = SrqAttrMask(2);
-
-    /// Whether every bit of `other` is set.
-    pub fn contains(self, other: SrqAttrMask) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl std::ops::BitOr for SrqAttrMask {
-    type Output = SrqAttrMask;
-    fn bitor(self, o: SrqAttrMask) -> SrqAttrMask {
-        SrqAttrMask(self.0 | o.0)
+bitflags::bitflags! {
+    /// `enum ibv_srq_attr_mask`. A mask from a C caller is taken with
+    /// [`from_bits_retain`](Self::from_bits_retain): [`Srq::modify`] refuses an unknown bit
+    /// with `EINVAL`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct SrqAttrMask: u32 {
+        /// `IBV_SRQ_MAX_WR`: resize.
+        const MAX_WR = 1;
+        /// `IBV_SRQ_LIMIT`: arm (or disarm with 0) the limit.
+        const LIMIT = 2;
     }
 }
 
@@ -158,7 +148,7 @@ impl Srq {
     /// `EINVAL` for unknown mask bits, a `max_wr` of 0, above `limits.max_wr` or below the
     /// WQEs posted, or a `srq_limit` above `max_wr` (the new one if resized too).
     pub fn modify(&mut self, attr: &SrqAttr, mask: SrqAttrMask, limits: &SrqLimits) -> Result<()> {
-        if mask.0 & !(SrqAttrMask::MAX_WR | SrqAttrMask::LIMIT).0 != 0 {
+        if !SrqAttrMask::all().contains(mask) {
             return Err(Error::InvalidArgument("unknown SRQ attribute mask bits"));
         }
         let mut max_wr = self.max_wr;
@@ -381,6 +371,8 @@ mod tests {
         let both = SrqAttrMask::MAX_WR | SrqAttrMask::LIMIT;
         assert!(s.modify(&attr(4, 0, 5), both, &LIMITS).is_err());
         assert_eq!(s.query().max_wr, 8, "nothing applied on error");
-        assert!(s.modify(&attr(0, 0, 0), SrqAttrMask(4), &LIMITS).is_err());
+        assert!(s
+            .modify(&attr(0, 0, 0), SrqAttrMask::from_bits_retain(4), &LIMITS)
+            .is_err());
     }
 }

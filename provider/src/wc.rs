@@ -66,21 +66,16 @@ pub enum WcOpcode {
     RecvRdmaWithImm = (1 << 7) + 1,
 }
 
-/// Completion flags (ibv_wc_flags bits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct WcFlags(pub u32);
-
-impl WcFlags {
-    /// A GRH precedes the payload (UD).
-    pub const GRH: WcFlags = WcFlags(1 << 0);
-    /// `imm_data` is valid.
-    pub const WITH_IMM: WcFlags = WcFlags(1 << 1);
-    /// `invalidated_rkey` is valid.
-    pub const WITH_INV: WcFlags = WcFlags(1 << 3);
-
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: WcFlags) -> bool {
-        self.0 & other.0 == other.0
+bitflags::bitflags! {
+    /// Completion flags (ibv_wc_flags bits).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct WcFlags: u32 {
+        /// A GRH precedes the payload (UD).
+        const GRH = 1 << 0;
+        /// `imm_data` is valid.
+        const WITH_IMM = 1 << 1;
+        /// `invalidated_rkey` is valid.
+        const WITH_INV = 1 << 3;
     }
 }
 

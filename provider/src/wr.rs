@@ -101,23 +101,18 @@ impl SendOpcode {
     }
 }
 
-/// Send flags (ibv_send_flags bits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SendFlags(pub u32);
-
-impl SendFlags {
-    /// Wait for prior RDMA READs and atomics to complete before starting this request.
-    pub const FENCE: SendFlags = SendFlags(1 << 0);
-    /// Generate a completion for this request (implied by sq_sig_all).
-    pub const SIGNALED: SendFlags = SendFlags(1 << 1);
-    /// Set the Solicited Event bit of the last packet.
-    pub const SOLICITED: SendFlags = SendFlags(1 << 2);
-    /// The SGEs' bytes are copied at post time; their lkeys are not checked.
-    pub const INLINE: SendFlags = SendFlags(1 << 3);
-
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: SendFlags) -> bool {
-        self.0 & other.0 == other.0
+bitflags::bitflags! {
+    /// Send flags (ibv_send_flags bits).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct SendFlags: u32 {
+        /// Wait for prior RDMA READs and atomics to complete before starting this request.
+        const FENCE = 1 << 0;
+        /// Generate a completion for this request (implied by sq_sig_all).
+        const SIGNALED = 1 << 1;
+        /// Set the Solicited Event bit of the last packet.
+        const SOLICITED = 1 << 2;
+        /// The SGEs' bytes are copied at post time; their lkeys are not checked.
+        const INLINE = 1 << 3;
     }
 }
 
@@ -178,7 +173,7 @@ impl SendWr {
         SendWr {
             wr_id,
             opcode,
-            flags: SendFlags(0),
+            flags: SendFlags::empty(),
             sg_list,
             imm_data_or_inv_rkey: 0,
             remote: RemoteAddr { addr: 0, rkey: 0 },

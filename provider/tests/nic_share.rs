@@ -73,7 +73,7 @@ fn writers(n: usize, messages: usize) -> (Nic, Vec<u32>, Vec<u8>, Arc<MrTable>) 
                     rkey: 0x55,
                 },
             );
-            wr.flags = SendFlags(0);
+            wr.flags = SendFlags::empty();
             let (qp, mrs) = nic.qp_and_mrs(qpn).unwrap();
             qp.post_send(&wr, mrs).unwrap();
         }

@@ -19,7 +19,7 @@ fn send(wr_id: u64, sge: Sge, signaled: bool) -> SendWr {
     let flags = if signaled {
         SendFlags::SIGNALED
     } else {
-        SendFlags(0)
+        SendFlags::empty()
     };
     SendWr {
         flags,

@@ -12,7 +12,7 @@ use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::Mtu;
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::WcStatus;
-use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_provider::wr::{RecvWr, SendFlags, SendOpcode, SendWr, Sge};
 use softrnic_testkit::alloc_count::{allocations_in, CountingAlloc};
 
 #[global_allocator]
@@ -33,26 +33,13 @@ fn a_megabyte_each_way_allocates_a_constant_few_times_not_per_packet() {
         (SendOpcode::RdmaWrite, 0),
         (SendOpcode::RdmaRead, u64::from(LEN)),
     ]
-    .map(|(opcode, off)| SendWr {
-        wr_id: off,
-        opcode,
-        flags: SendFlags::SIGNALED,
-        sg_list: vec![Sge {
-            addr: a.addr() + off,
-            length: LEN,
-            lkey: a.keys.lkey,
-        }],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr {
-            addr: b.addr(),
-            rkey: b.keys.rkey,
-        },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+    .map(|(opcode, off)| {
+        wrs::send_wr(
+            off,
+            opcode,
+            vec![wrs::sge_of(&a, off, LEN)],
+            wrs::remote_of(&b, 0),
+        )
     });
     let round = |p: &mut Pair| {
         for w in &wrs {
@@ -94,7 +81,7 @@ fn small_sends_allocate_nothing_per_work_request() {
         SendWr::new(0, SendOpcode::Send, vec![sge(&a, 64)]),
     );
     plain.flags = SendFlags::SIGNALED;
-    inline.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+    inline.flags = SendFlags::SIGNALED | SendFlags::INLINE;
     let round = |p: &mut Pair| {
         for i in 0..N {
             p.b.qp.post_recv(&recv).unwrap();

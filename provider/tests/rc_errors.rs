@@ -21,12 +21,10 @@ use softrnic_provider::wr::{RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 use softrnic_wire::aeth::{NakCode, RnrTimer, Syndrome};
 use softrnic_wire::{Opcode, Psn};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// Another protection domain than the QPs' ([`PD`]).
 const OTHER_PD: PdHandle = PdHandle(2);
@@ -569,7 +567,7 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
     let (backing, before) = p.b.filled_with(3 * PAGE, Access::LOCAL_WRITE, 0x40);
     let (pd, access) = match fault {
         Fault::WrongPd => (OTHER_PD, ALL),
-        Fault::MissingRight => (PD, Access(ALL.0 & !op.right().0)),
+        Fault::MissingRight => (PD, ALL.difference(op.right())),
         _ => (PD, ALL),
     };
     let mut target = p.b.subregion(&backing, PAGE, PAGE, pd, access);
@@ -622,7 +620,7 @@ fn remote_violation(op: RemoteOp, fault: Fault) {
         Fault::MissingRight | Fault::WrongPd => {}
         Fault::QpAccess => {
             let mut qp_access = ALL;
-            qp_access.0 &= !op.right().0;
+            qp_access.remove(op.right());
             let attr = QpAttr {
                 qp_state: QpState::Rts,
                 qp_access_flags: qp_access,
@@ -1184,7 +1182,7 @@ fn modify_to_err_flushes_every_outstanding_wr_once() {
             remote_of(&b_mem, 0),
         );
         if id == 4 {
-            w.flags = SendFlags(0);
+            w.flags = SendFlags::empty();
         }
         p.a.post_wr(&w);
     }

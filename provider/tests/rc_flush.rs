@@ -19,7 +19,7 @@ use softrnic_provider::wr::{RemoteAddr, SendOpcode, SendWr};
 use softrnic_wire::Opcode;
 
 const PAGE: usize = 4096;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 /// FETH low byte: placement type global visibility / persistence, selectivity level 1.
 const GLOBAL: u32 = 1;
 const PERSIST: u32 = 2;
@@ -35,10 +35,7 @@ struct Setup {
 /// B's `mem` has `access`; returns the setup and `mem`'s R_Key and address.
 fn setup(access: Access) -> (Setup, RemoteAddr) {
     let mut p = Pair::new(FabricConfig::default(), 7, Connect::default());
-    let mem = p.b.region(PAGE, access);
-    let eyes = p.b.subregion(&mem, 0, PAGE, PD, Access::LOCAL_WRITE);
-    let shadow = bytes(PAGE, 0x41);
-    p.b.fill(&eyes, 0, &shadow);
+    let Target { mem, eyes, shadow } = p.b.target(PAGE, access, 0x41);
     let local = p.a.region(PAGE, RW);
     let remote = RemoteAddr {
         addr: mem.addr(),

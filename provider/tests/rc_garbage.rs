@@ -40,12 +40,10 @@ use softrnic_wire::roce::RoceRepr;
 use softrnic_wire::Opcode;
 
 const PAGE: usize = 4096;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 const OTHER_PD: PdHandle = PdHandle(2);
 /// The pattern the memory outside the windows holds.
 const GUARD_SEED: u8 = 0x5a;
@@ -391,27 +389,6 @@ fn workload(
     (sends, recvs)
 }
 
-fn advance(p: &mut Pair) -> bool {
-    let next = [
-        p.fabric
-            .next_arrival()
-            .map(|ns| p.base + Duration::from_nanos(ns)),
-        p.a.poll_timeout(),
-        p.b.poll_timeout(),
-    ]
-    .into_iter()
-    .flatten()
-    .min();
-    match next {
-        Some(t) => {
-            let ns = t.duration_since(p.base).as_nanos() as u64;
-            p.fabric.advance_to(ns.max(p.fabric.now() + 1));
-            true
-        }
-        None => false,
-    }
-}
-
 fn run(seed: u64, stats: &mut (u64, u64)) {
     let mut rng = Rng(SplitMix64(seed));
     let c = Connect {
@@ -450,7 +427,7 @@ fn run(seed: u64, stats: &mut (u64, u64)) {
 
     // The workload with garbage: a few pieces per step, into either node.
     for _ in 0..3000 {
-        if !p.step() && !advance(&mut p) {
+        if !p.step() && !p.advance() {
             break;
         }
         let now = p.now();

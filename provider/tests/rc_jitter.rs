@@ -30,12 +30,10 @@ const WINDOW: usize = 8;
 const MAX_LEN: usize = 16 << 10;
 const MS: u64 = 1_000_000;
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// The soak's link: 1 % loss, 1 % duplication, 2 % reordering, 0.5 % corruption, 1 ms plus a
 /// uniform `0..=jitter_ms`.
@@ -414,7 +412,7 @@ fn the_round_trip_is_timed_on_a_packet_that_asks_for_its_ack() {
             remote_of(&b_mem, 0),
         );
         if !signaled {
-            wr.flags = softrnic_provider::wr::SendFlags(0);
+            wr.flags = softrnic_provider::wr::SendFlags::empty();
         }
         wr
     };

@@ -17,15 +17,14 @@ use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus};
 use softrnic_provider::wr::{RemoteAddr, SendOpcode, SendWr};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0
-        | Access::MW_BIND.0,
-);
-const WIN_ALL: Access =
-    Access(Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::MW_BIND);
+const WIN_ALL: Access = Access::REMOTE_READ
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
 /// The window: bytes `OFF..OFF + LEN` of `mem`.
 const OFF: u64 = 0x100;
 const LEN: u64 = 0x80;
@@ -43,10 +42,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let mut p = Pair::new(FabricConfig::default(), 5, Connect::default());
-    let mem = p.b.region(PAGE, ALL);
-    let eyes = p.b.subregion(&mem, 0, PAGE, PD, Access::LOCAL_WRITE);
-    let shadow = bytes(PAGE, 0x31);
-    p.b.fill(&eyes, 0, &shadow);
+    let Target { mem, eyes, shadow } = p.b.target(PAGE, ALL, 0x31);
     let local = p.a.region(PAGE, ALL);
     p.a.fill(&local, 0, &bytes(PAGE, 0x77));
     Setup {

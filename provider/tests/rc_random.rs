@@ -13,12 +13,10 @@ use softrnic_provider::transport::{FabricConfig, SplitMix64};
 use softrnic_provider::wc::{WcOpcode, WcStatus, WorkCompletion};
 use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 const SRC: usize = 128 << 10;
 const TARGET: usize = 128 << 10;
 const SINK: usize = 1 << 20;
@@ -138,26 +136,20 @@ fn plan(rng: &mut SplitMix64, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -
             *at = p + l;
             p
         };
+        // Fields are evaluated in the order written: the flag draw comes before the
+        // immediate's, as the workload of each seed expects.
         let mut w = SendWr {
-            wr_id,
-            opcode: op,
             flags: if rng.chance(0.8) || i == count - 1 {
                 SendFlags::SIGNALED
             } else {
-                SendFlags(0)
+                SendFlags::empty()
             },
-            sg_list: vec![],
             imm_data_or_inv_rkey: rng.next_u64() as u32,
             remote: RemoteAddr {
                 addr: 0,
                 rkey: peer.target.keys.rkey,
             },
-            compare_add: 0,
-            swap: 0,
-            bind_mw: None,
-            ud: None,
-            xrc_srqn: 0,
-            inline_data: None,
+            ..SendWr::new(wr_id, op, vec![])
         };
         let (expect, byte_len) = match op {
             SendOpcode::Send | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => {
@@ -185,7 +177,7 @@ fn plan(rng: &mut SplitMix64, me: &Mem, peer: &Mem, pmtu: usize, count: usize) -
                         .iter()
                         .any(|&(o, l)| o < off + len && off < o + l)
                     {
-                        w.flags = SendFlags(w.flags.0 | SendFlags::FENCE.0);
+                        w.flags |= SendFlags::FENCE;
                         unfenced_reads.clear();
                     }
                     if op == SendOpcode::RdmaWriteWithImm {

@@ -2,36 +2,18 @@
 
 mod common;
 
+use common::wrs::send_wr;
 use common::*;
 use softrnic_provider::mr::Access;
 use softrnic_provider::qp_state::{Mtu, QpState};
 use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::{WcFlags, WcOpcode, WcStatus};
-use softrnic_provider::wr::{RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge};
+use softrnic_provider::wr::{RecvWr, RemoteAddr, SendOpcode, Sge};
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
-
-fn wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode,
-        flags: SendFlags::SIGNALED,
-        sg_list,
-        imm_data_or_inv_rkey: 0,
-        remote,
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
-    }
-}
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -73,12 +55,12 @@ fn every_opcode_moves_the_right_bytes() {
     let mrs = &p.a.mrs;
     let qp = &mut p.a.qp;
     qp.post_send(
-        &wr(1, SendOpcode::Send, vec![sge(&a_mem, 0, 5000)], remote(0)),
+        &send_wr(1, SendOpcode::Send, vec![sge(&a_mem, 0, 5000)], remote(0)),
         mrs,
     )
     .unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(
             2,
             SendOpcode::RdmaWrite,
             vec![sge(&a_mem, 0, 3000)],
@@ -87,7 +69,7 @@ fn every_opcode_moves_the_right_bytes() {
         mrs,
     )
     .unwrap();
-    let mut w = wr(
+    let mut w = send_wr(
         3,
         SendOpcode::RdmaWriteWithImm,
         vec![sge(&a_mem, 100, 10)],
@@ -96,7 +78,7 @@ fn every_opcode_moves_the_right_bytes() {
     w.imm_data_or_inv_rkey = 0xdead_beef;
     qp.post_send(&w, mrs).unwrap();
     qp.post_send(
-        &wr(
+        &send_wr(
             4,
             SendOpcode::RdmaRead,
             vec![sge(&a_mem, 10000, 1000), sge(&a_mem, 12000, 2000)],
@@ -105,7 +87,7 @@ fn every_opcode_moves_the_right_bytes() {
         mrs,
     )
     .unwrap();
-    let mut w = wr(
+    let mut w = send_wr(
         5,
         SendOpcode::AtomicCmpAndSwp,
         vec![sge(&a_mem, 20000, 8)],
@@ -114,7 +96,7 @@ fn every_opcode_moves_the_right_bytes() {
     w.compare_add = 42;
     w.swap = 7;
     qp.post_send(&w, mrs).unwrap();
-    let mut w = wr(
+    let mut w = send_wr(
         6,
         SendOpcode::AtomicFetchAndAdd,
         vec![sge(&a_mem, 20008, 8)],
@@ -192,7 +174,9 @@ fn zero_length_messages_complete() {
         (2, SendOpcode::RdmaWrite),
         (3, SendOpcode::RdmaRead),
     ] {
-        p.a.qp.post_send(&wr(id, op, vec![], remote), mrs).unwrap();
+        p.a.qp
+            .post_send(&send_wr(id, op, vec![], remote), mrs)
+            .unwrap();
     }
     p.run_to_quiescence(1000);
     let st: Vec<_> =
@@ -236,7 +220,7 @@ fn psn_wraps_at_2_pow_24() {
         rkey: b_mem.keys.rkey,
     };
     p.a.qp
-        .post_send(&wr(1, SendOpcode::RdmaWrite, vec![sge], remote), mrs)
+        .post_send(&send_wr(1, SendOpcode::RdmaWrite, vec![sge], remote), mrs)
         .unwrap();
     let sink = Sge {
         addr: a_mem.addr() + 20000,
@@ -244,7 +228,7 @@ fn psn_wraps_at_2_pow_24() {
         lkey: a_mem.keys.lkey,
     };
     p.a.qp
-        .post_send(&wr(2, SendOpcode::RdmaRead, vec![sink], remote), mrs)
+        .post_send(&send_wr(2, SendOpcode::RdmaRead, vec![sink], remote), mrs)
         .unwrap();
     p.run_to_quiescence(10_000);
     assert_eq!(

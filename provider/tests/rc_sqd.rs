@@ -17,12 +17,10 @@ use softrnic_provider::wr::SendOpcode;
 use softrnic_wire::aeth::Syndrome;
 use softrnic_wire::Opcode;
 
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 fn to_sqd(qp: &mut Qp, notify: bool) {
     let attr = QpAttr {

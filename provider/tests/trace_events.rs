@@ -16,7 +16,7 @@ use softrnic_provider::transport::FabricConfig;
 use softrnic_provider::wc::WcStatus;
 use softrnic_provider::wr::{RemoteAddr, SendOpcode};
 
-const ALL: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const ALL: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 /// A writer into a shared buffer, for the subscriber.
 #[derive(Clone, Default)]

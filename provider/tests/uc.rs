@@ -13,7 +13,7 @@ use softrnic_provider::wr::{SendOpcode, SendWr};
 use softrnic_wire::opcode::Transport;
 use softrnic_wire::Opcode;
 
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const PMTU: usize = 1024;
 
 fn uc_pair(seed: u64) -> Pair {
@@ -85,7 +85,7 @@ fn send_and_writes_arrive_with_uc_opcodes_and_no_acks() {
     assert_eq!(p.b.recv_wcs[1].wr_id, 51);
     assert_eq!(p.b.recv_wcs[1].opcode, WcOpcode::RecvRdmaWithImm);
     assert_eq!(p.b.recv_wcs[1].imm_data_or_inv_rkey, 0x1234_5678);
-    assert!(p.b.recv_wcs[1].wc_flags.0 & WcFlags::WITH_IMM.0 != 0);
+    assert!(p.b.recv_wcs[1].wc_flags.contains(WcFlags::WITH_IMM));
     assert_eq!(p.b.read(&b_mem, 0, data.len()), data);
     assert_eq!(p.b.read(&b_mem, 8192, data.len()), data);
     assert_eq!(p.b.read(&b_mem, 16384, 100), data[..100]);

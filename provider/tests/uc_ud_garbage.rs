@@ -27,7 +27,7 @@ fn run(qp_type: QpType, seed: u64) {
     let mut p = Pair::new_of(qp_type, FabricConfig::default(), seed, c);
     let guard_before = p.b.region(8192, Access::LOCAL_WRITE);
     let win =
-        p.b.region(8192, Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0));
+        p.b.region(8192, Access::LOCAL_WRITE.union(Access::REMOTE_WRITE));
     let recv = p.b.region(8192, Access::LOCAL_WRITE);
     let guard_after = p.b.region(8192, Access::LOCAL_WRITE);
     for g in [&guard_before, &guard_after] {

@@ -12,7 +12,7 @@ use softrnic_provider::wc::{WcFlags, WcStatus};
 use softrnic_provider::wr::{RemoteAddr, SendOpcode, SendWr, UdDest};
 use softrnic_wire::opcode::Transport;
 
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const QKEY: u32 = 0x1111_1111;
 
 fn ud_pair(seed: u64) -> Pair {

@@ -288,7 +288,7 @@ impl<'a> Pinger<'a> {
     fn send(&mut self, id: u64) -> io::Result<()> {
         self.send.wr_id = id;
         self.send.flags = if (id + 1) % self.signal_every == 0 {
-            SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0)
+            SendFlags::SIGNALED | SendFlags::INLINE
         } else {
             SendFlags::INLINE
         };
@@ -411,7 +411,7 @@ fn inline_send(s: &Side, id: u64, off: usize) -> softrnic_uapi::SendWr {
         vec![s.mr.sge(off, 64)],
         RemoteAddr { addr: 0, rkey: 0 },
     );
-    w.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+    w.flags = SendFlags::SIGNALED | SendFlags::INLINE;
     w
 }
 

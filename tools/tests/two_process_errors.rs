@@ -236,7 +236,7 @@ fn remote_violation(op: SendOpcode, fault: Fault) {
     b.fill(backing.id, 0, &before).unwrap();
     let (pd, access) = match fault {
         Fault::WrongPd => (1, ALL),
-        Fault::MissingRight => (0, Access(ALL.0 & !right.0)),
+        Fault::MissingRight => (0, ALL.difference(right)),
         _ => (0, ALL),
     };
     let target = b.reg_sub_mr(backing.id, PAGE, PAGE, access, pd).unwrap();

@@ -173,7 +173,7 @@ impl Side {
 
     fn send(&self, id: u64, signaled: bool) {
         let flags = if signaled {
-            SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0)
+            SendFlags::SIGNALED | SendFlags::INLINE
         } else {
             SendFlags::INLINE
         };

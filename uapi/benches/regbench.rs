@@ -19,8 +19,9 @@ use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{Access, Context, OpenOptions, Pd, Progress};
 
 const FLUSH_EVERY: usize = 256;
-const ACCESS: Access =
-    Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+const ACCESS: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ);
 
 /// Cycles per second of `cycle` over `time` (checked every 1024 cycles), or `n` cycles.
 fn rate(time: Option<Duration>, mut cycle: impl FnMut(usize)) -> f64 {

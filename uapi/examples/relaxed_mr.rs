@@ -20,7 +20,7 @@ use softrnic_uapi::{QpInitAttr, QueuePair, RemoteAddr, SendFlags, SendOpcode, Se
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 103, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 103, 2));
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 struct Side {
     pd: Pd,

@@ -29,60 +29,50 @@ use crate::{Access, MemoryRegion, RemoteAddr};
 /// Length of a descriptor (`RPMA_MR_DESC_SIZE`).
 pub const DESCRIPTOR_LEN: usize = 21;
 
-/// librpma's `RPMA_MR_USAGE_*` bits: what a region may be used for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Usage(pub u8);
+bitflags::bitflags! {
+    /// librpma's `RPMA_MR_USAGE_*` bits: what a region may be used for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Usage: u8 {
+        /// The source of a remote RDMA READ (the peer reads it).
+        const READ_SRC = 1 << 0;
+        /// The destination of a local RDMA READ.
+        const READ_DST = 1 << 1;
+        /// The source of a local RDMA WRITE.
+        const WRITE_SRC = 1 << 2;
+        /// The destination of a remote RDMA WRITE (the peer writes it).
+        const WRITE_DST = 1 << 3;
+        /// A flush to global visibility may target it.
+        const FLUSH_TYPE_VISIBILITY = 1 << 4;
+        /// A flush to persistence may target it.
+        const FLUSH_TYPE_PERSISTENT = 1 << 5;
+        /// The source of a SEND.
+        const SEND = 1 << 6;
+        /// The destination of a receive.
+        const RECV = 1 << 7;
+    }
+}
 
 impl Usage {
-    /// The source of a remote RDMA READ (the peer reads it).
-    pub const READ_SRC: Usage = Usage(1 << 0);
-    /// The destination of a local RDMA READ.
-    pub const READ_DST: Usage = Usage(1 << 1);
-    /// The source of a local RDMA WRITE.
-    pub const WRITE_SRC: Usage = Usage(1 << 2);
-    /// The destination of a remote RDMA WRITE (the peer writes it).
-    pub const WRITE_DST: Usage = Usage(1 << 3);
-    /// A flush to global visibility may target it.
-    pub const FLUSH_TYPE_VISIBILITY: Usage = Usage(1 << 4);
-    /// A flush to persistence may target it.
-    pub const FLUSH_TYPE_PERSISTENT: Usage = Usage(1 << 5);
-    /// The source of a SEND.
-    pub const SEND: Usage = Usage(1 << 6);
-    /// The destination of a receive.
-    pub const RECV: Usage = Usage(1 << 7);
-
-    /// Whether every bit of `other` is set.
-    pub fn contains(self, other: Usage) -> bool {
-        self.0 & other.0 == other.0
-    }
-
     /// What a region registered with `access` may be used for. Local reads (WRITE_SRC,
     /// SEND) are always allowed; the flush usages follow `FLUSH_GLOBAL` / `FLUSH_PERSISTENT`.
     pub fn of_access(access: Access) -> Usage {
         let mut u = Usage::WRITE_SRC | Usage::SEND;
         if access.contains(Access::LOCAL_WRITE) {
-            u = u | Usage::READ_DST | Usage::RECV;
+            u |= Usage::READ_DST | Usage::RECV;
         }
         if access.contains(Access::REMOTE_READ) {
-            u = u | Usage::READ_SRC;
+            u |= Usage::READ_SRC;
         }
         if access.contains(Access::REMOTE_WRITE) {
-            u = u | Usage::WRITE_DST;
+            u |= Usage::WRITE_DST;
         }
         if access.contains(Access::FLUSH_GLOBAL) {
-            u = u | Usage::FLUSH_TYPE_VISIBILITY;
+            u |= Usage::FLUSH_TYPE_VISIBILITY;
         }
         if access.contains(Access::FLUSH_PERSISTENT) {
-            u = u | Usage::FLUSH_TYPE_PERSISTENT;
+            u |= Usage::FLUSH_TYPE_PERSISTENT;
         }
         u
-    }
-}
-
-impl std::ops::BitOr for Usage {
-    type Output = Usage;
-    fn bitor(self, rhs: Usage) -> Usage {
-        Usage(self.0 | rhs.0)
     }
 }
 
@@ -137,7 +127,7 @@ fn encode(addr: u64, len: u64, rkey: u32, usage: Usage) -> [u8; DESCRIPTOR_LEN] 
     d[0..8].copy_from_slice(&addr.to_le_bytes());
     d[8..16].copy_from_slice(&len.to_le_bytes());
     d[16..20].copy_from_slice(&rkey.to_le_bytes());
-    d[20] = usage.0;
+    d[20] = usage.bits();
     d
 }
 
@@ -171,9 +161,9 @@ impl RemoteMr {
             addr: u64_at(0),
             len: u64_at(8),
             rkey: u32::from_le_bytes(d[16..20].try_into().expect("4 bytes")),
-            usage: Usage(d[20]),
+            usage: Usage::from_bits_retain(d[20]),
         };
-        if mr.usage == Usage(0) {
+        if mr.usage.is_empty() {
             return Err(DescriptorError::NoSupp("no usage is set"));
         }
         if mr.len == 0 {
@@ -220,7 +210,12 @@ mod tests {
 
     #[test]
     fn a_descriptor_is_librpmas_21_bytes_little_endian() {
-        let d = encode(0x0102_0304_0506_0708, 0x1000, 0xAABB_CCDD, Usage(0x49));
+        let d = encode(
+            0x0102_0304_0506_0708,
+            0x1000,
+            0xAABB_CCDD,
+            Usage::from_bits_retain(0x49),
+        );
         assert_eq!(
             d,
             [8, 7, 6, 5, 4, 3, 2, 1, 0, 0x10, 0, 0, 0, 0, 0, 0, 0xDD, 0xCC, 0xBB, 0xAA, 0x49]
@@ -228,7 +223,12 @@ mod tests {
         let r = RemoteMr::from_descriptor(Some(&d)).unwrap();
         assert_eq!(
             (r.addr, r.len, r.rkey, r.usage),
-            (0x0102_0304_0506_0708, 0x1000, 0xAABB_CCDD, Usage(0x49))
+            (
+                0x0102_0304_0506_0708,
+                0x1000,
+                0xAABB_CCDD,
+                Usage::from_bits_retain(0x49)
+            )
         );
         assert_eq!(r.descriptor(), d);
     }
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn content_that_is_no_region_is_nosupp() {
         let nosupp = |d: [u8; DESCRIPTOR_LEN]| matches!(RemoteMr::from_descriptor(Some(&d)), Err(e @ DescriptorError::NoSupp(_)) if e.rpma_code() == -100_001);
-        assert!(nosupp(encode(0x1000, 64, 1, Usage(0))), "no usage");
+        assert!(nosupp(encode(0x1000, 64, 1, Usage::empty())), "no usage");
         assert!(nosupp(encode(0x1000, 0, 1, Usage::READ_SRC)), "zero length");
         assert!(
             nosupp(encode(u64::MAX - 10, 64, 1, Usage::READ_SRC)),
@@ -281,7 +281,10 @@ mod tests {
 
     #[test]
     fn usage_follows_the_access_flags() {
-        assert_eq!(Usage::of_access(Access(0)), Usage::WRITE_SRC | Usage::SEND);
+        assert_eq!(
+            Usage::of_access(Access::empty()),
+            Usage::WRITE_SRC | Usage::SEND
+        );
         let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         let u = Usage::of_access(all);
         for bit in [

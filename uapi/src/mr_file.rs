@@ -86,19 +86,19 @@ impl Pd {
     }
 }
 
-/// A FLUSH's placement type (IBTA 1.5 FETH): what the responder makes of the range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement(pub u8);
-
-impl Placement {
-    /// Global visibility: the data is visible to every reader of the responder's memory
-    /// (`IBV_FLUSH_GLOBAL`). The region needs `FLUSH_GLOBAL`.
-    pub const GLOBAL_VISIBILITY: Placement = Placement(PLACEMENT_GLOBAL_VISIBILITY);
-    /// Persistence: the data is durable (`IBV_FLUSH_PERSISTENT`). The region needs
-    /// `FLUSH_PERSISTENT`, which only file-backed regions get.
-    pub const PERSISTENCE: Placement = Placement(PLACEMENT_PERSISTENCE);
-    /// Both.
-    pub const BOTH: Placement = Placement(PLACEMENT_GLOBAL_VISIBILITY | PLACEMENT_PERSISTENCE);
+bitflags::bitflags! {
+    /// A FLUSH's placement type (IBTA 1.5 FETH): what the responder makes of the range.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Placement: u8 {
+        /// Global visibility: the data is visible to every reader of the responder's memory
+        /// (`IBV_FLUSH_GLOBAL`). The region needs `FLUSH_GLOBAL`.
+        const GLOBAL_VISIBILITY = PLACEMENT_GLOBAL_VISIBILITY;
+        /// Persistence: the data is durable (`IBV_FLUSH_PERSISTENT`). The region needs
+        /// `FLUSH_PERSISTENT`, which only file-backed regions get.
+        const PERSISTENCE = PLACEMENT_PERSISTENCE;
+        /// Both.
+        const BOTH = PLACEMENT_GLOBAL_VISIBILITY | PLACEMENT_PERSISTENCE;
+    }
 }
 
 /// A signaled FLUSH of `len` bytes at `remote` (`ibv_wr_flush`): the provider's encoding of
@@ -115,7 +115,7 @@ pub fn flush_wr(
         opcode: SendOpcode::Flush,
         flags: SendFlags::SIGNALED,
         sg_list: Vec::new(),
-        imm_data_or_inv_rkey: u32::from(placement.0) | (selectivity as u32) << 4,
+        imm_data_or_inv_rkey: u32::from(placement.bits()) | (selectivity as u32) << 4,
         remote,
         compare_add: u64::from(len),
         swap: 0,

@@ -4,9 +4,8 @@
 //! software NIC is explained in the provider's `mr/odp.rs`.
 
 pub use softrnic_provider::mr::{
-    Advice, AdviseError, OdpTransportCaps, ADVISE_FLAG_FLUSH, ODP_GENERAL_CAPS, ODP_SUPPORT,
-    ODP_SUPPORT_ATOMIC, ODP_SUPPORT_IMPLICIT, ODP_SUPPORT_READ, ODP_SUPPORT_RECV, ODP_SUPPORT_SEND,
-    ODP_SUPPORT_SRQ_RECV, ODP_SUPPORT_WRITE, ODP_TRANSPORT_CAPS,
+    Advice, AdviseError, AdviseFlags, OdpGeneralCaps, OdpTransportCap, OdpTransportCaps,
+    ODP_GENERAL_CAPS, ODP_TRANSPORT_CAPS,
 };
 
 use crate::context::Pd;
@@ -14,13 +13,18 @@ use crate::Sge;
 
 impl Pd {
     /// `ibv_advise_mr(pd, advice, flags, sges)`: prefetches the ranges of `sges`, each in an
-    /// ODP region of this PD. `flags` is 0 or [`ADVISE_FLAG_FLUSH`] (wait for the paging and
+    /// ODP region of this PD. `flags` is empty or [`AdviseFlags::FLUSH`] (wait for the paging and
     /// report its failure).
     ///
     /// # Errors
     ///
     /// As `ibv_advise_mr(3)`; see [`AdviseError`].
-    pub fn advise_mr(&self, advice: Advice, flags: u32, sges: &[Sge]) -> Result<(), AdviseError> {
+    pub fn advise_mr(
+        &self,
+        advice: Advice,
+        flags: AdviseFlags,
+        sges: &[Sge],
+    ) -> Result<(), AdviseError> {
         self.ctx
             .inner
             .device

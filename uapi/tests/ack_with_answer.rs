@@ -10,7 +10,7 @@ mod common;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use common::{connect, side_on, signaled_send, Setup, Side};
+use common::{connect, signaled_send, Setup, Side};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
     Access, Context, MemoryRegion, OpenOptions, Progress, RecvWr, RemoteAddr, SendFlags,
@@ -23,9 +23,12 @@ const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 34, 2));
 /// Two connected sides on a fresh fabric, each with a region every remote may write.
 fn pair(progress: Progress) -> (Side, MemoryRegion, Side, MemoryRegion) {
     let fabric = Fabric::new(FabricConfig::default(), 34);
-    let a = side_on(Box::new(fabric.attach(A).unwrap()), progress, 1);
-    let b = side_on(Box::new(fabric.attach(B).unwrap()), progress, 2);
-    connect(&a, A, &b, B);
+    let setup = |seed| Setup {
+        progress,
+        seed,
+        ..Setup::default()
+    };
+    let (a, b) = common::pair_on(&fabric, (A, &setup(1)), (B, &setup(2)));
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let (ma, mb) = (
         a.pd.reg_mr(4096, rw).unwrap(),

@@ -17,16 +17,13 @@ use softrnic_uapi::{
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 2, 2));
 
-fn side(fabric: &Fabric, addr: IpAddr, access: Access) -> Node {
-    let setup = Setup {
-        seed: 3,
-        ..Setup::default()
-    };
-    Node::new(setup.on(fabric, addr), 8192, access)
-}
+const SETUP: Setup = Setup {
+    seed: 3,
+    ..Setup::DEFAULT
+};
 
-fn connect(a: &Node, b: &Node) {
-    common::connect(&a.dev, A, &b.dev, B);
+fn side(fabric: &Fabric, addr: IpAddr, access: Access) -> Node {
+    Node::new(SETUP.on(fabric, addr), 8192, access)
 }
 
 fn run(
@@ -37,18 +34,9 @@ fn run(
     remote: softrnic_uapi::RemoteAddr,
 ) {
     let wr = SendWr {
-        wr_id: 1,
-        opcode,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![a.mem.sge(local_off, len)],
-        imm_data_or_inv_rkey: 0,
         remote,
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(1, opcode, vec![a.mem.sge(local_off, len)])
     };
     a.qp.post_send(&[wr]).map_err(|(_, e)| e).unwrap();
     let wc = a.cq.wait(1, Duration::from_secs(10)).unwrap();
@@ -59,8 +47,11 @@ fn run(
 fn a_peer_writes_and_reads_through_a_descriptor() {
     let fabric = Fabric::new(FabricConfig::default(), 7);
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let (a, b) = (side(&fabric, A, Access::LOCAL_WRITE), side(&fabric, B, rw));
-    connect(&a, &b);
+    let (a, b) = common::pair_on(&fabric, (A, &SETUP), (B, &SETUP));
+    let (a, b) = (
+        Node::new(a, 8192, Access::LOCAL_WRITE),
+        Node::new(b, 8192, rw),
+    );
     b.mem.write(0, &[0xEE; 8192]).unwrap();
 
     // The 21 bytes are all A gets.

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use softrnic_uapi::{Access, Context, OpenOptions, MAX_DM_SIZE};
 
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::ZERO_BASED.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::ZERO_BASED);
 
 /// The device on 127.0.62.11, or `None` (the test `test` skipping) if it cannot be opened.
 fn open(test: &str) -> Option<Context> {

@@ -8,23 +8,25 @@ use std::time::Duration;
 
 mod common;
 
-use common::{connect, side_on, Side};
+use common::{Setup, Side};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    atomic_write_wr, flush_wr, Access, MemoryRegion, Placement, Progress, RemoteAddr, RemoteMr,
-    Selectivity, SendFlags, SendOpcode, SendWr, Usage, WcOpcode, WcStatus,
+    atomic_write_wr, flush_wr, Access, MemoryRegion, Placement, RemoteAddr, RemoteMr, Selectivity,
+    SendFlags, SendOpcode, SendWr, Usage, WcOpcode, WcStatus,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 5, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 5, 2));
 const LEN: usize = 8192;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 fn pair(seed: u64) -> (Fabric, Side, Side) {
     let fabric = Fabric::new(FabricConfig::default(), seed);
-    let side = |addr| side_on(Box::new(fabric.attach(addr).unwrap()), Progress::Thread, 5);
-    let (a, b) = (side(A), side(B));
-    connect(&a, A, &b, B);
+    let setup = Setup {
+        seed: 5,
+        ..Setup::default()
+    };
+    let (a, b) = common::pair_on(&fabric, (A, &setup), (B, &setup));
     (fabric, a, b)
 }
 
@@ -62,18 +64,9 @@ fn a_write_then_persistence_flush_of_a_file_backed_region_is_in_the_file() {
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8 + 1).collect();
     local.write(0, &data).unwrap();
     let write = SendWr {
-        wr_id: 1,
-        opcode: SendOpcode::RdmaWrite,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![local.sge(0, 1000)],
-        imm_data_or_inv_rkey: 0,
         remote: remote(&file_mr, 3000),
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(1, SendOpcode::RdmaWrite, vec![local.sge(0, 1000)])
     };
     assert_eq!(post(&a, write).0, WcStatus::Success);
     let flush = flush_wr(

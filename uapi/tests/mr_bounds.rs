@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::Access;
 
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 fn side() -> common::Side {
     let fabric = Fabric::new(FabricConfig::default(), 94);

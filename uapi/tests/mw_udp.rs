@@ -16,14 +16,12 @@ use softrnic_uapi::{
 };
 
 const LEN: usize = 4096;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0
-        | Access::MW_BIND.0,
-);
-const WIN: Access = Access(Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::MW_BIND);
+const WIN: Access = Access::REMOTE_WRITE.union(Access::REMOTE_READ);
 
 /// A node on `addr`, or `None` (the test `test` skipping) if its device cannot be opened.
 fn side(test: &str, addr: IpAddr, seed: u64) -> Option<Node> {
@@ -66,18 +64,9 @@ fn wait(s: &Node) -> WorkCompletion {
 
 fn wr(a: &Node, opcode: SendOpcode, len: u32, addr: u64, rkey: u32) -> SendWr {
     SendWr {
-        wr_id: 1,
-        opcode,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![a.mem.sge(0, len)],
-        imm_data_or_inv_rkey: 0,
         remote: RemoteAddr { addr, rkey },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(1, opcode, vec![a.mem.sge(0, len)])
     }
 }
 

@@ -23,27 +23,20 @@ use softrnic_uapi::{
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 17, 2));
 const PAGES: usize = 4;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
-fn side(fabric: &Fabric, addr: IpAddr) -> Node {
+/// A and B, connected; B's memory holds `0x31` (the shadow says so), A's `0x77`.
+fn pair(seed: u64) -> (Node, Node, Vec<u8>) {
+    let fabric = Fabric::new(FabricConfig::default(), seed);
     let setup = Setup {
         seed: 11,
         cqe: 64,
         send_wr: 32,
         ..Setup::default()
     };
-    Node::new(
-        setup.on(fabric, addr),
-        PAGES * RELAXED_PAGE,
-        Access::LOCAL_WRITE,
-    )
-}
-
-/// A and B, connected; B's memory holds `0x31` (the shadow says so), A's `0x77`.
-fn pair(seed: u64) -> (Node, Node, Vec<u8>) {
-    let fabric = Fabric::new(FabricConfig::default(), seed);
-    let (a, b) = (side(&fabric, A), side(&fabric, B));
-    common::connect(&a.dev, A, &b.dev, B);
+    let (a, b) = common::pair_on(&fabric, (A, &setup), (B, &setup));
+    let node = |side| Node::new(side, PAGES * RELAXED_PAGE, Access::LOCAL_WRITE);
+    let (a, b) = (node(a), node(b));
     let shadow = vec![0x31; PAGES * RELAXED_PAGE];
     b.mem.write(0, &shadow).unwrap();
     a.mem.write(0, &[0x77; PAGES * RELAXED_PAGE]).unwrap();
@@ -61,18 +54,9 @@ fn relaxed(b: &Node, offset: usize, len: usize) -> MemoryRegion {
 
 fn write_wr(a: &Node, wr_id: u64, len: u32, addr: u64, rkey: u32) -> SendWr {
     SendWr {
-        wr_id,
-        opcode: SendOpcode::RdmaWrite,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![a.mem.sge(0, len)],
-        imm_data_or_inv_rkey: 0,
         remote: RemoteAddr { addr, rkey },
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(wr_id, SendOpcode::RdmaWrite, vec![a.mem.sge(0, len)])
     }
 }
 

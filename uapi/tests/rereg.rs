@@ -11,7 +11,9 @@ use softrnic_uapi::{Access, MemoryRegion, SendFlags, WcStatus};
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 4, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 4, 2));
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ);
 
 fn pair() -> (Side, Side) {
     common::pair(A, B, 12)

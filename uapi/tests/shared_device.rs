@@ -17,12 +17,10 @@ use softrnic_uapi::{
 };
 
 const LEN: usize = 4096;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 const WAIT: Duration = Duration::from_secs(10);
 
 fn addr(host: u8) -> IpAddr {

@@ -16,10 +16,11 @@ use softrnic_uapi::{
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 24, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 24, 2));
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const WAIT: Duration = Duration::from_secs(10);
 
-fn side(fabric: &Fabric, addr: IpAddr, qp_type: QpType) -> Node {
+fn pair(qp_type: QpType) -> (Node, Node) {
+    let fabric = Fabric::new(FabricConfig::default(), 24);
     let setup = Setup {
         seed: 5,
         qp_type,
@@ -28,37 +29,14 @@ fn side(fabric: &Fabric, addr: IpAddr, qp_type: QpType) -> Node {
         recv_wr: 16,
         ..Setup::default()
     };
-    Node::new(setup.on(fabric, addr), 1 << 14, RW)
-}
-
-fn pair(qp_type: QpType) -> (Node, Node) {
-    let fabric = Fabric::new(FabricConfig::default(), 24);
-    let (a, b) = (side(&fabric, A, qp_type), side(&fabric, B, qp_type));
-    for (x, y, dest) in [(&a, &b, B), (&b, &a, A)] {
-        x.qp.connect(&ConnectAttr {
-            dest,
-            dest_qp_num: y.qp.qp_num(),
-            ..ConnectAttr::default()
-        })
-        .unwrap();
-    }
-    (a, b)
+    let (a, b) = common::pair_on(&fabric, (A, &setup), (B, &setup));
+    (Node::new(a, 1 << 14, RW), Node::new(b, 1 << 14, RW))
 }
 
 fn send(wr_id: u64, opcode: SendOpcode, s: &Node, len: u32) -> SendWr {
     SendWr {
-        wr_id,
-        opcode,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![s.mem.sge(0, len)],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr::default(),
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(wr_id, opcode, vec![s.mem.sge(0, len)])
     }
 }
 

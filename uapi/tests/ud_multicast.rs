@@ -11,8 +11,8 @@ mod common;
 use common::{Node, Setup};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
-    Access, ConnectAttr, Gid, QpType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode,
-    WcStatus, WorkCompletion,
+    Access, ConnectAttr, Gid, QpType, RecvWr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus,
+    WorkCompletion,
 };
 
 const GROUP: IpAddr = IpAddr::V4(Ipv4Addr::new(239, 1, 32, 1));
@@ -20,7 +20,7 @@ const QKEY: u32 = 0x1111_1111;
 const MULTICAST_QPN: u32 = 0x00ff_ffff;
 /// `EINVAL`.
 const EINVAL: i32 = 22;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const WAIT: Duration = Duration::from_secs(10);
 /// How long a receiver that must get nothing is watched.
 const QUIET: Duration = Duration::from_millis(200);
@@ -54,18 +54,9 @@ fn send_to_group(s: &Node, wr_id: u64, len: u32) {
     s.mem.write(4096, &vec![0x5a; len as usize]).unwrap();
     let ah = s.pd.create_ah(GROUP).unwrap();
     let wr = SendWr {
-        wr_id,
-        opcode: SendOpcode::Send,
         flags: SendFlags::SIGNALED,
-        sg_list: vec![s.mem.sge(4096, len)],
-        imm_data_or_inv_rkey: 0,
-        remote: RemoteAddr::default(),
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
         ud: Some(ah.ud(MULTICAST_QPN, QKEY)),
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(wr_id, SendOpcode::Send, vec![s.mem.sge(4096, len)])
     };
     s.qp.post_send(&[wr]).unwrap();
     assert_eq!(s.cq.wait(1, WAIT).unwrap()[0].status, WcStatus::Success);

@@ -50,50 +50,63 @@ pub const LINK_LAYER_INFINIBAND: u8 = 1;
 /// `IBV_LINK_LAYER_ETHERNET`: RoCE.
 pub const LINK_LAYER_ETHERNET: u8 = 2;
 
-/// `enum ibv_device_cap_flags` bits (`ibv_device_attr.device_cap_flags`), the ones softrnic
-/// sets or deliberately leaves out.
-pub mod device_cap {
-    /// `IBV_DEVICE_BAD_PKEY_CNTR`: not set, there is no P_Key violation counter.
-    pub const BAD_PKEY_CNTR: u32 = 1 << 1;
-    /// `IBV_DEVICE_BAD_QKEY_CNTR`: not set, there is no Q_Key violation counter.
-    pub const BAD_QKEY_CNTR: u32 = 1 << 2;
-    /// `IBV_DEVICE_CURR_QP_STATE_MOD`: `ibv_modify_qp` takes `IBV_QP_CUR_STATE` (see
-    /// `qp_state::check_modify`). Set.
-    pub const CURR_QP_STATE_MOD: u32 = 1 << 7;
-    /// `IBV_DEVICE_PORT_ACTIVE_EVENT`: not set, softrnic raises no port events.
-    pub const PORT_ACTIVE_EVENT: u32 = 1 << 10;
-    /// `IBV_DEVICE_SYS_IMAGE_GUID`: `sys_image_guid` is meaningful. Set.
-    pub const SYS_IMAGE_GUID: u32 = 1 << 11;
-    /// `IBV_DEVICE_RC_RNR_NAK_GEN`: the RC responder answers a SEND that finds no receive
-    /// posted with an RNR NAK (rather than dropping it). Set.
-    pub const RC_RNR_NAK_GEN: u32 = 1 << 12;
-    /// `IBV_DEVICE_SRQ_RESIZE`: `ibv_modify_srq` may change `max_wr` (`srq::Srq::modify`).
-    /// Set, as in rxe.
-    pub const SRQ_RESIZE: u32 = 1 << 13;
-    /// `IBV_DEVICE_MEM_WINDOW`: not set until memory windows exist (`max_mw` is 0).
-    pub const MEM_WINDOW: u32 = 1 << 17;
-    /// `IBV_DEVICE_XRC`: XRC domains, SRQs and QPs (`crate::xrc`). Set.
-    pub const XRC: u32 = 1 << 20;
-    /// `IBV_DEVICE_MEM_MGT_EXTENSIONS` (fast registration, local invalidate): not set yet.
-    pub const MEM_MGT_EXTENSIONS: u32 = 1 << 21;
+bitflags::bitflags! {
+    /// `enum ibv_device_cap_flags` bits (`ibv_device_attr.device_cap_flags`), the ones softrnic
+    /// sets or deliberately leaves out.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DeviceCap: u32 {
+        /// `IBV_DEVICE_BAD_PKEY_CNTR`: not set, there is no P_Key violation counter.
+        const BAD_PKEY_CNTR = 1 << 1;
+        /// `IBV_DEVICE_BAD_QKEY_CNTR`: not set, there is no Q_Key violation counter.
+        const BAD_QKEY_CNTR = 1 << 2;
+        /// `IBV_DEVICE_CURR_QP_STATE_MOD`: `ibv_modify_qp` takes `IBV_QP_CUR_STATE` (see
+        /// `qp_state::check_modify`). Set.
+        const CURR_QP_STATE_MOD = 1 << 7;
+        /// `IBV_DEVICE_PORT_ACTIVE_EVENT`: not set, softrnic raises no port events.
+        const PORT_ACTIVE_EVENT = 1 << 10;
+        /// `IBV_DEVICE_SYS_IMAGE_GUID`: `sys_image_guid` is meaningful. Set.
+        const SYS_IMAGE_GUID = 1 << 11;
+        /// `IBV_DEVICE_RC_RNR_NAK_GEN`: the RC responder answers a SEND that finds no receive
+        /// posted with an RNR NAK (rather than dropping it). Set.
+        const RC_RNR_NAK_GEN = 1 << 12;
+        /// `IBV_DEVICE_SRQ_RESIZE`: `ibv_modify_srq` may change `max_wr` (`srq::Srq::modify`).
+        /// Set, as in rxe.
+        const SRQ_RESIZE = 1 << 13;
+        /// `IBV_DEVICE_MEM_WINDOW`: not set until memory windows exist (`max_mw` is 0).
+        const MEM_WINDOW = 1 << 17;
+        /// `IBV_DEVICE_XRC`: XRC domains, SRQs and QPs (`crate::xrc`). Set.
+        const XRC = 1 << 20;
+        /// `IBV_DEVICE_MEM_MGT_EXTENSIONS` (fast registration, local invalidate): not set yet.
+        const MEM_MGT_EXTENSIONS = 1 << 21;
+    }
+}
 
+impl DeviceCap {
     /// What softrnic reports. Kernel rxe (`RXE_DEVICE_CAP_FLAGS`, `rxe_param.h`) also sets
     /// BAD_PKEY_CNTR, BAD_QKEY_CNTR, AUTO_PATH_MIG, CHANGE_PHY_PORT, UD_AV_PORT_ENFORCE,
     /// PORT_ACTIVE_EVENT and MEM_MGT_EXTENSIONS; softrnic sets a flag only for what it does.
-    pub const SOFTRNIC: u32 =
-        CURR_QP_STATE_MOD | SYS_IMAGE_GUID | RC_RNR_NAK_GEN | SRQ_RESIZE | XRC;
+    pub const SOFTRNIC: DeviceCap = DeviceCap::CURR_QP_STATE_MOD
+        .union(DeviceCap::SYS_IMAGE_GUID)
+        .union(DeviceCap::RC_RNR_NAK_GEN)
+        .union(DeviceCap::SRQ_RESIZE)
+        .union(DeviceCap::XRC);
 }
 
-/// `enum ibv_port_cap_flags` bits (`ibv_port_attr.port_cap_flags`).
-pub mod port_cap {
-    /// `IBV_PORT_CM_SUP`: connection management (CM MADs on QP1). Not set: `wire` has the CM
-    /// formats but no QP1 answers them yet (rxe sets it, having the kernel's CM).
-    pub const CM_SUP: u32 = 1 << 16;
-    /// `IBV_PORT_IP_BASED_GIDS`: the GIDs are IP addresses (RoCE v2). Set, as RoCE NICs do.
-    pub const IP_BASED_GIDS: u32 = 1 << 26;
+bitflags::bitflags! {
+    /// `enum ibv_port_cap_flags` bits (`ibv_port_attr.port_cap_flags`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct PortCap: u32 {
+        /// `IBV_PORT_CM_SUP`: connection management (CM MADs on QP1). Not set: `wire` has the
+        /// CM formats but no QP1 answers them yet (rxe sets it, having the kernel's CM).
+        const CM_SUP = 1 << 16;
+        /// `IBV_PORT_IP_BASED_GIDS`: the GIDs are IP addresses (RoCE v2). Set, as RoCE NICs do.
+        const IP_BASED_GIDS = 1 << 26;
+    }
+}
 
+impl PortCap {
     /// What softrnic reports: only what it does.
-    pub const SOFTRNIC: u32 = IP_BASED_GIDS;
+    pub const SOFTRNIC: PortCap = PortCap::IP_BASED_GIDS;
 }
 
 /// `IB_PORT_PHYS_STATE_LINK_UP` (`ibv_port_attr.phys_state`).
@@ -234,8 +247,8 @@ pub struct DeviceAttr {
     pub max_qp: i32,
     /// Work requests per queue.
     pub max_qp_wr: i32,
-    /// `enum ibv_device_cap_flags` bits (see [`device_cap`]).
-    pub device_cap_flags: u32,
+    /// `enum ibv_device_cap_flags` bits.
+    pub device_cap_flags: DeviceCap,
     /// SGEs per work request.
     pub max_sge: i32,
     /// SGEs per RDMA READ.
@@ -312,7 +325,7 @@ impl DeviceAttr {
             hw_ver: 0,
             max_qp: Limits::MAX_QP,
             max_qp_wr: Limits::MAX_QP_WR,
-            device_cap_flags: device_cap::SOFTRNIC,
+            device_cap_flags: DeviceCap::SOFTRNIC,
             max_sge: Limits::MAX_SGE,
             max_sge_rd: Limits::MAX_SGE_RD,
             max_cq: Limits::MAX_CQ,
@@ -357,8 +370,8 @@ pub struct PortAttr {
     pub active_mtu: Mtu,
     /// GID table capacity (`int`).
     pub gid_tbl_len: i32,
-    /// `enum ibv_port_cap_flags` bits (see [`port_cap`]).
-    pub port_cap_flags: u32,
+    /// `enum ibv_port_cap_flags` bits.
+    pub port_cap_flags: PortCap,
     /// Largest message in bytes.
     pub max_msg_sz: u32,
     /// Bad P_Key counter.
@@ -410,7 +423,7 @@ impl PortAttr {
             max_mtu: Mtu::Mtu4096,
             active_mtu,
             gid_tbl_len: i32::try_from(gid_tbl_len).unwrap_or(i32::MAX),
-            port_cap_flags: port_cap::SOFTRNIC,
+            port_cap_flags: PortCap::SOFTRNIC,
             max_msg_sz: Limits::MAX_MSG_SZ,
             bad_pkey_cntr: 0,
             qkey_viol_cntr: 0,

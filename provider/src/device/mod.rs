@@ -35,8 +35,8 @@ mod table;
 mod tests;
 
 pub use attr::{
-    active_mtu_for_netdev_mtu, device_cap, node_guid_from_mac, port_cap, AtomicCap, DeviceAttr,
-    Limits, PortAttr, PortState, LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND,
+    active_mtu_for_netdev_mtu, node_guid_from_mac, AtomicCap, DeviceAttr, DeviceCap, Limits,
+    PortAttr, PortCap, PortState, LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND,
     LINK_LAYER_UNSPECIFIED, MAX_HEADER_OVERHEAD, PHYS_STATE_LINK_UP, SPEED_SDR, WIDTH_1X,
 };
 pub use gid::{Gid, GidType};

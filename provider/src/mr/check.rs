@@ -188,7 +188,7 @@ impl Entry {
     /// The entry of a free slot.
     pub const EMPTY: Entry = Entry {
         pd: PdHandle(0),
-        access: Access(0),
+        access: Access::empty(),
         addr: MemPtr(core::ptr::null_mut()),
         len: 0,
         iova: 0,
@@ -381,7 +381,7 @@ mod tests {
             (Op::RemoteAtomic, Access::REMOTE_ATOMIC),
         ];
         for (op, right) in cases {
-            let without = entry(Access(all().0 & !right.0));
+            let without = entry(all().difference(right));
             let e = check_entry(tag(KEY, State::Valid), &without, KEY, PD, op, IOVA, 8);
             assert_eq!(e, Err(AccessError::MissingRight(right)), "{op:?}");
             let only = entry(right);

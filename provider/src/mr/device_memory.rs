@@ -16,14 +16,12 @@ use crate::error::{Error, Result};
 
 impl Access {
     /// Every right a device memory region may have (mlx5's `MLX5_DM_ALLOWED_ACCESS`).
-    const DEVICE_MEMORY: Access = Access(
-        Access::LOCAL_WRITE.0
-            | Access::REMOTE_WRITE.0
-            | Access::REMOTE_READ.0
-            | Access::REMOTE_ATOMIC.0
-            | Access::ZERO_BASED.0
-            | Access::OPTIONAL_RANGE.0,
-    );
+    const DEVICE_MEMORY: Access = Access::LOCAL_WRITE
+        .union(Access::REMOTE_WRITE)
+        .union(Access::REMOTE_READ)
+        .union(Access::REMOTE_ATOMIC)
+        .union(Access::ZERO_BASED)
+        .union(Access::OPTIONAL_RANGE);
 
     /// Checks the rights given to `ibv_reg_dm_mr` and returns them without the optional bits.
     ///
@@ -38,7 +36,7 @@ impl Access {
                 "device memory regions must be zero-based",
             ));
         }
-        if self.0 & !Access::DEVICE_MEMORY.0 != 0 {
+        if !Access::DEVICE_MEMORY.contains(self) {
             return Err(Error::InvalidArgument(
                 "access flag not allowed on device memory",
             ));

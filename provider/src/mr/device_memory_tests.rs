@@ -3,9 +3,10 @@
 use super::*;
 
 const PD: PdHandle = PdHandle(3);
-const RW: Access = Access(
-    Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::ZERO_BASED.0,
-);
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::ZERO_BASED);
 
 /// Registers `buf[offset..offset + len]` as device memory.
 fn reg(t: &MrTable, buf: &mut [u8], offset: usize, len: usize, access: Access) -> Result<MrKeys> {

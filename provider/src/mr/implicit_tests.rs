@@ -7,13 +7,11 @@ use crate::wr::Sge;
 
 const PD: PdHandle = PdHandle(1);
 const PAGE: usize = 4096;
-const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_ATOMIC.0
-        | Access::ON_DEMAND.0,
-);
+const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::ON_DEMAND);
 
 /// Three anonymous pages: read-write, then unmapped, then read-only.
 struct Pages(*mut u8);
@@ -205,19 +203,24 @@ fn advise_prefetches_any_mapped_range_and_fails_holes_with_flush() {
     t.advise(
         PD,
         Advice::PrefetchWrite,
-        ADVISE_FLAG_FLUSH,
+        AdviseFlags::FLUSH,
         &[sge(p.rw(), 4096)],
     )
     .unwrap();
-    t.advise(PD, Advice::Prefetch, ADVISE_FLAG_FLUSH, &[sge(p.ro(), 64)])
+    t.advise(PD, Advice::Prefetch, AdviseFlags::FLUSH, &[sge(p.ro(), 64)])
         .unwrap();
     let e = t.advise(
         PD,
         Advice::Prefetch,
-        ADVISE_FLAG_FLUSH,
+        AdviseFlags::FLUSH,
         &[sge(p.hole(), 64)],
     );
     assert_eq!(e, Err(AdviseError::Fault));
-    t.advise(PD, Advice::Prefetch, 0, &[sge(p.hole(), 64)])
-        .unwrap();
+    t.advise(
+        PD,
+        Advice::Prefetch,
+        AdviseFlags::empty(),
+        &[sge(p.hole(), 64)],
+    )
+    .unwrap();
 }

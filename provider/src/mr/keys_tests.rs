@@ -6,7 +6,7 @@ use crate::device::Limits;
 
 const PD: PdHandle = PdHandle(1);
 const QPN: u32 = 0x11;
-const WRITABLE: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+const WRITABLE: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 /// Registers `buf` for remote writes, iova = its address.
 fn reg(t: &MrTable, buf: &mut [u8]) -> MrKeys {

@@ -142,9 +142,8 @@ use check::{
 };
 use keys::{FreeList, KeySource};
 pub use odp::{
-    Advice, AdviseError, OdpTransportCaps, ADVISE_FLAG_FLUSH, ODP_GENERAL_CAPS, ODP_SUPPORT,
-    ODP_SUPPORT_ATOMIC, ODP_SUPPORT_IMPLICIT, ODP_SUPPORT_READ, ODP_SUPPORT_RECV, ODP_SUPPORT_SEND,
-    ODP_SUPPORT_SRQ_RECV, ODP_SUPPORT_WRITE, ODP_TRANSPORT_CAPS,
+    Advice, AdviseError, AdviseFlags, OdpGeneralCaps, OdpTransportCap, OdpTransportCaps,
+    ODP_GENERAL_CAPS, ODP_TRANSPORT_CAPS,
 };
 pub use persist::{flush_rights, FlushError};
 pub use pin::{PinError, PinFor, ReadPin};

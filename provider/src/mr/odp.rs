@@ -37,26 +37,40 @@ use super::check::{check_entry, AccessError, Op};
 use super::{pages, read, Access, MrTable, PdHandle, Who};
 use crate::wr::Sge;
 
-/// `IBV_ODP_SUPPORT` (`enum ibv_odp_general_caps`): explicit ODP regions.
-pub const ODP_SUPPORT: u64 = 1 << 0;
-/// `IBV_ODP_SUPPORT_IMPLICIT`: regions over the whole address space (`implicit.rs`).
-pub const ODP_SUPPORT_IMPLICIT: u64 = 1 << 1;
+bitflags::bitflags! {
+    /// `enum ibv_odp_general_caps` (`ibv_odp_caps.general_caps`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct OdpGeneralCaps: u64 {
+        /// `IBV_ODP_SUPPORT`: explicit ODP regions.
+        const SUPPORT = 1 << 0;
+        /// `IBV_ODP_SUPPORT_IMPLICIT`: regions over the whole address space (`implicit.rs`).
+        const SUPPORT_IMPLICIT = 1 << 1;
+    }
+}
 
-/// `enum ibv_odp_transport_cap_bits`.
-pub const ODP_SUPPORT_SEND: u32 = 1 << 0;
-/// `IBV_ODP_SUPPORT_RECV`.
-pub const ODP_SUPPORT_RECV: u32 = 1 << 1;
-/// `IBV_ODP_SUPPORT_WRITE`.
-pub const ODP_SUPPORT_WRITE: u32 = 1 << 2;
-/// `IBV_ODP_SUPPORT_READ`.
-pub const ODP_SUPPORT_READ: u32 = 1 << 3;
-/// `IBV_ODP_SUPPORT_ATOMIC`.
-pub const ODP_SUPPORT_ATOMIC: u32 = 1 << 4;
-/// `IBV_ODP_SUPPORT_SRQ_RECV`.
-pub const ODP_SUPPORT_SRQ_RECV: u32 = 1 << 5;
+bitflags::bitflags! {
+    /// `enum ibv_odp_transport_cap_bits`: the operations an ODP region supports on one
+    /// transport.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct OdpTransportCap: u32 {
+        /// `IBV_ODP_SUPPORT_SEND`.
+        const SEND = 1 << 0;
+        /// `IBV_ODP_SUPPORT_RECV`.
+        const RECV = 1 << 1;
+        /// `IBV_ODP_SUPPORT_WRITE`.
+        const WRITE = 1 << 2;
+        /// `IBV_ODP_SUPPORT_READ`.
+        const READ = 1 << 3;
+        /// `IBV_ODP_SUPPORT_ATOMIC`.
+        const ATOMIC = 1 << 4;
+        /// `IBV_ODP_SUPPORT_SRQ_RECV`.
+        const SRQ_RECV = 1 << 5;
+    }
+}
 
 /// The general ODP capabilities (`ibv_odp_caps.general_caps`).
-pub const ODP_GENERAL_CAPS: u64 = ODP_SUPPORT | ODP_SUPPORT_IMPLICIT;
+pub const ODP_GENERAL_CAPS: OdpGeneralCaps =
+    OdpGeneralCaps::SUPPORT.union(OdpGeneralCaps::SUPPORT_IMPLICIT);
 
 /// What an ODP region supports per transport (`rc_odp_caps`, `uc_odp_caps`, `ud_odp_caps`,
 /// `xrc_odp_caps`): each transport's own operations, since an ODP region is accessed like
@@ -64,30 +78,35 @@ pub const ODP_GENERAL_CAPS: u64 = ODP_SUPPORT | ODP_SUPPORT_IMPLICIT;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OdpTransportCaps {
     /// RC: every operation.
-    pub rc: u32,
+    pub rc: OdpTransportCap,
     /// UC: SEND and RDMA WRITE (UC has no READ or atomics).
-    pub uc: u32,
+    pub uc: OdpTransportCap,
     /// UD: SEND only.
-    pub ud: u32,
+    pub ud: OdpTransportCap,
     /// XRC: RC's operations, its receives always from an XRC SRQ.
-    pub xrc: u32,
+    pub xrc: OdpTransportCap,
 }
 
 /// softrnic's per-transport ODP capabilities.
 pub const ODP_TRANSPORT_CAPS: OdpTransportCaps = OdpTransportCaps {
-    rc: ODP_SUPPORT_SEND
-        | ODP_SUPPORT_RECV
-        | ODP_SUPPORT_WRITE
-        | ODP_SUPPORT_READ
-        | ODP_SUPPORT_ATOMIC
-        | ODP_SUPPORT_SRQ_RECV,
-    uc: ODP_SUPPORT_SEND | ODP_SUPPORT_RECV | ODP_SUPPORT_WRITE | ODP_SUPPORT_SRQ_RECV,
-    ud: ODP_SUPPORT_SEND | ODP_SUPPORT_RECV | ODP_SUPPORT_SRQ_RECV,
-    xrc: ODP_SUPPORT_SEND
-        | ODP_SUPPORT_WRITE
-        | ODP_SUPPORT_READ
-        | ODP_SUPPORT_ATOMIC
-        | ODP_SUPPORT_SRQ_RECV,
+    rc: OdpTransportCap::SEND
+        .union(OdpTransportCap::RECV)
+        .union(OdpTransportCap::WRITE)
+        .union(OdpTransportCap::READ)
+        .union(OdpTransportCap::ATOMIC)
+        .union(OdpTransportCap::SRQ_RECV),
+    uc: OdpTransportCap::SEND
+        .union(OdpTransportCap::RECV)
+        .union(OdpTransportCap::WRITE)
+        .union(OdpTransportCap::SRQ_RECV),
+    ud: OdpTransportCap::SEND
+        .union(OdpTransportCap::RECV)
+        .union(OdpTransportCap::SRQ_RECV),
+    xrc: OdpTransportCap::SEND
+        .union(OdpTransportCap::WRITE)
+        .union(OdpTransportCap::READ)
+        .union(OdpTransportCap::ATOMIC)
+        .union(OdpTransportCap::SRQ_RECV),
 };
 
 /// `enum ibv_advise_mr_advice`.
@@ -114,8 +133,17 @@ impl Advice {
     }
 }
 
-/// `IBV_ADVISE_MR_FLAG_FLUSH`: complete the prefetch before returning, and report its failure.
-pub const ADVISE_FLAG_FLUSH: u32 = 1 << 0;
+bitflags::bitflags! {
+    /// `enum ibv_advise_mr_flags`. Flags from a C caller are taken with
+    /// [`from_bits_retain`](Self::from_bits_retain): [`MrTable::advise`] refuses an unknown
+    /// bit with `EINVAL`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct AdviseFlags: u32 {
+        /// `IBV_ADVISE_MR_FLAG_FLUSH`: complete the prefetch before returning, and report its
+        /// failure.
+        const FLUSH = 1 << 0;
+    }
+}
 
 /// Why `ibv_advise_mr` failed, with the errno `ibv_advise_mr(3)` gives for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,10 +217,10 @@ impl MrTable {
         &self,
         pd: PdHandle,
         advice: Advice,
-        flags: u32,
+        flags: AdviseFlags,
         sges: &[Sge],
     ) -> Result<(), AdviseError> {
-        if flags & !ADVISE_FLAG_FLUSH != 0 || sges.is_empty() {
+        if !AdviseFlags::all().contains(flags) || sges.is_empty() {
             return Err(AdviseError::Invalid);
         }
         let op = match advice {
@@ -212,7 +240,7 @@ impl MrTable {
             let paged = self.with_odp_range(pd, op, sge, |addr, len| {
                 pages::fault_in(addr, len, writable).map_err(|_| AdviseError::Fault)
             });
-            if flags & ADVISE_FLAG_FLUSH != 0 {
+            if flags.contains(AdviseFlags::FLUSH) {
                 paged?;
             }
         }

@@ -8,7 +8,9 @@ use std::thread;
 use super::*;
 
 const PD: PdHandle = PdHandle(1);
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0);
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE);
 const PAGE: usize = RELAXED_PAGE;
 
 /// `pages` zeroed, page-aligned pages, freed on drop.
@@ -85,7 +87,7 @@ fn error_paths() {
     unsafe {
         einval(t.register_relaxed(&pool, p.ptr, 64, Access::REMOTE_WRITE));
         einval(t.register_relaxed(&pool, p.ptr, 64, Access::REMOTE_ATOMIC));
-        einval(t.register_relaxed(&pool, p.ptr, 64, Access(1 << 19)));
+        einval(t.register_relaxed(&pool, p.ptr, 64, Access::from_bits_retain(1 << 19)));
         einval(t.register_relaxed(&pool, p.ptr, 64, RW | Access::ZERO_BASED));
         einval(t.register_relaxed(&pool, p.ptr, 0, RW));
         einval(t.register_relaxed(&pool, core::ptr::null_mut(), 64, RW));

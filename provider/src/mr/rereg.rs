@@ -81,7 +81,7 @@ impl MrTable {
         }
         let access = change.access.map(Access::check_for_mr).transpose()?;
         if let Some(t) = change.translation {
-            check_translation(t, access.unwrap_or(Access(0)))?;
+            check_translation(t, access.unwrap_or(Access::empty()))?;
         }
         self.fault_in_changed(slot, change, access)?;
         if slot.bound_windows.load(Ordering::SeqCst) != 0 {

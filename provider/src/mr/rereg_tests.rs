@@ -7,9 +7,10 @@ use super::*;
 const PD: PdHandle = PdHandle(1);
 const OTHER_PD: PdHandle = PdHandle(2);
 const QPN: u32 = 0x11;
-const RW: Access = Access(
-    Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0 | Access::MW_BIND.0,
-);
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::MW_BIND);
 
 /// A table with `buf` registered at iova 0x1000 with `access`; returns its key.
 fn setup(buf: &mut [u8], access: Access) -> (MrTable, u32) {

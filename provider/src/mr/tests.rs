@@ -10,12 +10,10 @@ use super::check::{tag, State};
 use super::*;
 
 const PD: PdHandle = PdHandle(1);
-const RW: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_ATOMIC.0,
-);
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
 
 fn buffer(len: usize) -> Box<[u8]> {
     (0..len).map(|i| i as u8).collect()
@@ -69,7 +67,7 @@ fn register_refuses_memory_that_is_not_there() {
         // Half accessible: the second page is not.
         assert_eq!(libc::mprotect(p.add(PAGE).cast(), PAGE, libc::PROT_NONE), 0);
         assert_eq!(
-            errno(t.register(PD, p, PAGE + 1, p as u64, Access(0))),
+            errno(t.register(PD, p, PAGE + 1, p as u64, Access::empty())),
             Some(14)
         );
         assert_eq!(libc::munmap(p.cast(), 2 * PAGE), 0);
@@ -77,7 +75,7 @@ fn register_refuses_memory_that_is_not_there() {
         // another test thread at once).
         let low = PAGE as *mut u8;
         assert_eq!(
-            errno(t.register(PD, low, 64, low as u64, Access(0))),
+            errno(t.register(PD, low, 64, low as u64, Access::empty())),
             Some(14)
         );
     }
@@ -124,16 +122,28 @@ fn register_error_paths() {
             p as u64,
             Access::REMOTE_ATOMIC | Access::REMOTE_READ,
         ));
-        einval(t.register(PD, p, 64, p as u64, Access::LOCAL_WRITE | Access(1 << 10)));
-        einval(t.register(PD, p, 64, p as u64, Access(1 << 31)));
+        einval(t.register(
+            PD,
+            p,
+            64,
+            p as u64,
+            Access::LOCAL_WRITE | Access::from_bits_retain(1 << 10),
+        ));
+        einval(t.register(PD, p, 64, p as u64, Access::from_bits_retain(1 << 31)));
         let e = t
             .register(PD, p, 64, p as u64, Access::FLUSH_PERSISTENT)
             .unwrap_err();
         assert_eq!(e.errno(), 95);
         // Nothing was taken from the table by the failures.
         for _ in 0..4 {
-            t.register(PD, p, 64, p as u64, Access::LOCAL_WRITE | Access(1 << 25))
-                .unwrap();
+            t.register(
+                PD,
+                p,
+                64,
+                p as u64,
+                Access::LOCAL_WRITE | Access::from_bits_retain(1 << 25),
+            )
+            .unwrap();
         }
     }
 }

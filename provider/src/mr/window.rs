@@ -70,8 +70,9 @@ pub struct MwBind {
 }
 
 /// The rights a window may give.
-const WINDOW_RIGHTS: Access =
-    Access(Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0);
+const WINDOW_RIGHTS: Access = Access::REMOTE_READ
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
 
 /// The flags a bind may carry beyond the window's rights: `LOCAL_WRITE`, which consumers
 /// often pass along with `REMOTE_WRITE` as they do for a region (rxe and mlx5 accept it). A
@@ -167,7 +168,7 @@ impl MrTable {
         if tag_key(t) != bind.mw_rkey || entry.pd != pd || tag_state(t) == State::Free {
             return Err(NOT_A_WINDOW);
         }
-        if bind.access.0 & !(WINDOW_RIGHTS.0 | IGNORED_LOCAL.0) != 0 {
+        if !WINDOW_RIGHTS.union(IGNORED_LOCAL).contains(bind.access) {
             return Err(Error::InvalidArgument(
                 "a window's rights are remote read, write and atomic (zero-based windows are not supported)",
             ));
@@ -199,7 +200,7 @@ impl MrTable {
         self.release_binding(t, &mut entry);
         *entry = Entry {
             pd,
-            access: Access(bind.access.0 & WINDOW_RIGHTS.0),
+            access: bind.access.intersection(WINDOW_RIGHTS),
             addr: MemPtr(core::ptr::null_mut()),
             len: bind.length as usize,
             iova: bind.addr,

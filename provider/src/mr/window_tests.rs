@@ -6,15 +6,14 @@ use super::*;
 
 const PD: PdHandle = PdHandle(1);
 const QPN: u32 = 0x11;
-const RW: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_ATOMIC.0
-        | Access::MW_BIND.0,
-);
-const WIN_ALL: Access =
-    Access(Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0);
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::MW_BIND);
+const WIN_ALL: Access = Access::REMOTE_READ
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC);
 
 /// A table with a 256-byte region of `access` at iova `0x1000`; returns its lkey.
 fn setup(buf: &mut [u8], access: Access) -> (MrTable, u32) {

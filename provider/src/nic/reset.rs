@@ -85,9 +85,9 @@ mod tests {
         };
         let qpn = nic.create_qp(PD, cq, cq, None, caps, false, 8).unwrap();
         let init = AttrMask::STATE
-            .or(AttrMask::PKEY_INDEX)
-            .or(AttrMask::PORT)
-            .or(AttrMask::ACCESS_FLAGS);
+            .union(AttrMask::PKEY_INDEX)
+            .union(AttrMask::PORT)
+            .union(AttrMask::ACCESS_FLAGS);
         to(nic, qpn, QpState::Init, init).unwrap();
         for wr_id in 0..n {
             let wr = RecvWr {
@@ -118,9 +118,9 @@ mod tests {
 
         // Back in use after RESET, a's own completions come first and alone.
         let init = AttrMask::STATE
-            .or(AttrMask::PKEY_INDEX)
-            .or(AttrMask::PORT)
-            .or(AttrMask::ACCESS_FLAGS);
+            .union(AttrMask::PKEY_INDEX)
+            .union(AttrMask::PORT)
+            .union(AttrMask::ACCESS_FLAGS);
         to(&mut nic, a, QpState::Init, init).unwrap();
         let wr = RecvWr {
             wr_id: 7,

@@ -91,9 +91,8 @@ impl ConnectAttr {
                 | AttrMask::MAX_QP_RD_ATOMIC
                 | AttrMask::MAX_DEST_RD_ATOMIC;
             for (attr, mask) in &mut steps {
-                *mask = AttrMask(mask.0 & !rc_only.0);
-                attr.qp_access_flags =
-                    Access(attr.qp_access_flags.0 & (Access::LOCAL_WRITE | Access::REMOTE_WRITE).0);
+                *mask = mask.difference(rc_only);
+                attr.qp_access_flags &= Access::LOCAL_WRITE | Access::REMOTE_WRITE;
             }
         }
         steps

@@ -131,11 +131,11 @@ pub(crate) fn send_wc(
     wc.byte_len = byte_len;
     if let Some(imm) = imm {
         wc.imm_data_or_inv_rkey = imm.0;
-        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+        wc.wc_flags |= WcFlags::WITH_IMM;
     }
     if let Some(inv) = inv {
         wc.imm_data_or_inv_rkey = inv.0;
-        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_INV.0);
+        wc.wc_flags |= WcFlags::WITH_INV;
     }
     wc
 }
@@ -152,6 +152,6 @@ pub(crate) fn write_imm_wc(
     wc.opcode = WcOpcode::RecvRdmaWithImm;
     wc.byte_len = byte_len;
     wc.imm_data_or_inv_rkey = imm.0;
-    wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+    wc.wc_flags |= WcFlags::WITH_IMM;
     wc
 }

@@ -2,14 +2,18 @@
 
 use core::fmt;
 
-/// An `ibv_modify_qp` attribute mask: a set of libibverbs `IBV_QP_*` bits.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct AttrMask(pub u32);
-
 macro_rules! attributes {
-    ($($(#[$doc:meta])* $name:ident = $bit:literal, $cname:literal;)*) => {
-        impl AttrMask {
-            $($(#[$doc])* pub const $name: AttrMask = AttrMask(1 << $bit);)*
+    ($($(#[$attr:ident $($args:tt)*])* $name:ident = $bit:literal, $cname:literal;)*) => {
+        bitflags::bitflags! {
+            /// An `ibv_modify_qp` attribute mask: a set of libibverbs `IBV_QP_*` bits.
+            ///
+            /// A mask from a C caller is taken with [`from_bits_retain`](Self::from_bits_retain):
+            /// an unknown bit must reach [`check_transition`](super::check_transition), which
+            /// refuses it with `EINVAL`.
+            #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+            pub struct AttrMask: u32 {
+                $($(#[$attr $($args)*])* const $name = 1 << $bit;)*
+            }
         }
 
         /// Every named bit: (bit, libibverbs name, "missing" reason, "not allowed" reason).
@@ -71,36 +75,9 @@ attributes! {
 
 impl AttrMask {
     /// No attribute.
-    pub const EMPTY: AttrMask = AttrMask(0);
+    pub const EMPTY: AttrMask = AttrMask::empty();
     /// Every bit libibverbs names.
-    pub const KNOWN: AttrMask = AttrMask(0x021f_ffff);
-
-    /// The union (a `const` `|`).
-    pub const fn or(self, other: AttrMask) -> AttrMask {
-        AttrMask(self.0 | other.0)
-    }
-
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: AttrMask) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Whether no bit is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The bits of `self` that are not in `other`.
-    pub const fn without(self, other: AttrMask) -> AttrMask {
-        AttrMask(self.0 & !other.0)
-    }
-
-    /// The single-bit masks set in `self`, lowest first (unknown bits included).
-    pub fn bits(self) -> impl Iterator<Item = AttrMask> {
-        (0..32)
-            .map(|i| AttrMask(1 << i))
-            .filter(move |b| self.contains(*b))
-    }
+    pub const KNOWN: AttrMask = AttrMask::all();
 
     /// The libibverbs name of a single named bit (`"IBV_QP_AV"`), if it is one.
     pub fn name(self) -> Option<&'static str> {
@@ -108,37 +85,18 @@ impl AttrMask {
     }
 }
 
-impl core::ops::BitOr for AttrMask {
-    type Output = AttrMask;
-    fn bitor(self, rhs: AttrMask) -> AttrMask {
-        self.or(rhs)
-    }
-}
-
-impl core::ops::BitOrAssign for AttrMask {
-    fn bitor_assign(&mut self, rhs: AttrMask) {
-        self.0 |= rhs.0;
-    }
-}
-
-impl core::ops::BitAnd for AttrMask {
-    type Output = AttrMask;
-    fn bitand(self, rhs: AttrMask) -> AttrMask {
-        AttrMask(self.0 & rhs.0)
-    }
-}
-
 impl fmt::Debug for AttrMask {
-    /// `AttrMask(IBV_QP_STATE | IBV_QP_AV | 0x200000)`.
+    /// `AttrMask(IBV_QP_STATE | IBV_QP_AV | 0x200000)`: libibverbs' names rather than the
+    /// constants' (what a consumer searching `verbs.h` looks for); unknown bits in hex.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("AttrMask(")?;
-        for (i, b) in self.bits().enumerate() {
+        for (i, b) in self.iter().enumerate() {
             if i > 0 {
                 f.write_str(" | ")?;
             }
             match b.name() {
                 Some(n) => f.write_str(n)?,
-                None => write!(f, "{:#x}", b.0)?,
+                None => write!(f, "{:#x}", b.bits())?,
             }
         }
         f.write_str(")")

@@ -289,10 +289,14 @@ pub fn check_transition(
     let Some(masks) = transition_masks(qp_type, current, next) else {
         return Err(Error::InvalidArgument(refused(current, next)));
     };
-    if let Some(b) = masks.required.without(mask).bits().next() {
+    if let Some(b) = masks.required.difference(mask).iter().next() {
         return Err(Error::InvalidArgument(missing(b)));
     }
-    if let Some(b) = mask.without(masks.required | masks.optional).bits().next() {
+    if let Some(b) = mask
+        .difference(masks.required | masks.optional)
+        .iter()
+        .next()
+    {
         return Err(Error::InvalidArgument(not_allowed(b)));
     }
     Ok(())

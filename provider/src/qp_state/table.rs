@@ -36,10 +36,12 @@ impl Row {
             QpType::Rc => self.rc,
             QpType::Uc => self.uc,
             QpType::Ud => self.ud,
-            QpType::XrcSend => self.rc.without(A::MAX_DEST_RD_ATOMIC.or(A::MIN_RNR_TIMER)),
+            QpType::XrcSend => self
+                .rc
+                .without(A::MAX_DEST_RD_ATOMIC.union(A::MIN_RNR_TIMER)),
             QpType::XrcRecv => self
                 .rc
-                .without(A::RETRY_CNT.or(A::RNR_RETRY).or(A::MAX_QP_RD_ATOMIC)),
+                .without(A::RETRY_CNT.union(A::RNR_RETRY).union(A::MAX_QP_RD_ATOMIC)),
         }
     }
 }
@@ -48,8 +50,8 @@ impl Cell {
     /// The cell with the attributes `a` neither required nor accepted.
     fn without(self, a: A) -> Cell {
         Cell {
-            req: self.req.without(a),
-            opt: self.opt.without(a),
+            req: self.req.difference(a),
+            opt: self.opt.difference(a),
         }
     }
 }
@@ -70,22 +72,22 @@ const fn same(req: A, opt: A) -> Row {
 }
 
 /// `PKEY_INDEX | PORT | ACCESS_FLAGS`: what RESET->INIT needs (RC, UC) and INIT->INIT accepts.
-const INIT_RC_UC: A = A::PKEY_INDEX.or(A::PORT).or(A::ACCESS_FLAGS);
+const INIT_RC_UC: A = A::PKEY_INDEX.union(A::PORT).union(A::ACCESS_FLAGS);
 /// `PKEY_INDEX | PORT | QKEY`: the UD counterpart.
-const INIT_UD: A = A::PKEY_INDEX.or(A::PORT).or(A::QKEY);
+const INIT_UD: A = A::PKEY_INDEX.union(A::PORT).union(A::QKEY);
 /// INIT->RTR, required by UC (RC needs two more).
-const RTR_UC: A = A::AV.or(A::PATH_MTU).or(A::DEST_QPN).or(A::RQ_PSN);
+const RTR_UC: A = A::AV.union(A::PATH_MTU).union(A::DEST_QPN).union(A::RQ_PSN);
 /// INIT->RTR, optional for RC and UC.
-const RTR_OPT_RC_UC: A = A::ALT_PATH.or(A::ACCESS_FLAGS).or(A::PKEY_INDEX);
+const RTR_OPT_RC_UC: A = A::ALT_PATH.union(A::ACCESS_FLAGS).union(A::PKEY_INDEX);
 /// What a UC QP may change on the way to, or in, RTS.
 const RTS_OPT_UC: A = A::CUR_STATE
-    .or(A::ALT_PATH)
-    .or(A::ACCESS_FLAGS)
-    .or(A::PATH_MIG_STATE);
+    .union(A::ALT_PATH)
+    .union(A::ACCESS_FLAGS)
+    .union(A::PATH_MIG_STATE);
 /// What an RC QP may change on the way to, or in, RTS.
-const RTS_OPT_RC: A = RTS_OPT_UC.or(A::MIN_RNR_TIMER);
+const RTS_OPT_RC: A = RTS_OPT_UC.union(A::MIN_RNR_TIMER);
 /// What a UD QP may change on the way to, or in, RTS.
-const RTS_OPT_UD: A = A::CUR_STATE.or(A::QKEY);
+const RTS_OPT_UD: A = A::CUR_STATE.union(A::QKEY);
 
 /// The table entry for `current -> next`, or `None` if that transition is not allowed.
 pub(super) fn row(current: QpState, next: QpState) -> Option<Row> {
@@ -108,19 +110,19 @@ pub(super) fn row(current: QpState, next: QpState) -> Option<Row> {
         },
         (Init, Rtr) => Row {
             rc: cell(
-                RTR_UC.or(A::MAX_DEST_RD_ATOMIC).or(A::MIN_RNR_TIMER),
+                RTR_UC.union(A::MAX_DEST_RD_ATOMIC).union(A::MIN_RNR_TIMER),
                 RTR_OPT_RC_UC,
             ),
             uc: cell(RTR_UC, RTR_OPT_RC_UC),
-            ud: cell(NONE, A::PKEY_INDEX.or(A::QKEY)),
+            ud: cell(NONE, A::PKEY_INDEX.union(A::QKEY)),
         },
         (Rtr, Rts) => Row {
             rc: cell(
                 A::TIMEOUT
-                    .or(A::RETRY_CNT)
-                    .or(A::RNR_RETRY)
-                    .or(A::SQ_PSN)
-                    .or(A::MAX_QP_RD_ATOMIC),
+                    .union(A::RETRY_CNT)
+                    .union(A::RNR_RETRY)
+                    .union(A::SQ_PSN)
+                    .union(A::MAX_QP_RD_ATOMIC),
                 RTS_OPT_RC,
             ),
             uc: cell(A::SQ_PSN, RTS_OPT_UC),
@@ -136,32 +138,32 @@ pub(super) fn row(current: QpState, next: QpState) -> Option<Row> {
             rc: cell(
                 NONE,
                 A::PORT
-                    .or(A::AV)
-                    .or(A::TIMEOUT)
-                    .or(A::RETRY_CNT)
-                    .or(A::RNR_RETRY)
-                    .or(A::MAX_QP_RD_ATOMIC)
-                    .or(A::MAX_DEST_RD_ATOMIC)
-                    .or(A::ALT_PATH)
-                    .or(A::ACCESS_FLAGS)
-                    .or(A::PKEY_INDEX)
-                    .or(A::MIN_RNR_TIMER)
-                    .or(A::PATH_MIG_STATE),
+                    .union(A::AV)
+                    .union(A::TIMEOUT)
+                    .union(A::RETRY_CNT)
+                    .union(A::RNR_RETRY)
+                    .union(A::MAX_QP_RD_ATOMIC)
+                    .union(A::MAX_DEST_RD_ATOMIC)
+                    .union(A::ALT_PATH)
+                    .union(A::ACCESS_FLAGS)
+                    .union(A::PKEY_INDEX)
+                    .union(A::MIN_RNR_TIMER)
+                    .union(A::PATH_MIG_STATE),
             ),
             uc: cell(
                 NONE,
                 A::AV
-                    .or(A::ALT_PATH)
-                    .or(A::ACCESS_FLAGS)
-                    .or(A::PKEY_INDEX)
-                    .or(A::PATH_MIG_STATE),
+                    .union(A::ALT_PATH)
+                    .union(A::ACCESS_FLAGS)
+                    .union(A::PKEY_INDEX)
+                    .union(A::PATH_MIG_STATE),
             ),
-            ud: cell(NONE, A::PKEY_INDEX.or(A::QKEY)),
+            ud: cell(NONE, A::PKEY_INDEX.union(A::QKEY)),
         },
         // The kernel keeps an (empty) RC entry although an RC QP never enters SQE.
         (Sqe, Rts) => Row {
             rc: cell(NONE, NONE),
-            uc: cell(NONE, A::CUR_STATE.or(A::ACCESS_FLAGS)),
+            uc: cell(NONE, A::CUR_STATE.union(A::ACCESS_FLAGS)),
             ud: cell(NONE, RTS_OPT_UD),
         },
         _ => return None,

@@ -90,10 +90,10 @@ pub(crate) fn handle_datagram(
     let mut wc = recv_wc(ctx, &wqe, WcStatus::Success);
     wc.byte_len = byte_len;
     wc.src_qp = deth.src_qp;
-    wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::GRH.0);
+    wc.wc_flags |= WcFlags::GRH;
     if let Some(imm) = repr.immdt {
         wc.imm_data_or_inv_rkey = imm.0;
-        wc.wc_flags = WcFlags(wc.wc_flags.0 | WcFlags::WITH_IMM.0);
+        wc.wc_flags |= WcFlags::WITH_IMM;
     }
     ev.complete(CqSide::Recv, wc);
 }

@@ -33,6 +33,17 @@ pub const LIMITS: QpLimits = QpLimits {
 };
 
 /// A memory region over memory owned by the node, reached only through the table.
+/// A region the peer's remote operations target, and what a test checks it through.
+pub struct Target {
+    /// The region, with the rights under test.
+    pub mem: Region,
+    /// A local-write region over all of `mem`'s bytes: the test reads them through it
+    /// whatever rights `mem` has.
+    pub eyes: Region,
+    /// What `mem` should hold; the test keeps it in step with the operations that succeed.
+    pub shadow: Vec<u8>,
+}
+
 pub struct Region {
     ptr: *mut u8,
     len: usize,
@@ -164,6 +175,15 @@ impl Node {
         // SAFETY: as above.
         let keys = unsafe { self.mrs.register(pd, ptr, len, ptr as u64, access) }.unwrap();
         Region { ptr, len, keys, pd }
+    }
+
+    /// A [`Target`] of `len` bytes registered with `access`, holding `wrs::bytes(len, seed)`.
+    pub fn target(&mut self, len: usize, access: Access, seed: u8) -> Target {
+        let mem = self.region(len, access);
+        let eyes = self.subregion(&mem, 0, len, PD, Access::LOCAL_WRITE);
+        let shadow = wrs::bytes(len, seed);
+        self.fill(&eyes, 0, &shadow);
+        Target { mem, eyes, shadow }
     }
 
     /// Copies `data` into a region at `offset` (through the table, as a local write).
@@ -425,25 +445,34 @@ impl Pair {
             if self.step() {
                 continue;
             }
-            let next = [
-                self.fabric
-                    .next_arrival()
-                    .map(|ns| self.base + Duration::from_nanos(ns)),
-                self.a.poll_timeout(),
-                self.b.poll_timeout(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            match next {
-                Some(t) => {
-                    let ns = t.duration_since(self.base).as_nanos() as u64;
-                    self.fabric.advance_to(ns.max(self.fabric.now() + 1));
-                }
-                None => return, // quiescent
+            if !self.advance() {
+                return; // quiescent
             }
         }
         panic!("not done after {max_steps} steps");
+    }
+
+    /// Moves virtual time to the next packet arrival or timer deadline (at least one
+    /// nanosecond on); false, and no move, when there is neither: nothing can happen any more.
+    pub fn advance(&mut self) -> bool {
+        let next = [
+            self.fabric
+                .next_arrival()
+                .map(|ns| self.base + Duration::from_nanos(ns)),
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            Some(t) => {
+                let ns = t.duration_since(self.base).as_nanos() as u64;
+                self.fabric.advance_to(ns.max(self.fabric.now() + 1));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Runs until every send queue is empty and nothing is in flight.

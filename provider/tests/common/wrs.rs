@@ -8,18 +8,9 @@ use super::Region;
 /// A signaled send WR.
 pub fn send_wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
     SendWr {
-        wr_id,
-        opcode,
         flags: SendFlags::SIGNALED,
-        sg_list,
-        imm_data_or_inv_rkey: 0,
         remote,
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(wr_id, opcode, sg_list)
     }
 }
 

@@ -190,7 +190,7 @@ fn connect(args: &[&str]) -> Result<ConnectAttr, String> {
             "min_rnr_timer" => c.min_rnr_timer = num(k, v)?,
             "max_rd_atomic" => c.max_rd_atomic = num(k, v)?,
             "max_dest_rd_atomic" => c.max_dest_rd_atomic = num(k, v)?,
-            "access" => c.qp_access_flags = Access(num(k, v)?),
+            "access" => c.qp_access_flags = Access::from_bits_retain(num(k, v)?),
             _ => return Err(format!("unknown connect attribute {k:?}")),
         }
     }
@@ -220,7 +220,7 @@ impl std::str::FromStr for Command {
                 arity(3)?;
                 Command::Mr {
                     len: num("len", args[0])?,
-                    access: Access(num("access", args[1])?),
+                    access: Access::from_bits_retain(num("access", args[1])?),
                     pd: num("pd", args[2])?,
                 }
             }
@@ -230,7 +230,7 @@ impl std::str::FromStr for Command {
                     parent: num("parent", args[0])?,
                     offset: num("offset", args[1])?,
                     len: num("len", args[2])?,
-                    access: Access(num("access", args[3])?),
+                    access: Access::from_bits_retain(num("access", args[3])?),
                     pd: num("pd", args[4])?,
                 }
             }
@@ -263,7 +263,7 @@ impl std::str::FromStr for Command {
                 },
                 [s, a] => Command::Modify {
                     state: state(s)?,
-                    access: Some(Access(num("access", a)?)),
+                    access: Some(Access::from_bits_retain(num("access", a)?)),
                 },
                 _ => return Err("modify takes STATE [ACCESS]".into()),
             },
@@ -327,14 +327,14 @@ impl fmt::Display for Command {
             Command::Qpn => write!(f, "qpn"),
             Command::State => write!(f, "state"),
             Command::Quit => write!(f, "quit"),
-            Command::Mr { len, access, pd } => write!(f, "mr {len} {} {pd}", access.0),
+            Command::Mr { len, access, pd } => write!(f, "mr {len} {} {pd}", access.bits()),
             Command::SubMr {
                 parent,
                 offset,
                 len,
                 access,
                 pd,
-            } => write!(f, "submr {parent} {offset} {len} {} {pd}", access.0),
+            } => write!(f, "submr {parent} {offset} {len} {} {pd}", access.bits()),
             Command::Dereg { id } => write!(f, "dereg {id}"),
             Command::Fill { id, offset, data } => write!(f, "fill {id} {offset} {}", to_hex(data)),
             Command::Read { id, offset, len } => write!(f, "read {id} {offset} {len}"),
@@ -353,10 +353,10 @@ impl fmt::Display for Command {
                 c.min_rnr_timer,
                 c.max_rd_atomic,
                 c.max_dest_rd_atomic,
-                c.qp_access_flags.0
+                c.qp_access_flags.bits()
             ),
             Command::Modify { state, access } => match access {
-                Some(a) => write!(f, "modify {} {}", state.name(), a.0),
+                Some(a) => write!(f, "modify {} {}", state.name(), a.bits()),
                 None => write!(f, "modify {}", state.name()),
             },
             Command::Recv { wr_id, sges } => {
@@ -395,14 +395,14 @@ mod tests {
             Command::Quit,
             Command::Mr {
                 len: 4096,
-                access: Access(15),
+                access: Access::from_bits_retain(15),
                 pd: 2,
             },
             Command::SubMr {
                 parent: 1,
                 offset: 4096,
                 len: 4096,
-                access: Access(7),
+                access: Access::from_bits_retain(7),
                 pd: 0,
             },
             Command::Dereg { id: 3 },
@@ -428,7 +428,7 @@ mod tests {
                 min_rnr_timer: 5,
                 max_rd_atomic: 4,
                 max_dest_rd_atomic: 8,
-                qp_access_flags: Access(3),
+                qp_access_flags: Access::from_bits_retain(3),
                 // Not on the wire (the peers' QPs are RC): the default comes back.
                 qkey: ConnectAttr::default().qkey,
             }),
@@ -438,7 +438,7 @@ mod tests {
             },
             Command::Modify {
                 state: QpState::Rts,
-                access: Some(Access(1)),
+                access: Some(Access::from_bits_retain(1)),
             },
             Command::Recv {
                 wr_id: 900,

@@ -14,12 +14,10 @@ use softrnic_uapi::{
     Access, ConnectAttr, RemoteAddr, SendFlags, SendOpcode, SendWr, Sge, WcStatus,
 };
 
-pub const ALL: Access = Access(
-    Access::LOCAL_WRITE.0
-        | Access::REMOTE_WRITE.0
-        | Access::REMOTE_READ.0
-        | Access::REMOTE_ATOMIC.0,
-);
+pub const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 pub const PAGE: usize = 4096;
 /// A guard against a hang, never a timing assertion.
 pub const LONG: Duration = Duration::from_secs(30);
@@ -78,18 +76,9 @@ pub fn attr() -> ConnectAttr {
 
 pub fn wr(wr_id: u64, opcode: SendOpcode, sg_list: Vec<Sge>, remote: RemoteAddr) -> SendWr {
     SendWr {
-        wr_id,
-        opcode,
         flags: SendFlags::SIGNALED,
-        sg_list,
-        imm_data_or_inv_rkey: 0,
         remote,
-        compare_add: 0,
-        swap: 0,
-        bind_mw: None,
-        ud: None,
-        xrc_srqn: 0,
-        inline_data: None,
+        ..SendWr::new(wr_id, opcode, sg_list)
     }
 }
 

@@ -101,15 +101,8 @@ int main(void)
     CHECK(ud, 40);
     struct ibv_qp_ex *udx = ibv_qp_to_qp_ex(ud);
     CHECK(udx, 41);
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-                                .qkey = QKEY };
-    CHECK(ibv_modify_qp(ud, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_QKEY) == 0, 42);
-    attr.qp_state = IBV_QPS_RTR;
-    CHECK(ibv_modify_qp(ud, &attr, IBV_QP_STATE) == 0, 43);
-    attr.qp_state = IBV_QPS_RTS;
-    attr.sq_psn = 1;
-    CHECK(ibv_modify_qp(ud, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, 44);
+    struct ibv_qp_attr attr;
+    ud_to_rts(ud, &attr, QKEY, 1, 42);
     union ibv_gid gid;
     CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0, 45);
     struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,

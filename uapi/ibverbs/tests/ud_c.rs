@@ -45,15 +45,8 @@ int main(void)
     };
     struct ibv_qp *qp = ibv_create_qp(pd, &init);
     CHECK(qp, 15);
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-                                .qkey = QKEY };
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_QKEY) == 0, 16);
-    attr.qp_state = IBV_QPS_RTR;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0, 17);
-    attr.qp_state = IBV_QPS_RTS;
-    attr.sq_psn = 7;
-    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, 18);
+    struct ibv_qp_attr attr;
+    ud_to_rts(qp, &attr, QKEY, 7, 16);
     struct ibv_qp_init_attr got;
     CHECK(ibv_query_qp(qp, &attr, IBV_QP_QKEY, &got) == 0 && attr.qkey == QKEY, 19);
 

@@ -1,5 +1,5 @@
 //! Shared setup of the uapi tests: a device with a PD, a CQ and a QP ([`Setup`]), and two
-//! such on the in-memory fabric with RC QPs connected to each other ([`pair`]), progress by a
+//! such on the in-memory fabric with QPs connected to each other ([`pair`], [`pair_on`]), progress by a
 //! thread per device; a hostile peer of plain UDP sockets ([`hostile`]).
 
 #![allow(dead_code)]
@@ -45,18 +45,21 @@ pub struct Setup {
 
 impl Default for Setup {
     fn default() -> Setup {
-        Setup {
-            progress: Progress::Thread,
-            seed: 1,
-            qp_type: QpType::Rc,
-            cqe: 16,
-            send_wr: 8,
-            recv_wr: 8,
-        }
+        Setup::DEFAULT
     }
 }
 
 impl Setup {
+    /// The default, for a `const` setup (`..Setup::DEFAULT`).
+    pub const DEFAULT: Setup = Setup {
+        progress: Progress::Thread,
+        seed: 1,
+        qp_type: QpType::Rc,
+        cqe: 16,
+        send_wr: 8,
+        recv_wr: 8,
+    };
+
     /// A device on `fabric` at `addr`.
     pub fn on(&self, fabric: &Fabric, addr: IpAddr) -> Side {
         self.on_transport(Box::new(fabric.attach(addr).unwrap()))
@@ -89,14 +92,6 @@ impl Setup {
         let qp = pd.create_qp(&init).unwrap();
         Side { ctx, pd, cq, qp }
     }
-}
-
-fn side(fabric: &Fabric, addr: IpAddr, seed: u64) -> Side {
-    Setup {
-        seed,
-        ..Setup::default()
-    }
-    .on(fabric, addr)
 }
 
 /// One side on `transport`, making progress as `progress` says.
@@ -135,9 +130,24 @@ impl std::ops::Deref for Node {
 /// connected with the default attributes (every remote right).
 pub fn pair(a: IpAddr, b: IpAddr, seed: u64) -> (Side, Side) {
     let fabric = Fabric::new(FabricConfig::default(), seed);
-    let (sa, sb) = (side(&fabric, a, seed), side(&fabric, b, seed + 1));
-    connect(&sa, a, &sb, b);
-    (sa, sb)
+    let setup = |seed| Setup {
+        seed,
+        ..Setup::default()
+    };
+    pair_on(&fabric, (a, &setup(seed)), (b, &setup(seed + 1)))
+}
+
+/// The two-node setup the tests share: a side made by `sa` at `a` and one made by `sb` at `b`,
+/// both on `fabric`, their QPs connected to each other with the default attributes. A test
+/// that moves data through regions makes its [`Node`]s of the two sides.
+pub fn pair_on(
+    fabric: &Fabric,
+    (a, sa): (IpAddr, &Setup),
+    (b, sb): (IpAddr, &Setup),
+) -> (Side, Side) {
+    let (x, y) = (sa.on(fabric, a), sb.on(fabric, b));
+    connect(&x, a, &y, b);
+    (x, y)
 }
 
 /// Connects the QPs of `sa` (on address `a`) and `sb` (on `b`) to each other, with the

@@ -254,7 +254,7 @@ export_rdmacm! {
             match soft.id.init_qp_attr(state) {
                 Ok((a, m)) => {
                     crate::verbs::modify::from_qp_attr(&a, attr);
-                    *mask = m.0 as c_int;
+                    *mask = m.bits() as c_int;
                     0
                 }
                 Err(e) => fail(e.raw_os_error().unwrap_or(libc::EINVAL)),

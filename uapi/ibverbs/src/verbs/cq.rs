@@ -198,7 +198,7 @@ pub(crate) fn to_ibv_wc(wc: &WorkCompletion) -> ibv_wc {
         imm_data: imm,
         qp_num: wc.qp_num,
         src_qp: wc.src_qp,
-        wc_flags: wc.wc_flags.0,
+        wc_flags: wc.wc_flags.bits(),
         pkey_index: 0,
         slid: 0,
         sl: 0,

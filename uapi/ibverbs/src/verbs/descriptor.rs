@@ -106,7 +106,7 @@ export! { "SOFTRNIC_1.0";
                 addr: remote.addr,
                 length: remote.len,
                 rkey: remote.rkey,
-                usage: remote.usage.0,
+                usage: remote.usage.bits(),
             };
             // SAFETY: `p` is a fresh allocation of the struct's size, malloc-aligned (enough
             // for u64); `out` is non-NULL and the caller passes it writable.

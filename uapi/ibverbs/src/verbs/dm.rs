@@ -186,10 +186,12 @@ pub(crate) unsafe extern "C" fn op_reg_dm_mr(
         let (Some(soft_pd), Some(soft_dm)) = (pd_of(pd), dm_of(dm)) else {
             return fail(libc::EINVAL);
         };
-        let mr = match soft_pd
-            .pd
-            .reg_dm_mr(&soft_dm.dm, dm_offset, length, Access(access))
-        {
+        let mr = match soft_pd.pd.reg_dm_mr(
+            &soft_dm.dm,
+            dm_offset,
+            length,
+            Access::from_bits_retain(access),
+        ) {
             Ok(mr) => mr,
             Err(e) => return fail(e.errno()),
         };

@@ -33,7 +33,7 @@ pub(crate) fn from_qp_attr(q: &QpAttr, a: &mut ibv_qp_attr) {
     a.rq_psn = q.rq_psn;
     a.sq_psn = q.sq_psn;
     a.dest_qp_num = q.dest_qp_num;
-    a.qp_access_flags = q.qp_access_flags.0;
+    a.qp_access_flags = q.qp_access_flags.bits();
     a.pkey_index = q.pkey_index;
     a.port_num = q.port_num;
     a.max_rd_atomic = q.max_rd_atomic;
@@ -72,7 +72,7 @@ pub(crate) fn to_qp_attr(a: &ibv_qp_attr, mask: AttrMask) -> Result<QpAttr, c_in
         }
         q.dest = gid_to_ip(a.ah_attr.grh.dgid.raw);
     }
-    q.qp_access_flags = Access(a.qp_access_flags);
+    q.qp_access_flags = Access::from_bits_retain(a.qp_access_flags);
     q.pkey_index = a.pkey_index;
     q.port_num = a.port_num;
     q.rq_psn = a.rq_psn;
@@ -173,7 +173,7 @@ export! { "IBVERBS_1.1";
             }
             // SAFETY: non-NULL; the caller passes a valid ibv_qp_attr.
             let a = unsafe { *attr };
-            let mask = AttrMask(attr_mask as u32);
+            let mask = AttrMask::from_bits_retain(attr_mask as u32);
             let q = match to_qp_attr(&a, mask) {
                 Ok(q) => q,
                 Err(e) => return e,

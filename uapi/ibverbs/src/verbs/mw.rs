@@ -116,7 +116,7 @@ pub(crate) unsafe extern "C" fn op_bind_mw(
             Ok(r) => r,
             Err(e) => return e,
         };
-        let access = Access(bind.bind_info.mw_access_flags);
+        let access = Access::from_bits_retain(bind.bind_info.mw_access_flags);
         match q.qp.bind_mw(&w.mw, mr, range, access, bind.wr_id) {
             Ok(rkey) => {
                 set_rkey(mw, rkey);
@@ -162,7 +162,7 @@ pub(crate) fn bind(
 ) -> Result<SendWr, c_int> {
     let soft = mw_of(mw).ok_or(libc::EINVAL)?;
     let (mr, range) = region_and_range(info)?;
-    let access = Access(info.mw_access_flags);
+    let access = Access::from_bits_retain(info.mw_access_flags);
     let wr = soft
         .mw
         .bind_wr(wr_id, rkey, mr, range, access)

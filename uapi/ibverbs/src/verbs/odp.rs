@@ -6,7 +6,7 @@
 //! `sg_list` with SGEs, or no SGE; the rest is the key table's (`provider/src/mr/odp.rs`).
 
 use libc::{c_int, c_uint};
-use softrnic_uapi::{Advice, Sge};
+use softrnic_uapi::{Advice, AdviseFlags, Sge};
 
 use crate::abi::objects::ibv_pd;
 use crate::abi::wr::ibv_sge;
@@ -44,7 +44,10 @@ pub(crate) unsafe extern "C" fn op_advise_mr(
                 lkey: s.lkey,
             })
             .collect();
-        match soft.pd.advise_mr(advice, flags, &sges) {
+        match soft
+            .pd
+            .advise_mr(advice, AdviseFlags::from_bits_retain(flags), &sges)
+        {
             Ok(()) => 0,
             Err(e) => e.errno(),
         }

@@ -194,7 +194,7 @@ export! { "IBVERBS_1.8";
             if iova != addr as u64 {
                 return fail(libc::EOPNOTSUPP);
             }
-            let access = Access(access & !Access::OPTIONAL_RANGE.bits());
+            let access = Access::from_bits_retain(access).difference(Access::OPTIONAL_RANGE);
             // SAFETY: the C caller promises what ibv_reg_mr requires: addr..addr+length stays
             // valid until ibv_dereg_mr, and it reads the memory only as a DMA target.
             let mr = match unsafe { soft.pd.reg_mr_raw(addr.cast(), length, access) } {
@@ -258,7 +258,7 @@ export! { "IBVERBS_1.1";
                 None
             };
             let access = (flags & REREG_CHANGE_ACCESS != 0)
-                .then(|| Access(access as u32 & !Access::OPTIONAL_RANGE.bits()));
+                .then(|| Access::from_bits_retain(access as u32).difference(Access::OPTIONAL_RANGE));
             if !MRS.remove(mr) {
                 return input(libc::EINVAL);
             }

@@ -134,7 +134,7 @@ pub(crate) unsafe fn to_send_wr(
 ) -> Result<(), c_int> {
     use SendOpcode::*;
     let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
-    let flags = SendFlags(w.send_flags & SEND_FLAGS);
+    let flags = SendFlags::from_bits_retain(w.send_flags & SEND_FLAGS);
     if opcode == BindMw {
         *slot = crate::verbs::mw::bind_wr(w, flags)?;
         return Ok(());

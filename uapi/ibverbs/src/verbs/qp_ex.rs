@@ -215,7 +215,7 @@ fn start_wr(
         b.wrs.push(SendWr {
             wr_id,
             opcode,
-            flags: SendFlags(flags & WR_FLAGS),
+            flags: SendFlags::from_bits_retain(flags & WR_FLAGS),
             sg_list: Vec::new(),
             imm_data_or_inv_rkey: imm,
             remote,
@@ -371,7 +371,13 @@ unsafe extern "C" fn wr_bind_mw(
         }
         // SAFETY: non-NULL; the caller passes a readable ibv_mw_bind_info.
         let info = unsafe { &*info };
-        match crate::verbs::mw::bind(wr_id, mw, rkey, info, SendFlags(flags & WR_FLAGS)) {
+        match crate::verbs::mw::bind(
+            wr_id,
+            mw,
+            rkey,
+            info,
+            SendFlags::from_bits_retain(flags & WR_FLAGS),
+        ) {
             Ok(wr) => b.wrs.push(wr),
             Err(e) => b.fail(e),
         }
@@ -466,7 +472,7 @@ fn set_inline(qp: *mut ibv_qp_ex, bufs: &[ibv_data_buf]) {
         if let Some(w) = b.last() {
             w.sg_list.clear();
             w.inline_data = Some(bytes);
-            w.flags = SendFlags(w.flags.0 | SendFlags::INLINE.0);
+            w.flags |= SendFlags::INLINE;
         }
     });
 }

@@ -39,7 +39,7 @@ export! { "SOFTRNIC_1.0";
                 null_mut()
             };
             let Some(soft) = pd_of(pd) else { return fail(libc::EINVAL) };
-            let access = Access(access as u32 & !Access::OPTIONAL_RANGE.bits());
+            let access = Access::from_bits_retain(access as u32).difference(Access::OPTIONAL_RANGE);
             // SAFETY: the C caller promises what ibv_reg_mr_relaxed(3) requires: the pages
             // addr..addr+length touches stay mapped until a flush after the deregistration
             // (see the module comment), and are read only as a DMA target meanwhile.

@@ -161,7 +161,7 @@ export! { "IBVERBS_1.1";
             }
             // SAFETY: non-NULL; the caller passes a valid ibv_srq_attr.
             let attr = to_attr(unsafe { &*srq_attr });
-            let mask = SrqAttrMask(srq_attr_mask as u32);
+            let mask = SrqAttrMask::from_bits_retain(srq_attr_mask as u32);
             match with_srq(srq, |s| s.modify(&attr, mask)) {
                 Ok(Ok(())) => 0,
                 Ok(Err(e)) => e.errno(),

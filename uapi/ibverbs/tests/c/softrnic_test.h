@@ -92,6 +92,23 @@ static inline int modify_to_init(struct ibv_qp *qp, struct ibv_qp_attr *attr, in
                          IBV_QP_ACCESS_FLAGS);
 }
 
+/* The UD QP `qp` from RESET to INIT (port 1, P_Key index 0, Q_Key `qkey`), RTR and RTS
+ * (first PSN `sq_psn`), through `attr`; exits `code`, `code` + 1 or `code` + 2 when the
+ * first, second or third modify fails. A UD QP needs no peer. */
+static inline void ud_to_rts(struct ibv_qp *qp, struct ibv_qp_attr *attr, uint32_t qkey,
+                             uint32_t sq_psn, int code)
+{
+    *attr = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+                                  .qkey = qkey };
+    REQUIRE(ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                          IBV_QP_QKEY) == 0, code);
+    attr->qp_state = IBV_QPS_RTR;
+    REQUIRE(ibv_modify_qp(qp, attr, IBV_QP_STATE) == 0, code + 1);
+    attr->qp_state = IBV_QPS_RTS;
+    attr->sq_psn = sq_psn;
+    REQUIRE(ibv_modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, code + 2);
+}
+
 /* A UD QP on `pd` whose queues complete on `cq` (4 WRs of one SGE each way), brought to
  * RTS with Q_Key `qkey` (a UD QP needs no peer); exits 20-23 when a step fails. */
 static inline struct ibv_qp *ud_qp_in_rts(struct ibv_pd *pd, struct ibv_cq *cq, uint32_t qkey)
@@ -102,14 +119,8 @@ static inline struct ibv_qp *ud_qp_in_rts(struct ibv_pd *pd, struct ibv_cq *cq, 
     };
     struct ibv_qp *qp = ibv_create_qp(pd, &init);
     REQUIRE(qp, 20);
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-                                .qkey = qkey };
-    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                          IBV_QP_QKEY) == 0, 21);
-    attr.qp_state = IBV_QPS_RTR;
-    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0, 22);
-    attr.qp_state = IBV_QPS_RTS;
-    REQUIRE(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, 23);
+    struct ibv_qp_attr attr;
+    ud_to_rts(qp, &attr, qkey, 0, 21);
     return qp;
 }
 
