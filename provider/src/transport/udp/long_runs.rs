@@ -9,6 +9,15 @@
 //! notice's header could say only the first one's, and which notice is which run's is not
 //! certain when a run is lost).
 //!
+//! A run is read straight into the caller's slots where it can be: the kernel fills an iovec
+//! list in order, so with one iovec per free slot, each as long as a segment, segment `k`
+//! lands at the start of slot `k` (one copy, the kernel's, where reading the run into a buffer
+//! and cutting it into the slots made two). The segment size is known only once the run is
+//! read, so the read bets on the last run's: a bulk transfer's runs all have the same. What
+//! does not fit the free slots goes on into a buffer of its own, handed out by later calls
+//! (copied into their slots); a run of another segment size is gathered into that buffer
+//! whole and handed out the same way.
+//!
 //! The ring says when one came (its notice), so the socket is read only then: while runs are
 //! noticed but not read, or a run read is not yet all handed out. The ring sees a datagram
 //! before the IP layer has queued it on the socket, a few microseconds later, so a read that
@@ -41,10 +50,19 @@ const WAIT: Duration = Duration::from_micros(50);
 /// Reads that found nothing in [`WAIT`], after which the noticed runs are given up for lost.
 const GIVE_UP: u32 = 8;
 
+/// Most slots one read scatters a run into: enough for a 64 KiB run of segments of 1 KiB or
+/// more (the rest of a run of shorter ones goes into the buffer).
+const SCATTER_MAX: usize = 64;
+
 /// A run read from the socket and the part of it not yet handed out.
 pub(super) struct LongRuns {
+    /// What of a run is not in the caller's slots: their overflow, or a whole run.
     buf: Box<[u8]>,
-    /// The run's length, its segment size, and where its next segment starts.
+    /// The segment size the next read bets on (that of the last run; 0: none yet, or one no
+    /// slot holds).
+    guess: usize,
+    /// The part of a run in `buf`: its length, its segment size, and where its next segment
+    /// starts.
     len: usize,
     segment: usize,
     next: usize,
@@ -60,6 +78,7 @@ impl LongRuns {
     pub(super) fn new() -> LongRuns {
         LongRuns {
             buf: vec![0; RUN_MAX].into_boxed_slice(),
+            guess: 0,
             len: 0,
             segment: 1,
             next: 0,
@@ -93,9 +112,42 @@ impl LongRuns {
         first: usize,
         cap: usize,
     ) -> io::Result<usize> {
+        let cap = cap.min(batch.capacity().saturating_sub(first));
+        let mut got = 0;
+        while got < cap {
+            if self.next < self.len {
+                got += self.hand_out(local, batch, first + got, cap - got);
+                continue;
+            }
+            if self.noticed == 0 {
+                break;
+            }
+            match self.read(socket, batch, first + got, cap - got)? {
+                Some(placed) => {
+                    for (_, meta) in batch.slots_mut().skip(first + got).take(placed) {
+                        meta.clear_ip_header();
+                        meta.dst = local;
+                    }
+                    got += placed;
+                }
+                None => break,
+            }
+        }
+        Ok(got)
+    }
+
+    /// Copies segments of the run in `buf` into `batch`'s slots from `first` on, up to `cap`:
+    /// how many.
+    fn hand_out(
+        &mut self,
+        local: IpAddr,
+        batch: &mut RecvBatch,
+        first: usize,
+        cap: usize,
+    ) -> usize {
         let mut got = 0;
         for (buf, meta) in batch.slots_mut().skip(first).take(cap) {
-            if self.next >= self.len && (self.noticed == 0 || !self.read(socket)?) {
+            if self.next >= self.len {
                 break;
             }
             let seg = &self.buf[self.next..(self.next + self.segment).min(self.len)];
@@ -110,30 +162,62 @@ impl LongRuns {
             self.next += seg.len().max(1);
             got += 1;
         }
-        Ok(got)
+        got
     }
 
-    /// Reads the next run from `socket`: whether one came.
-    fn read(&mut self, socket: RawFd) -> io::Result<bool> {
-        // SAFETY: all-zero is a valid sockaddr_storage.
-        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut control = [0u64; 4]; // room for one int control message, aligned
-        let mut iov = libc::iovec {
+    /// Reads the next run from `socket`, betting on its segment size: segment `k` into slot
+    /// `first + k` of `batch` (up to `cap` slots), the rest into `buf`. Returns the segments
+    /// left in slots (their metadata filled but for the IP header and destination), `None`
+    /// when no run came. A run whose segment size was not the bet is gathered into `buf`, and
+    /// none is left in slots.
+    fn read(
+        &mut self,
+        socket: RawFd,
+        batch: &mut RecvBatch,
+        first: usize,
+        cap: usize,
+    ) -> io::Result<Option<usize>> {
+        let guess = self.guess;
+        // (A batch of shorter slots than the last one's gets no bet.)
+        let slots = if guess == 0 || guess > batch.slot_len() {
+            0
+        } else {
+            cap.min(RUN_MAX.div_ceil(guess)).min(SCATTER_MAX)
+        };
+        let mut iovs = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; SCATTER_MAX + 1];
+        for (iov, (buf, _)) in iovs
+            .iter_mut()
+            .zip(batch.slots_mut().skip(first).take(slots))
+        {
+            *iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: guess, // <= the slot's length
+            };
+        }
+        let in_slots = slots * guess;
+        iovs[slots] = libc::iovec {
             iov_base: self.buf.as_mut_ptr().cast(),
             iov_len: self.buf.len(),
         };
-        // SAFETY: all-zero is a valid msghdr; the pointers set below outlive the call.
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut control = [0u64; 4]; // room for one int control message, aligned
+                                     // SAFETY: all-zero is a valid msghdr; the pointers set below outlive the call.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
+        msg.msg_iov = iovs.as_mut_ptr();
+        msg.msg_iovlen = slots + 1;
         msg.msg_control = control.as_mut_ptr().cast();
         let mut since = None;
         let n = loop {
             // (The kernel writes back the lengths it used.)
             msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             msg.msg_controllen = size_of_val(&control) as _;
-            // SAFETY: `msg` describes live buffers of the lengths given.
+            // SAFETY: `msg` describes live buffers of the lengths given: the slots' first
+            // `guess` bytes (the slots are `batch`'s, borrowed mutably for the call) and `buf`.
             let got =
                 nonblocking(|| unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_DONTWAIT) })?;
             if let Some(n) = got {
@@ -144,18 +228,47 @@ impl LongRuns {
                 if self.dry >= GIVE_UP {
                     (self.noticed, self.dry) = (0, 0);
                 }
-                return Ok(false);
+                return Ok(None);
             }
             std::hint::spin_loop();
         };
         self.noticed = self.noticed.saturating_sub(1);
         self.dry = 0;
-        self.len = n;
-        self.next = 0;
         self.truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
-        self.segment = gro_segment_size(&msg).unwrap_or(n).max(1);
+        let segment = gro_segment_size(&msg).unwrap_or(n).max(1);
+        self.segment = segment;
         self.src = read_sockaddr(&addr).unwrap_or(self.src);
-        Ok(true)
+        self.guess = if segment <= batch.slot_len() {
+            segment
+        } else {
+            0
+        };
+        self.next = 0;
+        if segment == guess {
+            // Segment k is in slot k's first bytes, the rest in `buf` from its start (the
+            // slots hold whole segments: `in_slots` is a multiple of the segment size).
+            let placed = n.div_ceil(segment).min(slots);
+            for (k, (_, meta)) in batch.slots_mut().skip(first).take(placed).enumerate() {
+                meta.len = (n - k * segment).min(segment);
+                meta.truncated = self.truncated;
+                meta.src = self.src;
+            }
+            self.len = n.saturating_sub(in_slots);
+            return Ok(Some(placed));
+        }
+        // Gathered into `buf`: what came after the slots moves up behind what they hold.
+        let rest = n.saturating_sub(in_slots);
+        self.buf.copy_within(..rest, in_slots.min(n));
+        for (k, (buf, _)) in batch.slots_mut().skip(first).take(slots).enumerate() {
+            let from = k * guess;
+            if from >= n {
+                break;
+            }
+            let m = guess.min(n - from);
+            self.buf[from..from + m].copy_from_slice(&buf[..m]);
+        }
+        self.len = n;
+        Ok(Some(0))
     }
 }
 

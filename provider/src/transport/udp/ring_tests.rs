@@ -299,6 +299,68 @@ fn long_runs_come_through_the_socket_as_their_segments() {
     assert_eq!(next, 15_000);
 }
 
+/// Long runs of changing segment sizes, into batches of few slots and of many: each segment
+/// arrives once, in order, whole, whether it was read straight into its slot (the segment
+/// size the reader bet on), went on into the reader's buffer (more segments than free
+/// slots), or was gathered there (a segment size other than the last run's).
+#[test]
+fn long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch() {
+    let Some((mut a, mut b)) = segmenting_to_ringed(
+        "long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch",
+        ip(20),
+        ip(21),
+        30,
+    ) else {
+        return;
+    };
+    // (segment size, segments): each run longer than a ring slot, at most 64 KiB.
+    let shapes = [
+        (4112, 15),
+        (4112, 15),
+        (1200, 30),
+        (4600, 13),
+        (4112, 15),
+        (2500, 20),
+    ];
+    for cap in [3, 64] {
+        let mut batch = RecvBatch::new(cap, 4096 + 512);
+        for (run, &(size, count)) in shapes.iter().cycle().take(24).enumerate() {
+            // Segment k: its run and number, then bytes that say where they are; the last
+            // segment is shorter.
+            let segs: Vec<Vec<u8>> = (0..count)
+                .map(|k| {
+                    let len = if k + 1 == count { size / 2 } else { size };
+                    let mut s: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
+                    s[..4].copy_from_slice(&(run as u32).to_be_bytes());
+                    s[4..8].copy_from_slice(&(k as u32).to_be_bytes());
+                    s
+                })
+                .collect();
+            let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+            let pkts = one_run(&pieces, ip(21), 0xc014);
+            let mut sent = 0;
+            while sent < pkts.len() {
+                sent += a.send_batch(&pkts[sent..]).unwrap();
+            }
+            let mut next = 0;
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while next < count && Instant::now() < deadline {
+                assert!(b.recv_batch(&mut batch).unwrap() <= cap);
+                for p in batch.iter() {
+                    assert!(!p.meta.truncated);
+                    assert_eq!(
+                        p.payload,
+                        &segs[next][..],
+                        "cap {cap} run {run} segment {next}"
+                    );
+                    next += 1;
+                }
+            }
+            assert_eq!(next, count, "cap {cap} run {run}: segments received");
+        }
+    }
+}
+
 /// On a device the host's processes share, the kernel steers each process only its QPN
 /// block's datagrams (`host/steer.rs`); its ring must not take the others' either, short or
 /// long: not to read another process's packets, and not to wait for another's long runs.
