@@ -3,11 +3,9 @@
 //! each, which the socket hands over whole because it has `UDP_GRO` on. The kernel says the
 //! segment size in a `UDP_GRO` control message; each segment becomes one datagram of the
 //! caller's batch, as if the kernel had cut the run (which it does for a socket without
-//! `UDP_GRO`). The socket does not give the IP header, so these are
-//! [`IpHeaderOrigin::NotSeen`](super::super::IpHeaderOrigin::NotSeen), as on the socket path:
-//! each segment's ICRC is checked for the IPv4 Identification that makes it match (the
-//! notice's header could say only the first one's, and which notice is which run's is not
-//! certain when a run is lost).
+//! `UDP_GRO`). The socket does not give the IP header: each segment's ICRC is checked for the IPv4
+//! Identification that makes it match, as on the socket path (see below for the guess that
+//! makes that cheap).
 //!
 //! A run is read straight into the caller's slots where it can be: the kernel fills an iovec
 //! list in order, so with one iovec per free slot, each as long as a segment, segment `k`
@@ -17,6 +15,13 @@
 //! does not fit the free slots goes on into a buffer of its own, handed out by later calls
 //! (copied into their slots); a run of another segment size is gathered into that buffer
 //! whole and handed out the same way.
+//!
+//! The socket does not give a run's IP header, but the ring's notice did: its segments carry
+//! the notice's IPv4 Identification plus their place (a sender's GSO numbers them so), and
+//! each segment gets the header a UDP socket sends with that ID as a guess
+//! ([`IpHeaderOrigin::IdentUnknown`](super::super::IpHeaderOrigin::IdentUnknown)), its ICRC
+//! checked over it. A right guess is checked at once; a wrong one (a notice paired with
+//! another run after a loss) only costs the solving the unseen ID costs anyway.
 //!
 //! The ring says when one came (its notice), so the socket is read only then: while runs are
 //! noticed but not read, or a run read is not yet all handed out. The ring sees a datagram
@@ -32,7 +37,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use super::super::RecvBatch;
+use softrnic_wire::frame::{IpHeader, IPV4_HEADER_LEN, UDP_HEADER_LEN};
+
+use super::super::{RecvBatch, RecvMeta, HOP_LIMIT};
 use super::nonblocking;
 use super::ring::fill_slot;
 use super::sock::read_sockaddr;
@@ -49,6 +56,10 @@ const WAIT: Duration = Duration::from_micros(50);
 
 /// Reads that found nothing in [`WAIT`], after which the noticed runs are given up for lost.
 const GIVE_UP: u32 = 8;
+
+/// Notices whose Identification is kept while their runs are not read yet (more are counted,
+/// their segments then checked without a guess).
+const NOTICES: usize = 16;
 
 /// Most slots one read scatters a run into: enough for a 64 KiB run of segments of 1 KiB or
 /// more (the rest of a run of shorter ones goes into the buffer).
@@ -70,6 +81,13 @@ pub(super) struct LongRuns {
     src: SocketAddr,
     /// Runs the ring noticed and the socket has not given yet.
     noticed: usize,
+    /// Their first segments' IPv4 Identifications, from `idents[head]` on (the first
+    /// [`NOTICES`] of them), and that of the run read last.
+    idents: [u16; NOTICES],
+    head: usize,
+    ident: u16,
+    /// The place in its run of the first segment in `buf`.
+    buf_first: usize,
     /// Empty reads since the last run came.
     dry: u32,
 }
@@ -85,12 +103,19 @@ impl LongRuns {
             truncated: false,
             src: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
             noticed: 0,
+            idents: [0; NOTICES],
+            head: 0,
+            ident: 0,
+            buf_first: 0,
             dry: 0,
         }
     }
 
-    /// The ring saw the headers of a run too long for it.
-    pub(super) fn noticed(&mut self) {
+    /// The ring saw the headers of a run too long for it, with IPv4 Identification `ident`.
+    pub(super) fn noticed(&mut self, ident: u16) {
+        if self.noticed < NOTICES {
+            self.idents[(self.head + self.noticed) % NOTICES] = ident;
+        }
         self.noticed += 1;
     }
 
@@ -124,9 +149,10 @@ impl LongRuns {
             }
             match self.read(socket, batch, first + got, cap - got)? {
                 Some(placed) => {
-                    for (_, meta) in batch.slots_mut().skip(first + got).take(placed) {
-                        meta.clear_ip_header();
+                    let slots = batch.slots_mut().skip(first + got).take(placed);
+                    for (k, (_, meta)) in slots.enumerate() {
                         meta.dst = local;
+                        guess_header(meta, self.ident.wrapping_add(k as u16));
                     }
                     got += placed;
                 }
@@ -158,7 +184,8 @@ impl LongRuns {
                 self.src,
                 local,
             );
-            meta.clear_ip_header();
+            let k = self.buf_first + self.next / self.segment;
+            guess_header(meta, self.ident.wrapping_add(k as u16));
             self.next += seg.len().max(1);
             got += 1;
         }
@@ -233,6 +260,8 @@ impl LongRuns {
             std::hint::spin_loop();
         };
         self.noticed = self.noticed.saturating_sub(1);
+        self.ident = self.idents[self.head];
+        self.head = (self.head + 1) % NOTICES;
         self.dry = 0;
         self.truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
         let segment = gro_segment_size(&msg).unwrap_or(n).max(1);
@@ -254,6 +283,7 @@ impl LongRuns {
                 meta.src = self.src;
             }
             self.len = n.saturating_sub(in_slots);
+            self.buf_first = slots;
             return Ok(Some(placed));
         }
         // Gathered into `buf`: what came after the slots moves up behind what they hold.
@@ -268,7 +298,22 @@ impl LongRuns {
             self.buf[from..from + m].copy_from_slice(&buf[..m]);
         }
         self.len = n;
+        self.buf_first = 0;
         Ok(Some(0))
+    }
+}
+
+/// Gives `meta`, a segment read from the socket, the IPv4 header a UDP socket sends from its
+/// source to its destination, with Identification `ident`, as a guess
+/// ([`RecvMeta::set_ip_header_ident_unknown`]); no header for IPv6 (which has no ID).
+fn guess_header(meta: &mut RecvMeta, ident: u16) {
+    let mut ip = [0u8; IPV4_HEADER_LEN];
+    let header = IpHeader::udp_socket(meta.src.ip(), meta.dst, HOP_LIMIT)
+        .filter(|h| h.header_len() == IPV4_HEADER_LEN)
+        .map(|h| h.with_ident(ident).emit(UDP_HEADER_LEN + meta.len, &mut ip));
+    match header {
+        Some(Ok(n)) => meta.set_ip_header_ident_unknown(&ip[..n]),
+        _ => meta.clear_ip_header(),
     }
 }
 

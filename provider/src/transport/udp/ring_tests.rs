@@ -353,6 +353,12 @@ fn long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch() {
                         &segs[next][..],
                         "cap {cap} run {run} segment {next}"
                     );
+                    // Its header, a guess from the ring's notice: an unconnected sender's run
+                    // numbers its segments from 0.
+                    assert_eq!(p.meta.origin, IpHeaderOrigin::IdentUnknown);
+                    let h = p.meta.ip_header();
+                    assert_eq!(u16::from_be_bytes([h[4], h[5]]), next as u16);
+                    assert_eq!(&h[12..20], &[127, 0, 38, 20, 127, 0, 38, 21]);
                     next += 1;
                 }
             }
