@@ -178,7 +178,10 @@ impl RxRing {
     /// for the long runs it noticed, from the receive socket `socket`; returns how many.
     /// Frames that are not a well-formed datagram to the device (the filter lets through
     /// nothing else, so only a damaged one) are given back unread. A run's segments each take
-    /// a slot; what does not fit stays for the next call, which goes on from there.
+    /// a slot; what does not fit stays for the next call, which goes on from there. A long
+    /// run's segments fill as many slots as the batch has, whatever `cap`: the run is read
+    /// whole by one system call anyway, and a segment left over is a copy (see
+    /// `long_runs.rs`), where the pacing behind `cap` is about system calls.
     ///
     /// # Errors
     /// The socket's, other than "would block"; what was received stays in the ring.
@@ -196,14 +199,13 @@ impl RxRing {
             // A run the ring noticed comes before the frames behind its notice: datagrams
             // keep their order (an RC responder takes a packet out of order for a lost one).
             if self.long.pending() {
-                got += self
-                    .long
-                    .recv(socket, local, batch, first + got, cap - got)?;
+                let room = batch.capacity().saturating_sub(first + got);
+                got += self.long.recv(socket, local, batch, first + got, room)?;
                 if self.long.pending() {
                     return Ok(got); // not all there yet, or no room left
                 }
             }
-            let (n, noticed) = self.take_frames(batch, first + got, cap - got);
+            let (n, noticed) = self.take_frames(batch, first + got, cap.saturating_sub(got));
             got += n;
             let Some(ident) = noticed else {
                 return Ok(got);

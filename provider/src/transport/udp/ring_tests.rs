@@ -367,6 +367,28 @@ fn long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch() {
     }
 }
 
+/// A long run is handed out whole in one call, however few datagrams the pacing asks for
+/// after an empty receive: it came in one system call, and a segment left over is a copy.
+#[test]
+fn a_long_run_fills_the_batch_whatever_the_pacing_asks() {
+    let Some((mut a, mut b)) = segmenting_to_ringed(
+        "a_long_run_fills_the_batch_whatever_the_pacing_asks",
+        ip(22),
+        ip(23),
+        15,
+    ) else {
+        return;
+    };
+    let mut batch = RecvBatch::new(32, 4096 + 512);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 0); // the next receive asks for one
+    let segs = vec![[7u8; 4112]; 15];
+    let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+    let pkts = one_run(&pieces, ip(23), 0xc016);
+    assert_eq!(a.send_batch(&pkts).unwrap(), 15);
+    std::thread::sleep(Duration::from_millis(20)); // in the ring and the socket by now
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 15);
+}
+
 /// On a device the host's processes share, the kernel steers each process only its QPN
 /// block's datagrams (`host/steer.rs`); its ring must not take the others' either, short or
 /// long: not to read another process's packets, and not to wait for another's long runs.
