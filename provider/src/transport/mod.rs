@@ -155,7 +155,8 @@ pub enum IpHeaderOrigin {
     /// An IPv4 header known but for its Identification: a later segment of a segmentation
     /// run a packet ring saw, whose header is the run's first one's with the ID it likely
     /// carried (the first one's plus its place in the run; receive offload may have joined
-    /// segments of other IDs).
+    /// segments of other IDs), or a segment of a run read from the socket, with the ID the
+    /// ring's notice of it suggests.
     IdentUnknown,
     /// Not seen: the packet came through a UDP socket. The ICRC is checked over a header
     /// rebuilt from the addresses and length (see the module comment).

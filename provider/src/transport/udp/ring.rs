@@ -45,8 +45,8 @@
 //!   cut it) and [`LongRuns`] cuts it into the caller's slots by the segment size the kernel
 //!   gives with it. The socket is read only while the ring has noticed a long run not yet
 //!   read, so a busy poller's empty look stays a read of shared memory. The IP header of
-//!   such a run is not seen: its segments' ICRCs are checked as the socket path checks them,
-//!   for the Identification that makes each match.
+//!   such a run is not seen: its segments get the notice's Identification (plus their place)
+//!   as a guess, checked at once when right, else solved for as on the socket path.
 //! * **No allocation per packet**: the ring is mapped once; a datagram is copied from its slot
 //!   into the caller's [`RecvBatch`] slot (the copy `recvfrom` would make) and the ring slot
 //!   is given back at once.
@@ -178,7 +178,10 @@ impl RxRing {
     /// for the long runs it noticed, from the receive socket `socket`; returns how many.
     /// Frames that are not a well-formed datagram to the device (the filter lets through
     /// nothing else, so only a damaged one) are given back unread. A run's segments each take
-    /// a slot; what does not fit stays for the next call, which goes on from there.
+    /// a slot; what does not fit stays for the next call, which goes on from there. A long
+    /// run's segments fill as many slots as the batch has, whatever `cap`: the run is read
+    /// whole by one system call anyway, and a segment left over is a copy (see
+    /// `long_runs.rs`), where the pacing behind `cap` is about system calls.
     ///
     /// # Errors
     /// The socket's, other than "would block"; what was received stays in the ring.
@@ -196,26 +199,30 @@ impl RxRing {
             // A run the ring noticed comes before the frames behind its notice: datagrams
             // keep their order (an RC responder takes a packet out of order for a lost one).
             if self.long.pending() {
-                got += self
-                    .long
-                    .recv(socket, local, batch, first + got, cap - got)?;
+                let room = batch.capacity().saturating_sub(first + got);
+                got += self.long.recv(socket, local, batch, first + got, room)?;
                 if self.long.pending() {
                     return Ok(got); // not all there yet, or no room left
                 }
             }
-            let (n, noticed) = self.take_frames(batch, first + got, cap - got);
+            let (n, noticed) = self.take_frames(batch, first + got, cap.saturating_sub(got));
             got += n;
-            if !noticed {
+            let Some(ident) = noticed else {
                 return Ok(got);
-            }
-            self.long.noticed();
+            };
+            self.long.noticed(ident);
         }
     }
 
     /// Takes datagrams from the ring into `batch`'s slots from `first` on, up to `cap` and up
-    /// to the first notice of a long run (whose headers are the frame's): (how many, whether
-    /// it stopped at a notice).
-    fn take_frames(&mut self, batch: &mut RecvBatch, first: usize, cap: usize) -> (usize, bool) {
+    /// to the first notice of a long run (whose headers are the frame's): (how many, the
+    /// noticed run's IPv4 Identification if it stopped at a notice).
+    fn take_frames(
+        &mut self,
+        batch: &mut RecvBatch,
+        first: usize,
+        cap: usize,
+    ) -> (usize, Option<u16>) {
         let local = IpAddr::V4(self.local);
         let mut got = 0;
         let mut slots = batch.slots_mut().skip(first).take(cap).peekable();
@@ -223,7 +230,7 @@ impl RxRing {
             let mut taken = self.taken;
             let Some(frame) = self.ready() else { break };
             let mut done = true;
-            let mut long = false;
+            let mut long = None;
             match frame.datagram() {
                 Some(Seen::Datagram(d)) => {
                     let segments = d.segments();
@@ -244,7 +251,7 @@ impl RxRing {
                         taken += 1;
                     }
                 }
-                Some(Seen::Long) => long = true,
+                Some(Seen::Long { ident }) => long = Some(ident),
                 None => {}
             }
             if !done {
@@ -254,11 +261,11 @@ impl RxRing {
             frame.release();
             self.taken = 0;
             self.next = (self.next + 1) % FRAMES;
-            if long {
-                return (got, true);
+            if long.is_some() {
+                return (got, long);
             }
         }
-        (got, false)
+        (got, None)
     }
 
     /// The next slot, if the kernel has handed it over.
@@ -340,8 +347,9 @@ pub(super) fn fill_slot(
 enum Seen<'a> {
     /// A datagram, or a run of them, to the device.
     Datagram(Datagram<'a>),
-    /// The headers of one longer than a slot, which the socket keeps.
-    Long,
+    /// The headers of one longer than a slot, which the socket keeps: its (first segment's)
+    /// IPv4 Identification.
+    Long { ident: u16 },
 }
 
 /// What a frame carries, when it is a datagram (or a run of them) to the device.
@@ -436,7 +444,9 @@ impl Frame<'_> {
             return None;
         }
         if udp_len > RING_UDP_MAX {
-            return Some(Seen::Long);
+            return Some(Seen::Long {
+                ident: u16::from_be_bytes([ip[4], ip[5]]),
+            });
         }
         let whole = udp_len - 8;
         let held = (pkt.len() - ihl - 8).min(whole);

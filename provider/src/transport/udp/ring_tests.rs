@@ -299,6 +299,96 @@ fn long_runs_come_through_the_socket_as_their_segments() {
     assert_eq!(next, 15_000);
 }
 
+/// Long runs of changing segment sizes, into batches of few slots and of many: each segment
+/// arrives once, in order, whole, whether it was read straight into its slot (the segment
+/// size the reader bet on), went on into the reader's buffer (more segments than free
+/// slots), or was gathered there (a segment size other than the last run's).
+#[test]
+fn long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch() {
+    let Some((mut a, mut b)) = segmenting_to_ringed(
+        "long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch",
+        ip(20),
+        ip(21),
+        30,
+    ) else {
+        return;
+    };
+    // (segment size, segments): each run longer than a ring slot, at most 64 KiB.
+    let shapes = [
+        (4112, 15),
+        (4112, 15),
+        (1200, 30),
+        (4600, 13),
+        (4112, 15),
+        (2500, 20),
+    ];
+    for cap in [3, 64] {
+        let mut batch = RecvBatch::new(cap, 4096 + 512);
+        for (run, &(size, count)) in shapes.iter().cycle().take(24).enumerate() {
+            // Segment k: its run and number, then bytes that say where they are; the last
+            // segment is shorter.
+            let segs: Vec<Vec<u8>> = (0..count)
+                .map(|k| {
+                    let len = if k + 1 == count { size / 2 } else { size };
+                    let mut s: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
+                    s[..4].copy_from_slice(&(run as u32).to_be_bytes());
+                    s[4..8].copy_from_slice(&(k as u32).to_be_bytes());
+                    s
+                })
+                .collect();
+            let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+            let pkts = one_run(&pieces, ip(21), 0xc014);
+            let mut sent = 0;
+            while sent < pkts.len() {
+                sent += a.send_batch(&pkts[sent..]).unwrap();
+            }
+            let mut next = 0;
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while next < count && Instant::now() < deadline {
+                assert!(b.recv_batch(&mut batch).unwrap() <= cap);
+                for p in batch.iter() {
+                    assert!(!p.meta.truncated);
+                    assert_eq!(
+                        p.payload,
+                        &segs[next][..],
+                        "cap {cap} run {run} segment {next}"
+                    );
+                    // Its header, a guess from the ring's notice: an unconnected sender's run
+                    // numbers its segments from 0.
+                    assert_eq!(p.meta.origin, IpHeaderOrigin::IdentUnknown);
+                    let h = p.meta.ip_header();
+                    assert_eq!(u16::from_be_bytes([h[4], h[5]]), next as u16);
+                    assert_eq!(&h[12..20], &[127, 0, 38, 20, 127, 0, 38, 21]);
+                    next += 1;
+                }
+            }
+            assert_eq!(next, count, "cap {cap} run {run}: segments received");
+        }
+    }
+}
+
+/// A long run is handed out whole in one call, however few datagrams the pacing asks for
+/// after an empty receive: it came in one system call, and a segment left over is a copy.
+#[test]
+fn a_long_run_fills_the_batch_whatever_the_pacing_asks() {
+    let Some((mut a, mut b)) = segmenting_to_ringed(
+        "a_long_run_fills_the_batch_whatever_the_pacing_asks",
+        ip(22),
+        ip(23),
+        15,
+    ) else {
+        return;
+    };
+    let mut batch = RecvBatch::new(32, 4096 + 512);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 0); // the next receive asks for one
+    let segs = vec![[7u8; 4112]; 15];
+    let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+    let pkts = one_run(&pieces, ip(23), 0xc016);
+    assert_eq!(a.send_batch(&pkts).unwrap(), 15);
+    std::thread::sleep(Duration::from_millis(20)); // in the ring and the socket by now
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 15);
+}
+
 /// On a device the host's processes share, the kernel steers each process only its QPN
 /// block's datagrams (`host/steer.rs`); its ring must not take the others' either, short or
 /// long: not to read another process's packets, and not to wait for another's long runs.
