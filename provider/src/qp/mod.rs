@@ -43,6 +43,7 @@ pub mod context;
 pub(crate) mod inbound;
 mod modify;
 pub(crate) mod recv;
+pub(crate) mod requester;
 mod responder;
 pub mod segment;
 pub(crate) mod send_queue;
@@ -66,13 +67,13 @@ use crate::mr::{MrTable, PdHandle};
 use crate::nic::CqId;
 use crate::qp_state::{QpState, QpType};
 use crate::rc::ack_coalesce::AckCoalescer;
-use crate::rc::requester::Requester;
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 use crate::xrc::XrcdId;
 use context::Events;
 use recv::Receives;
+use requester::Requester;
 use responder::Responder;
 
 /// A queue pair of any transport (see the module comment).

@@ -9,10 +9,10 @@ use softrnic_wire::opcode::Transport as WireTransport;
 use softrnic_wire::Psn;
 
 use super::context::{CqSide, Events, QpContext};
+use super::requester::Requester;
 use super::transmit::{MAX_INLINE, MAX_SGE};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
-use crate::rc::requester::Requester;
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::{InlineData, RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
 

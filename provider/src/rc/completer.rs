@@ -31,9 +31,9 @@ use softrnic_wire::opcode::{Operation, Position};
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
-use super::requester::Requester;
 use crate::mr::MrTable;
 use crate::qp::context::{Events, QpContext};
+use crate::qp::requester::Requester;
 use crate::qp::transmit::scatter;
 use crate::qp_state::{rnr_retries, transport_retries, Retries};
 use crate::timer::{Timer, TimerTable};

@@ -6,17 +6,24 @@
 //! * `completer` — ACK/NAK/READ response/atomic ACK processing and the timers (9.7.5.1.4);
 //! * `responder` — request validation and execution, ACK/NAK generation (9.7.4, 9.7.5);
 //! * `ack_coalesce` — when plain ACKs leave: at once, or held to cover several requests;
-//! * `local_ops` — BIND_MW and LOCAL_INV, run in send queue order (10.6.7.2, 11.4.1.1);
 //! * [`sequence`] — PSN classification at the responder (9.7.5.1.1).
 
 pub(crate) mod ack_coalesce;
 mod completer;
-mod local_ops;
-pub(crate) mod requester;
+/// RC's parts of the requester (`qp/requester.rs`): the retransmit timer, the send window,
+/// FLUSH and ATOMIC WRITE.
+pub(crate) mod requester {
+    use crate::qp::requester::Requester;
+
+    pub(crate) mod flush_atomic_write;
+    pub mod rto;
+    pub mod window;
+
+    pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
+}
 pub(crate) mod responder;
 pub mod sequence;
 
+pub use crate::qp::requester::ACK_REQ_INTERVAL;
 pub use requester::rto::MIN_RTO;
-pub use requester::{
-    DeviceWindow, ACK_REQ_INTERVAL, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS,
-};
+pub use requester::{DeviceWindow, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};

@@ -3,7 +3,7 @@
 //! as soon as its last packet is handed to the driver, since no acknowledgement will come.
 
 use crate::qp::context::{Events, QpContext};
-use crate::rc::requester::Requester;
+use crate::qp::requester::Requester;
 use crate::wr::SendOpcode;
 
 /// Whether UC has the operation: SEND and RDMA WRITE, each with or without immediate data,

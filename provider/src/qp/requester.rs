@@ -11,8 +11,8 @@
 //! ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a multi-packet
 //! message at that packet, and an RDMA READ at the response it still waits for (IBTA 9.7.6.2.2:
 //! the re-issued READ asks only for the rest). PSNs of a WQE are fixed when it is first sent;
-//! retransmissions reuse them. The completer (`completer.rs`) moves `una` and pops the front.
-//! FLUSH and ATOMIC WRITE (IBTA 1.5): `requester/flush_atomic_write.rs`.
+//! retransmissions reuse them. The completer (`rc/completer.rs`) moves `una` and pops the
+//! front. FLUSH and ATOMIC WRITE (IBTA 1.5): `rc/requester/flush_atomic_write.rs`.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -36,11 +36,9 @@ use crate::timer::{Timer, TimerTable};
 use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
 
-mod flush_atomic_write;
-pub mod rto;
-pub mod window;
+use crate::rc::requester::{flush_atomic_write, rto, Seat, MIN_SHARE_PSNS, WINDOW_PSNS};
 
-pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
+mod local_ops;
 
 /// AckReq is set on every this-many packets at least with a whole window: a quarter of
 /// [`WINDOW_PSNS`], and no fewer than half of [`MIN_SHARE_PSNS`].
@@ -187,7 +185,7 @@ impl Requester {
     /// Writes the next request packet into `out`, if the window, the fence and
     /// `max_rd_atomic` allow one (then returns `true`). Without `start_new` (SQD) only WQEs
     /// already begun send (their rest, or a resend). Local operations reached on the way are
-    /// executed (`local_ops.rs`).
+    /// executed (`requester/local_ops.rs`).
     #[allow(clippy::too_many_arguments)]
     pub fn poll_transmit(
         &mut self,
