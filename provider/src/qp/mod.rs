@@ -8,11 +8,12 @@
 //! and a shared receive queue only through the [`SrqTable`] passed in.
 //!
 //! What differs per transport lives beside this module, each in its chapter of the spec:
-//! [`crate::rc`] (9.7: the requester with AckReq and retransmission, the completer, the
-//! responder with ACKs and NAKs, ACK coalescing), [`crate::uc`] (no ACKs, no retransmission,
-//! completion at hand-out, the UC responder), [`crate::ud`] (per-WR addressing with a DETH,
-//! the Q_Key check, delivery with a GRH) and [`crate::xrc`]. UC and UD QPs send with the RC
-//! requester, which asks the context's transport where they differ.
+//! [`crate::rc`] (9.7: AckReq and go-back-N retransmission for the requester, the completer,
+//! the responder with ACKs and NAKs, ACK coalescing), [`crate::uc`] (no ACKs, no
+//! retransmission, completion at hand-out, the UC responder), [`crate::ud`] (per-WR
+//! addressing with a DETH, the Q_Key check, delivery with a GRH) and [`crate::xrc`]. Every
+//! transport sends with the one requester here (`requester`), which asks the context's
+//! transport where they differ.
 //!
 //! **XRC** ([`crate::xrc`]): an XRC INI QP is the RC requester with XRC opcodes (no
 //! responder: requests to it are dropped); an XRC TGT QP the RC responder (no send queue)
@@ -29,6 +30,9 @@
 //! * [`context`] — the attributes the engine runs on, and the completions and events it
 //!   produces;
 //! * `send_queue` — the send WQEs, `ibv_post_send`'s checks, the flush;
+//! * `requester` — request generation from the send queue (IBTA 9.7.2): segmentation, PSNs,
+//!   opcodes, local buffer checks, and the local operations (BIND_MW, LOCAL_INV) in send
+//!   queue order;
 //! * [`segment`] — messages cut into packets, for every transport;
 //! * `modify` — `ibv_modify_qp` and what each state change does;
 //! * `responder` — which transport's responder a QP has;

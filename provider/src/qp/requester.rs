@@ -1,18 +1,23 @@
-//! The RC requester (IBTA 9.7.2 "Requester: generating request packets", 9.7.6 "Requester:
-//! timeouts and retries"): transmission from the send queue, segmentation by path MTU, PSN
-//! assignment with the 24-bit wrap, the AckReq bit, the READ/atomic limit (`max_rd_atomic`),
-//! fences, and go-back-N retransmission from the oldest unacknowledged PSN. UC and UD QPs send
-//! with it too, without AckReq and retransmission, asking `ctx.transport` ([`crate::uc`],
-//! [`crate::ud`]).
+//! The requester of a QP of any transport (IBTA 9.7.2 "Requester: generating request
+//! packets"): transmission from the send queue, segmentation by path MTU ([`super::segment`]),
+//! PSN assignment with the 24-bit wrap, the opcodes of each operation, the READ/atomic limit
+//! (`max_rd_atomic`), fences, and the check of local buffers before a WR starts.
 //!
-//! The send queue (`qp/send_queue.rs`: the WQEs and `ibv_post_send`'s checks) holds every
-//! work request that has not completed. `cur`/`cur_offset` say
-//! where transmission stands; everything before it has been sent at least once. A retransmit
-//! ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a multi-packet
-//! message at that packet, and an RDMA READ at the response it still waits for (IBTA 9.7.6.2.2:
-//! the re-issued READ asks only for the rest). PSNs of a WQE are fixed when it is first sent;
-//! retransmissions reuse them. The completer (`rc/completer.rs`) moves `una` and pops the
-//! front. FLUSH and ATOMIC WRITE (IBTA 1.5): `rc/requester/flush_atomic_write.rs`.
+//! The send queue (`send_queue.rs`: the WQEs and `ibv_post_send`'s checks) holds every work
+//! request that has not completed. `cur`/`cur_offset` say where transmission stands;
+//! everything before it has been sent at least once. PSNs of a WQE are fixed when it is first
+//! sent; retransmissions reuse them.
+//!
+//! What each transport adds lives with it:
+//!
+//! * RC (`rc/requester.rs` and `rc/requester/`): the AckReq policy, go-back-N retransmission
+//!   from the oldest unacknowledged PSN (IBTA 9.7.6), the retransmit timer, the send window,
+//!   FLUSH and ATOMIC WRITE; its completer (`rc/completer.rs`) moves `una` and pops the
+//!   front. The state those need (`retry`, `rto`, `seat`, ...) is kept here, in [`Requester`],
+//!   and UC and UD leave it unused: `ctx.is_reliable()` says whether a packet asks for an
+//!   ACK and is timed.
+//! * UC (`uc/requester.rs`): which operations it has, completion at hand-out.
+//! * UD (`ud/requester.rs`): the WR checks and the per-WR addressing (DestQP, DETH).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -32,41 +37,15 @@ use crate::qp::segment::{packets_for, MessageKind, Segments};
 use crate::qp::send_queue::SendWqe;
 use crate::qp::transmit::{Payload, Transmit};
 use crate::qp_state::Retries;
+use crate::rc::requester::{flush_atomic_write, rto, Seat, Unasked};
 use crate::timer::{Timer, TimerTable};
 use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
 
-use crate::rc::requester::{flush_atomic_write, rto, Seat, MIN_SHARE_PSNS, WINDOW_PSNS};
-
 mod local_ops;
 
-/// AckReq is set on every this-many packets at least with a whole window: a quarter of
-/// [`WINDOW_PSNS`], and no fewer than half of [`MIN_SHARE_PSNS`].
-pub const ACK_REQ_INTERVAL: u32 = ack_req_interval(WINDOW_PSNS);
-
-/// How many packets go without AckReq at most with a window of `window` PSNs: a quarter of
-/// it, so that ACKs open the window before it closes, but no fewer than half the smallest
-/// share (IBTA 9.7.2.1.1 leaves the frequency to the requester; the requester's `build` says
-/// when the last packet of a message asks).
-pub const fn ack_req_interval(window: u32) -> u32 {
-    let quarter = window / 4;
-    if quarter > MIN_SHARE_PSNS / 2 {
-        quarter
-    } else {
-        MIN_SHARE_PSNS / 2
-    }
-}
-
-/// What the requester sent without AckReq since a packet last asked (see `Requester::build`).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Unasked {
-    /// Packets.
-    pub packets: u32,
-    /// Messages whose last packet did not ask.
-    pub messages: u32,
-}
-
-/// The requester of one RC QP.
+/// The requester of one QP: its send queue and where transmission stands, and the state
+/// RC's acknowledgements and retransmissions need (`rc/requester.rs`).
 #[derive(Debug)]
 pub(crate) struct Requester {
     pub sq: VecDeque<SendWqe>,
@@ -137,34 +116,10 @@ impl Requester {
         self.sent_end = psn;
     }
 
-    /// Whether packets are sent and not acknowledged.
-    pub fn outstanding(&self) -> bool {
-        self.una != self.max_psn
-    }
-
     /// Whether a WQE is started and not completed (begun, or sent and not acknowledged):
     /// what SQD waits for. Started WQEs are the front of the queue.
     pub fn in_progress(&self) -> bool {
         self.sq.front().is_some_and(|w| w.started)
-    }
-
-    /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
-    pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
-        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
-        self.last_go_back = Some(psn);
-        let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
-            return;
-        };
-        let w = &self.sq[i];
-        self.cur = i;
-        self.cur_offset = match w.opcode {
-            SendOpcode::AtomicCmpAndSwp
-            | SendOpcode::AtomicFetchAndAdd
-            | SendOpcode::Flush
-            | SendOpcode::AtomicWrite => 0,
-            _ => psn.distance_from(w.first_psn) * ctx.pmtu,
-        };
-        self.next_psn = psn;
     }
 
     /// Completes `sq[0]` with `status` and asks for the error state (the rest is flushed).
@@ -292,20 +247,9 @@ impl Requester {
             .count()
     }
 
-    /// Builds the packet at `cur`/`cur_offset` into `out` and moves past it.
-    ///
-    /// The last packet of a SEND or RDMA WRITE asks for an ACK (AckReq) when the WR is
-    /// signaled (its completion waits for that ACK), when the messages that asked for none
-    /// since the last ask would fill half the send queue (so that posting never stalls for
-    /// want of ACKs), and when it is a resend (the ACK it asks for is what ends the retry).
-    /// An unsignaled WR's last packet asks for none the first time: the responder may then
-    /// leave it unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs;
-    /// rxe, like softrnic, ACKs only AckReq), so a program that signals every Nth send, as
-    /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
-    /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
-    /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
-    /// asks). Every [`ack_req_interval`] packets of the QP's window ask in any case, and READs
-    /// and atomics always ask: their response is the ACK.
+    /// Builds the packet at `cur`/`cur_offset` into `out` and moves past it. Whether a SEND
+    /// or RDMA WRITE packet asks for an ACK is RC's policy (`rc/requester.rs`); READs and
+    /// atomics always ask: their response is the ACK.
     fn build(&mut self, ctx: &QpContext, now: Instant, out: &mut Transmit) {
         let w = &self.sq[self.cur];
         let xrc_srqn = w.xrc_srqn;
@@ -324,23 +268,9 @@ impl Requester {
             let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
                 .next()
                 .expect("a message has a packet at every offset before its end");
-            self.unasked.packets += 1;
-            // Asking once the unasked messages would fill half the send queue frees its slots
-            // before it is full.
-            let sq_half = (self.max_send_wr / 2).max(1) as u32;
-            let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
-            // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
-            let interval = ack_req_interval(self.seat.window());
-            // A resend probe asks wherever it is in its message: its ACK is what says how far
-            // the responder got.
-            let probe = resend && self.resend_probe == Some(psn.add(1));
-            let ack_req = ctx.is_reliable()
-                && ((seg.last && asks) || probe || self.unasked.packets >= interval);
-            if ack_req {
-                self.unasked = Unasked::default();
-            } else if seg.last {
-                self.unasked.messages += 1;
-            }
+            let signaled = w.signaled;
+            let ack_req = self.ack_req(ctx, psn, seg.last, signaled, resend);
+            let w = &self.sq[self.cur];
             let mut roce = ctx.header(seg.opcode, psn, ack_req);
             roce.bth.solicited = w.solicited && seg.last;
             let info = seg.opcode.info().expect("segment opcodes are in the table");

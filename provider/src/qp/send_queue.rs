@@ -2,8 +2,8 @@
 //! the QP keeps it until it completes, the checks of `ibv_post_send` — which operations the
 //! transport has (UC: [`crate::uc::requester`]; UD: [`crate::ud::requester`]; XRC:
 //! [`crate::xrc`]), SGEs, inline data, lengths — and the flush of the queue when the QP enters
-//! ERR. The requester that sends from it is RC's (`rc/requester.rs`), which UC and UD QPs run
-//! with their differences.
+//! ERR. The requester that sends from it (`requester.rs`) is every transport's; RC adds its
+//! acknowledgements and retransmissions in `rc/requester.rs`.
 
 use softrnic_wire::opcode::Transport as WireTransport;
 use softrnic_wire::Psn;

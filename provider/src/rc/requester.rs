@@ -1,0 +1,117 @@
+//! What RC adds to the requester of [`crate::qp::requester`] (IBTA 9.7.2.1.1 on AckReq, 9.7.6
+//! "Requester: timeouts and retries"): when a packet asks for an ACK, go-back-N
+//! retransmission from the oldest unacknowledged PSN, the retransmit timer (`requester/rto.rs`),
+//! the device's send window (`requester/window.rs`), and FLUSH and ATOMIC WRITE (IBTA 1.5,
+//! `requester/flush_atomic_write.rs`). The completer (`completer.rs`) processes the
+//! responses: it moves `una`, pops completed WQEs, and calls [`Requester::go_back`].
+//!
+//! A retransmit ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a
+//! multi-packet message at that packet, and an RDMA READ at the response it still waits for
+//! (IBTA 9.7.6.2.2: the re-issued READ asks only for the rest).
+
+use softrnic_wire::Psn;
+
+use crate::qp::context::QpContext;
+use crate::qp::requester::Requester;
+use crate::wr::SendOpcode;
+
+pub(crate) mod flush_atomic_write;
+pub mod rto;
+pub mod window;
+
+pub use window::{DeviceWindow, Seat, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS};
+
+/// AckReq is set on every this-many packets at least with a whole window: a quarter of
+/// [`WINDOW_PSNS`], and no fewer than half of [`MIN_SHARE_PSNS`].
+pub const ACK_REQ_INTERVAL: u32 = ack_req_interval(WINDOW_PSNS);
+
+/// How many packets go without AckReq at most with a window of `window` PSNs: a quarter of
+/// it, so that ACKs open the window before it closes, but no fewer than half the smallest
+/// share (IBTA 9.7.2.1.1 leaves the frequency to the requester; [`Requester::ack_req`] says
+/// when the last packet of a message asks).
+pub const fn ack_req_interval(window: u32) -> u32 {
+    let quarter = window / 4;
+    if quarter > MIN_SHARE_PSNS / 2 {
+        quarter
+    } else {
+        MIN_SHARE_PSNS / 2
+    }
+}
+
+/// What the requester sent without AckReq since a packet last asked (see
+/// [`Requester::ack_req`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Unasked {
+    /// Packets.
+    pub packets: u32,
+    /// Messages whose last packet did not ask.
+    pub messages: u32,
+}
+
+impl Requester {
+    /// Whether packets are sent and not acknowledged.
+    pub fn outstanding(&self) -> bool {
+        self.una != self.max_psn
+    }
+
+    /// Whether the SEND or RDMA WRITE packet `psn` (the `last` of its message or not, of a
+    /// `signaled` WR, a `resend` or not) asks for an ACK, and counts it.
+    ///
+    /// The last packet of a SEND or RDMA WRITE asks for an ACK (AckReq) when the WR is
+    /// signaled (its completion waits for that ACK), when the messages that asked for none
+    /// since the last ask would fill half the send queue (so that posting never stalls for
+    /// want of ACKs), and when it is a resend (the ACK it asks for is what ends the retry).
+    /// An unsignaled WR's last packet asks for none the first time: the responder may then
+    /// leave it unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs;
+    /// rxe, like softrnic, ACKs only AckReq), so a program that signals every Nth send, as
+    /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
+    /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
+    /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
+    /// asks). Every [`ack_req_interval`] packets of the QP's window ask in any case.
+    pub(crate) fn ack_req(
+        &mut self,
+        ctx: &QpContext,
+        psn: Psn,
+        last: bool,
+        signaled: bool,
+        resend: bool,
+    ) -> bool {
+        self.unasked.packets += 1;
+        // Asking once the unasked messages would fill half the send queue frees its slots
+        // before it is full.
+        let sq_half = (self.max_send_wr / 2).max(1) as u32;
+        let asks = signaled || resend || self.unasked.messages + 1 >= sq_half;
+        // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
+        let interval = ack_req_interval(self.seat.window());
+        // A resend probe asks wherever it is in its message: its ACK is what says how far
+        // the responder got.
+        let probe = resend && self.resend_probe == Some(psn.add(1));
+        let ack_req =
+            ctx.is_reliable() && ((last && asks) || probe || self.unasked.packets >= interval);
+        if ack_req {
+            self.unasked = Unasked::default();
+        } else if last {
+            self.unasked.messages += 1;
+        }
+        ack_req
+    }
+
+    /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
+    pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
+        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
+        self.last_go_back = Some(psn);
+        let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
+            return;
+        };
+        let w = &self.sq[i];
+        self.cur = i;
+        self.cur_offset = match w.opcode {
+            SendOpcode::AtomicCmpAndSwp
+            | SendOpcode::AtomicFetchAndAdd
+            | SendOpcode::Flush
+            | SendOpcode::AtomicWrite => 0,
+            _ => psn.distance_from(w.first_psn) * ctx.pmtu,
+        };
+        self.next_psn = psn;
+    }
+}
