@@ -13,9 +13,9 @@
 //! * RC (`rc/requester.rs` and `rc/requester/`): the AckReq policy, go-back-N retransmission
 //!   from the oldest unacknowledged PSN (IBTA 9.7.6), the retransmit timer, the send window,
 //!   FLUSH and ATOMIC WRITE; its completer (`rc/completer.rs`) moves `una` and pops the
-//!   front. The state those need (`retry`, `rto`, `seat`, ...) is kept here, in [`Requester`],
-//!   and UC and UD leave it unused: `ctx.is_reliable()` says whether a packet asks for an
-//!   ACK and is timed.
+//!   front. The state those need is [`Requester`]'s field `rc` (`RcState`), which UC and UD
+//!   leave as it starts: `ctx.is_reliable()` says whether a packet asks for an ACK and is
+//!   timed.
 //! * UC (`uc/requester.rs`): which operations it has, completion at hand-out.
 //! * UD (`ud/requester.rs`): the WR checks and the per-WR addressing (DestQP, DETH).
 
@@ -36,16 +36,15 @@ use crate::qp::context::{CqSide, Events, QpContext};
 use crate::qp::segment::{packets_for, MessageKind, Segments};
 use crate::qp::send_queue::SendWqe;
 use crate::qp::transmit::{Payload, Transmit};
-use crate::qp_state::Retries;
-use crate::rc::requester::{flush_atomic_write, rto, Seat, Unasked};
+use crate::rc::requester::{flush_atomic_write, RcState, Seat, Unasked};
 use crate::timer::{Timer, TimerTable};
 use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
 
 mod local_ops;
 
-/// The requester of one QP: its send queue and where transmission stands, and the state
-/// RC's acknowledgements and retransmissions need (`rc/requester.rs`).
+/// The requester of one QP: its send queue, where transmission stands, its place in the
+/// device's send window, and RC's state in `rc`.
 #[derive(Debug)]
 pub(crate) struct Requester {
     pub sq: VecDeque<SendWqe>,
@@ -61,28 +60,11 @@ pub(crate) struct Requester {
     pub next_psn: Psn,
     /// The PSN after the furthest packet ever sent: a packet before it is a resend.
     pub sent_end: Psn,
-    /// Retries left after timeouts and sequence NAKs / after RNR NAKs.
-    pub retry: Retries,
-    pub rnr: Retries,
-    /// Waiting for the RNR timer: send nothing.
-    pub rnr_wait: bool,
-    /// The `una` of the last go-back, so that a burst of late responses retransmits once.
-    pub last_go_back: Option<Psn>,
-    /// What went without AckReq since a packet last asked.
-    pub unasked: Unasked,
     pub max_send_wr: usize,
     /// Its place in the device's send window (`window.rs`).
     pub seat: Seat,
-    /// The round-trip estimate the retransmit timer runs by (`rto.rs`).
-    pub rto: rto::Rto,
-    /// After a sequence NAK or a retransmit timeout: the PSN before which resending may go
-    /// until the peer makes progress. A responder that held what followed the lost packet
-    /// acknowledges all of it once the lost one arrives (`rc/responder/reorder.rs`);
-    /// resending the whole window meanwhile would only repeat what it has.
-    pub resend_probe: Option<Psn>,
-    /// READ responses of the front WQE that arrived ahead of `una` and were placed: bit `i`
-    /// is PSN `una + i` (`completer.rs`).
-    pub read_ahead: u64,
+    /// RC's acknowledgement and retransmission state (`rc/requester.rs`).
+    pub rc: RcState,
 }
 
 impl Requester {
@@ -95,16 +77,9 @@ impl Requester {
             una: Psn::new(0),
             next_psn: Psn::new(0),
             sent_end: Psn::new(0),
-            retry: Retries::Limited(0),
-            rnr: Retries::Limited(0),
-            rnr_wait: false,
-            last_go_back: None,
-            unasked: Unasked::default(),
             max_send_wr,
             seat: Seat::default(),
-            rto: rto::Rto::default(),
-            resend_probe: None,
-            read_ahead: 0,
+            rc: RcState::new(),
         }
     }
 
@@ -167,7 +142,7 @@ impl Requester {
         ev: &mut Events,
         out: &mut Transmit,
     ) -> bool {
-        if self.rnr_wait || self.cur >= self.sq.len() {
+        if self.rc.rnr_wait || self.cur >= self.sq.len() {
             return false;
         }
         if !start_new && !self.sq[self.cur].started {
@@ -181,6 +156,7 @@ impl Requester {
             return false;
         }
         if self
+            .rc
             .resend_probe
             .is_some_and(|end| self.next_psn.cmp_modular(end) != std::cmp::Ordering::Less)
         {
@@ -232,7 +208,7 @@ impl Requester {
         // UC and UD expect no ACK: nothing to time out.
         if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
             if let Some(d) = ctx.ack_timeout {
-                timers.set(Timer::Retransmit, self.rto.arm(now, d));
+                timers.set(Timer::Retransmit, self.rc.rto.arm(now, d));
             }
         }
         true
@@ -313,7 +289,7 @@ impl Requester {
             self.next_psn = psn.add(1);
             self.cur += 1;
             self.cur_offset = 0;
-            self.unasked = Unasked::default();
+            self.rc.unasked = Unasked::default();
             roce
         } else if w.opcode == SendOpcode::RdmaRead {
             *payload = Payload::None;
@@ -330,7 +306,7 @@ impl Requester {
             }
             self.cur += 1;
             self.cur_offset = 0;
-            self.unasked = Unasked::default();
+            self.rc.unasked = Unasked::default();
             roce
         } else {
             let opcode = if w.opcode == SendOpcode::AtomicCmpAndSwp {
@@ -354,7 +330,7 @@ impl Requester {
             self.next_psn = psn.add(1);
             self.cur += 1;
             self.cur_offset = 0;
-            self.unasked = Unasked::default();
+            self.rc.unasked = Unasked::default();
             roce
         };
         // An XRC request names the SRQ at the target (annex A14.6.1).
@@ -362,7 +338,7 @@ impl Requester {
             out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
         }
         if ctx.is_reliable() {
-            self.rto.sent(psn, now, resend, out.roce.bth.ack_req);
+            self.rc.rto.sent(psn, now, resend, out.roce.bth.ack_req);
         }
     }
 }

@@ -13,6 +13,7 @@ use softrnic_wire::Psn;
 
 use crate::qp::context::QpContext;
 use crate::qp::requester::Requester;
+use crate::qp_state::Retries;
 use crate::wr::SendOpcode;
 
 pub(crate) mod flush_atomic_write;
@@ -35,6 +36,47 @@ pub const fn ack_req_interval(window: u32) -> u32 {
         quarter
     } else {
         MIN_SHARE_PSNS / 2
+    }
+}
+
+/// What RC's acknowledgements and retransmissions keep in a [`Requester`] (its field `rc`).
+#[derive(Debug)]
+pub(crate) struct RcState {
+    /// Retries left after timeouts and sequence NAKs / after RNR NAKs.
+    pub retry: Retries,
+    pub rnr: Retries,
+    /// Waiting for the RNR timer: send nothing.
+    pub rnr_wait: bool,
+    /// The `una` of the last go-back, so that a burst of late responses retransmits once.
+    pub last_go_back: Option<Psn>,
+    /// What went without AckReq since a packet last asked.
+    pub unasked: Unasked,
+    /// The round-trip estimate the retransmit timer runs by (`requester/rto.rs`).
+    pub rto: rto::Rto,
+    /// After a sequence NAK or a retransmit timeout: the PSN before which resending may go
+    /// until the peer makes progress. A responder that held what followed the lost packet
+    /// acknowledges all of it once the lost one arrives (`rc/responder/reorder.rs`);
+    /// resending the whole window meanwhile would only repeat what it has.
+    pub resend_probe: Option<Psn>,
+    /// READ responses of the front WQE that arrived ahead of `una` and were placed: bit `i`
+    /// is PSN `una + i` (`completer.rs`).
+    pub read_ahead: u64,
+}
+
+impl RcState {
+    /// The state of a requester that has sent nothing (the completer's `reset_retries` sets
+    /// the retry budgets on RTS).
+    pub fn new() -> RcState {
+        RcState {
+            retry: Retries::Limited(0),
+            rnr: Retries::Limited(0),
+            rnr_wait: false,
+            last_go_back: None,
+            unasked: Unasked::default(),
+            rto: rto::Rto::default(),
+            resend_probe: None,
+            read_ahead: 0,
+        }
     }
 }
 
@@ -76,22 +118,22 @@ impl Requester {
         signaled: bool,
         resend: bool,
     ) -> bool {
-        self.unasked.packets += 1;
+        self.rc.unasked.packets += 1;
         // Asking once the unasked messages would fill half the send queue frees its slots
         // before it is full.
         let sq_half = (self.max_send_wr / 2).max(1) as u32;
-        let asks = signaled || resend || self.unasked.messages + 1 >= sq_half;
+        let asks = signaled || resend || self.rc.unasked.messages + 1 >= sq_half;
         // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
         let interval = ack_req_interval(self.seat.window());
         // A resend probe asks wherever it is in its message: its ACK is what says how far
         // the responder got.
-        let probe = resend && self.resend_probe == Some(psn.add(1));
+        let probe = resend && self.rc.resend_probe == Some(psn.add(1));
         let ack_req =
-            ctx.is_reliable() && ((last && asks) || probe || self.unasked.packets >= interval);
+            ctx.is_reliable() && ((last && asks) || probe || self.rc.unasked.packets >= interval);
         if ack_req {
-            self.unasked = Unasked::default();
+            self.rc.unasked = Unasked::default();
         } else if last {
-            self.unasked.messages += 1;
+            self.rc.unasked.messages += 1;
         }
         ack_req
     }
@@ -99,7 +141,7 @@ impl Requester {
     /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
     pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
-        self.last_go_back = Some(psn);
+        self.rc.last_go_back = Some(psn);
         let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
             return;
         };

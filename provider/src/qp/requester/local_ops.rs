@@ -63,7 +63,7 @@ impl Requester {
         let Some(w) = self.sq.get(self.cur) else {
             return false;
         };
-        if !w.is_local() || self.rnr_wait {
+        if !w.is_local() || self.rc.rnr_wait {
             return false;
         }
         if w.started {
