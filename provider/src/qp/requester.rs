@@ -37,7 +37,7 @@ use crate::qp::segment::{packets_for, MessageKind, Segments};
 use crate::qp::send_queue::SendWqe;
 use crate::qp::transmit::{Payload, Transmit};
 use crate::rc::requester::{flush_atomic_write, RcState, Seat, Unasked};
-use crate::timer::{Timer, TimerTable};
+use crate::timer::TimerTable;
 use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
 
@@ -205,12 +205,7 @@ impl Requester {
             self.next_psn = w.first_psn;
         }
         self.build(ctx, now, out);
-        // UC and UD expect no ACK: nothing to time out.
-        if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
-            if let Some(d) = ctx.ack_timeout {
-                timers.set(Timer::Retransmit, self.rc.rto.arm(now, d));
-            }
-        }
+        self.arm_retransmit(ctx, now, timers);
         true
     }
 
@@ -337,9 +332,7 @@ impl Requester {
         if out.roce.info().is_ok_and(|i| i.has(ExtHeader::Xrceth)) {
             out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
         }
-        if ctx.is_reliable() {
-            self.rc.rto.sent(psn, now, resend, out.roce.bth.ack_req);
-        }
+        self.time_packet(ctx, psn, now, resend, out.roce.bth.ack_req);
     }
 }
 

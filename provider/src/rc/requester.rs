@@ -9,11 +9,14 @@
 //! multi-packet message at that packet, and an RDMA READ at the response it still waits for
 //! (IBTA 9.7.6.2.2: the re-issued READ asks only for the rest).
 
+use std::time::Instant;
+
 use softrnic_wire::Psn;
 
 use crate::qp::context::QpContext;
 use crate::qp::requester::Requester;
 use crate::qp_state::Retries;
+use crate::timer::{Timer, TimerTable};
 use crate::wr::SendOpcode;
 
 pub(crate) mod flush_atomic_write;
@@ -136,6 +139,36 @@ impl Requester {
             self.rc.unasked.messages += 1;
         }
         ack_req
+    }
+
+    /// Records packet `psn`, sent at `now`, for the round-trip estimate the retransmit timer
+    /// runs by (`requester/rto.rs`). UC and UD expect no ACK: nothing to time.
+    pub(crate) fn time_packet(
+        &mut self,
+        ctx: &QpContext,
+        psn: Psn,
+        now: Instant,
+        resend: bool,
+        ack_req: bool,
+    ) {
+        if ctx.is_reliable() {
+            self.rc.rto.sent(psn, now, resend, ack_req);
+        }
+    }
+
+    /// Starts the retransmit timer (the local ACK timeout, IBTA 9.7.6.1) after a packet is
+    /// sent, unless it runs. UC and UD expect no ACK: nothing to time out.
+    pub(crate) fn arm_retransmit(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        timers: &mut TimerTable,
+    ) {
+        if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
+            if let Some(d) = ctx.ack_timeout {
+                timers.set(Timer::Retransmit, self.rc.rto.arm(now, d));
+            }
+        }
     }
 
     /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
