@@ -8,11 +8,12 @@
 //! and a shared receive queue only through the [`SrqTable`] passed in.
 //!
 //! What differs per transport lives beside this module, each in its chapter of the spec:
-//! [`crate::rc`] (9.7: the requester with AckReq and retransmission, the completer, the
-//! responder with ACKs and NAKs, ACK coalescing), [`crate::uc`] (no ACKs, no retransmission,
-//! completion at hand-out, the UC responder), [`crate::ud`] (per-WR addressing with a DETH,
-//! the Q_Key check, delivery with a GRH) and [`crate::xrc`]. UC and UD QPs send with the RC
-//! requester, which asks the context's transport where they differ.
+//! [`crate::rc`] (9.7: AckReq and go-back-N retransmission for the requester, the completer,
+//! the responder with ACKs and NAKs, ACK coalescing), [`crate::uc`] (no ACKs, no
+//! retransmission, completion at hand-out, the UC responder), [`crate::ud`] (per-WR
+//! addressing with a DETH, the Q_Key check, delivery with a GRH) and [`crate::xrc`]. Every
+//! transport sends with the one requester here (`requester`), which asks the context's
+//! transport where they differ.
 //!
 //! **XRC** ([`crate::xrc`]): an XRC INI QP is the RC requester with XRC opcodes (no
 //! responder: requests to it are dropped); an XRC TGT QP the RC responder (no send queue)
@@ -29,6 +30,9 @@
 //! * [`context`] — the attributes the engine runs on, and the completions and events it
 //!   produces;
 //! * `send_queue` — the send WQEs, `ibv_post_send`'s checks, the flush;
+//! * `requester` — request generation from the send queue (IBTA 9.7.2): segmentation, PSNs,
+//!   opcodes, local buffer checks, and the local operations (BIND_MW, LOCAL_INV) in send
+//!   queue order;
 //! * [`segment`] — messages cut into packets, for every transport;
 //! * `modify` — `ibv_modify_qp` and what each state change does;
 //! * `responder` — which transport's responder a QP has;
@@ -43,6 +47,7 @@ pub mod context;
 pub(crate) mod inbound;
 mod modify;
 pub(crate) mod recv;
+pub(crate) mod requester;
 mod responder;
 pub mod segment;
 pub(crate) mod send_queue;
@@ -66,13 +71,13 @@ use crate::mr::{MrTable, PdHandle};
 use crate::nic::CqId;
 use crate::qp_state::{QpState, QpType};
 use crate::rc::ack_coalesce::AckCoalescer;
-use crate::rc::requester::Requester;
 use crate::srq::{SrqId, SrqTable};
 use crate::timer::TimerTable;
 use crate::wr::{RecvWqe, RecvWr, SendWr};
 use crate::xrc::XrcdId;
 use context::Events;
 use recv::Receives;
+use requester::Requester;
 use responder::Responder;
 
 /// A queue pair of any transport (see the module comment).

@@ -2,17 +2,17 @@
 //! the QP keeps it until it completes, the checks of `ibv_post_send` — which operations the
 //! transport has (UC: [`crate::uc::requester`]; UD: [`crate::ud::requester`]; XRC:
 //! [`crate::xrc`]), SGEs, inline data, lengths — and the flush of the queue when the QP enters
-//! ERR. The requester that sends from it is RC's (`rc/requester.rs`), which UC and UD QPs run
-//! with their differences.
+//! ERR. The requester that sends from it (`requester.rs`) is every transport's; RC adds its
+//! acknowledgements and retransmissions in `rc/requester.rs`.
 
 use softrnic_wire::opcode::Transport as WireTransport;
 use softrnic_wire::Psn;
 
 use super::context::{CqSide, Events, QpContext};
+use super::requester::Requester;
 use super::transmit::{MAX_INLINE, MAX_SGE};
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
-use crate::rc::requester::Requester;
 use crate::wc::{WcOpcode, WcStatus, WorkCompletion};
 use crate::wr::{InlineData, RemoteAddr, SendFlags, SendOpcode, SendWr, SgeList, UdDest};
 

@@ -31,9 +31,9 @@ use softrnic_wire::opcode::{Operation, Position};
 use softrnic_wire::roce::RocePacket;
 use softrnic_wire::Psn;
 
-use super::requester::Requester;
 use crate::mr::MrTable;
 use crate::qp::context::{Events, QpContext};
+use crate::qp::requester::Requester;
 use crate::qp::transmit::scatter;
 use crate::qp_state::{rnr_retries, transport_retries, Retries};
 use crate::timer::{Timer, TimerTable};
@@ -83,9 +83,9 @@ impl Requester {
                         if !self.front_holds(psn) {
                             return;
                         }
-                        if self.rnr.try_consume() {
+                        if self.rc.rnr.try_consume() {
                             self.go_back(ctx, psn);
-                            self.rnr_wait = true;
+                            self.rc.rnr_wait = true;
                             timers.stop(Timer::Retransmit);
                             let wait = Duration::from_micros(u64::from(timer.micros()));
                             timers.set(Timer::Rnr, now + wait);
@@ -108,14 +108,14 @@ impl Requester {
                                 // says nothing new: going back before `una` would stall
                                 // the window until the timer, and each would cost a retry.
                                 if psn.cmp_modular(self.una) == Ordering::Less
-                                    || self.resend_probe == Some(psn.add(1))
+                                    || self.rc.resend_probe == Some(psn.add(1))
                                 {
                                     return;
                                 }
                                 self.retry_from(ctx, psn, ev);
                                 // One packet first: a responder that held what followed the
                                 // lost one acknowledges all of it once that one arrives.
-                                self.resend_probe = Some(psn.add(1));
+                                self.rc.resend_probe = Some(psn.add(1));
                                 return;
                             }
                             NakCode::InvalidRequest | NakCode::InvalidRdRequest => {
@@ -184,15 +184,15 @@ impl Requester {
         ev: &mut Events,
     ) {
         if timers.expire(Timer::Rnr, now) {
-            self.rnr_wait = false;
+            self.rc.rnr_wait = false;
         }
-        if timers.expire(Timer::Retransmit, now) && self.outstanding() && !self.rnr_wait {
+        if timers.expire(Timer::Retransmit, now) && self.outstanding() && !self.rc.rnr_wait {
             let una = self.una;
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
-            let counted = ctx.ack_timeout.is_none_or(|d| self.rto.fired(now, d));
+            let counted = ctx.ack_timeout.is_none_or(|d| self.rc.rto.fired(now, d));
             // The round-trip estimate says why the timer waited as long as it did.
-            let (srtt_us, rttvar_us) = self.rto.estimate().map_or((0, 0), |(s, v)| {
+            let (srtt_us, rttvar_us) = self.rc.rto.estimate().map_or((0, 0), |(s, v)| {
                 (s.as_micros() as u64, v.as_micros() as u64)
             });
             debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), counted, srtt_us, rttvar_us, "local ACK timeout");
@@ -203,14 +203,14 @@ impl Requester {
                 true
             };
             ev.counters.timeout_resends += u64::from(resent);
-            self.resend_probe = Some(una.add(1));
+            self.rc.resend_probe = Some(una.add(1));
         }
     }
 
     /// Resets the retry budgets (on RTS, and whenever the peer makes progress).
     pub(crate) fn reset_retries(&mut self, ctx: &QpContext) {
-        self.retry = transport_retries(ctx.retry_cnt).unwrap_or(Retries::Limited(0));
-        self.rnr = rnr_retries(ctx.rnr_retry).unwrap_or(Retries::Limited(0));
+        self.rc.retry = transport_retries(ctx.retry_cnt).unwrap_or(Retries::Limited(0));
+        self.rc.rnr = rnr_retries(ctx.rnr_retry).unwrap_or(Retries::Limited(0));
     }
 
     fn front_holds(&self, psn: Psn) -> bool {
@@ -220,7 +220,7 @@ impl Requester {
     /// Resends from `psn` if the transport retry budget allows; otherwise
     /// `IBV_WC_RETRY_EXC_ERR`. Says whether it resent.
     fn retry_from(&mut self, ctx: &QpContext, psn: Psn, ev: &mut Events) -> bool {
-        if self.retry.try_consume() {
+        if self.rc.retry.try_consume() {
             ev.counters.completer_retry_err += 1;
             self.go_back(ctx, psn);
             true
@@ -253,7 +253,7 @@ impl Requester {
             Ordering::Equal => true,
             Ordering::Less => false,
             Ordering::Greater => {
-                if self.last_go_back != Some(self.una) {
+                if self.rc.last_go_back != Some(self.una) {
                     let una = self.una;
                     self.retry_from(ctx, una, ev);
                 }
@@ -292,7 +292,7 @@ impl Requester {
         {
             return false;
         }
-        if self.read_ahead & (1 << ahead) == 0 {
+        if self.rc.read_ahead & (1 << ahead) == 0 {
             let k = psn.distance_from(w.first_psn);
             let ends = matches!(position, Position::Last | Position::Only);
             let offset = k * ctx.pmtu;
@@ -305,7 +305,7 @@ impl Requester {
                 self.fail_front(ctx, WcStatus::LocProtErr, ev);
                 return true;
             }
-            self.read_ahead |= 1 << ahead;
+            self.rc.read_ahead |= 1 << ahead;
         }
         true
     }
@@ -341,13 +341,13 @@ impl Requester {
         }
         self.una = psn.add(1);
         // The responses placed ahead of it that now follow it.
-        self.read_ahead >>= 1;
-        while self.read_ahead & 1 == 1 {
+        self.rc.read_ahead >>= 1;
+        while self.rc.read_ahead & 1 == 1 {
             self.una = self.una.add(1);
-            self.read_ahead >>= 1;
+            self.rc.read_ahead >>= 1;
         }
         if self.una == w.first_psn.add(w.npkts) {
-            self.read_ahead = 0;
+            self.rc.read_ahead = 0;
             self.complete_front(ctx, ev);
         }
         self.progress(ctx, now, timers);
@@ -381,7 +381,7 @@ impl Requester {
                     } else {
                         self.una
                     };
-                    if at_rd_atomic == AtRdAtomic::Retry && self.last_go_back != Some(una) {
+                    if at_rd_atomic == AtRdAtomic::Retry && self.rc.last_go_back != Some(una) {
                         if una != old_una {
                             // It acknowledged the WQEs before the READ/atomic: progress,
                             // which restores the retry budget before this implied NAK draws
@@ -427,17 +427,17 @@ impl Requester {
     /// transmission moved past anything now acknowledged.
     pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
-        self.resend_probe = None;
-        self.rto.progress(self.una, now);
+        self.rc.resend_probe = None;
+        self.rc.rto.progress(self.una, now);
         match ctx.ack_timeout {
-            Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rto.arm(now, d)),
+            Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rc.rto.arm(now, d)),
             _ => timers.stop(Timer::Retransmit),
         }
         if self.next_psn.cmp_modular(self.una) == Ordering::Less {
             let una = self.una;
             if self.sq.iter().any(|w| w.holds(una)) {
                 self.go_back(ctx, una);
-                self.last_go_back = None;
+                self.rc.last_go_back = None;
             } else {
                 self.cur = self.sq.iter().take_while(|w| w.started).count();
                 self.cur_offset = 0;

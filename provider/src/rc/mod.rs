@@ -1,17 +1,16 @@
 //! The RC (reliable connected) transport (IBTA Vol. 1 chapter 9, "Transport layer", its RC
 //! rules, 9.7): what RC adds to the queue pair of [`crate::qp`].
 //!
-//! * `requester` — segmentation, PSNs, AckReq, go-back-N (9.7.2, 9.7.6); UC and UD QPs run it
-//!   too, with their differences in [`crate::uc`] and [`crate::ud`];
+//! * `requester` — what RC adds to the requester every transport shares
+//!   (`qp/requester.rs`, 9.7.2): AckReq, go-back-N, the retransmit timer, the send window
+//!   (9.7.6), FLUSH and ATOMIC WRITE;
 //! * `completer` — ACK/NAK/READ response/atomic ACK processing and the timers (9.7.5.1.4);
 //! * `responder` — request validation and execution, ACK/NAK generation (9.7.4, 9.7.5);
 //! * `ack_coalesce` — when plain ACKs leave: at once, or held to cover several requests;
-//! * `local_ops` — BIND_MW and LOCAL_INV, run in send queue order (10.6.7.2, 11.4.1.1);
 //! * [`sequence`] — PSN classification at the responder (9.7.5.1.1).
 
 pub(crate) mod ack_coalesce;
 mod completer;
-mod local_ops;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub mod sequence;

@@ -1,42 +1,25 @@
-//! The RC requester (IBTA 9.7.2 "Requester: generating request packets", 9.7.6 "Requester:
-//! timeouts and retries"): transmission from the send queue, segmentation by path MTU, PSN
-//! assignment with the 24-bit wrap, the AckReq bit, the READ/atomic limit (`max_rd_atomic`),
-//! fences, and go-back-N retransmission from the oldest unacknowledged PSN. UC and UD QPs send
-//! with it too, without AckReq and retransmission, asking `ctx.transport` ([`crate::uc`],
-//! [`crate::ud`]).
+//! What RC adds to the requester of [`crate::qp::requester`] (IBTA 9.7.2.1.1 on AckReq, 9.7.6
+//! "Requester: timeouts and retries"): when a packet asks for an ACK, go-back-N
+//! retransmission from the oldest unacknowledged PSN, the retransmit timer (`requester/rto.rs`),
+//! the device's send window (`requester/window.rs`), and FLUSH and ATOMIC WRITE (IBTA 1.5,
+//! `requester/flush_atomic_write.rs`). The completer (`completer.rs`) processes the
+//! responses: it moves `una`, pops completed WQEs, and calls [`Requester::go_back`].
 //!
-//! The send queue (`qp/send_queue.rs`: the WQEs and `ibv_post_send`'s checks) holds every
-//! work request that has not completed. `cur`/`cur_offset` say
-//! where transmission stands; everything before it has been sent at least once. A retransmit
-//! ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a multi-packet
-//! message at that packet, and an RDMA READ at the response it still waits for (IBTA 9.7.6.2.2:
-//! the re-issued READ asks only for the rest). PSNs of a WQE are fixed when it is first sent;
-//! retransmissions reuse them. The completer (`completer.rs`) moves `una` and pops the front.
-//! FLUSH and ATOMIC WRITE (IBTA 1.5): `requester/flush_atomic_write.rs`.
+//! A retransmit ([`Requester::go_back`]) moves `cur` back to the WQE holding a PSN, resuming a
+//! multi-packet message at that packet, and an RDMA READ at the response it still waits for
+//! (IBTA 9.7.6.2.2: the re-issued READ asks only for the rest).
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
-use softrnic_wire::atomic_eth::AtomicEthRepr;
-use softrnic_wire::ieth::IethRepr;
-use softrnic_wire::immdt::ImmDtRepr;
-use softrnic_wire::opcode::ExtHeader;
-use softrnic_wire::reth::RethRepr;
-use softrnic_wire::xrceth::XrcethRepr;
-use softrnic_wire::{Opcode, Psn};
+use softrnic_wire::Psn;
 
-use crate::mr::MrTable;
-use crate::mr::PinFor;
-use crate::qp::context::{CqSide, Events, QpContext};
-use crate::qp::segment::{packets_for, MessageKind, Segments};
-use crate::qp::send_queue::SendWqe;
-use crate::qp::transmit::{Payload, Transmit};
+use crate::qp::context::QpContext;
+use crate::qp::requester::Requester;
 use crate::qp_state::Retries;
 use crate::timer::{Timer, TimerTable};
-use crate::wc::WcStatus;
 use crate::wr::SendOpcode;
 
-mod flush_atomic_write;
+pub(crate) mod flush_atomic_write;
 pub mod rto;
 pub mod window;
 
@@ -48,7 +31,7 @@ pub const ACK_REQ_INTERVAL: u32 = ack_req_interval(WINDOW_PSNS);
 
 /// How many packets go without AckReq at most with a window of `window` PSNs: a quarter of
 /// it, so that ACKs open the window before it closes, but no fewer than half the smallest
-/// share (IBTA 9.7.2.1.1 leaves the frequency to the requester; the requester's `build` says
+/// share (IBTA 9.7.2.1.1 leaves the frequency to the requester; [`Requester::ack_req`] says
 /// when the last packet of a message asks).
 pub const fn ack_req_interval(window: u32) -> u32 {
     let quarter = window / 4;
@@ -59,31 +42,9 @@ pub const fn ack_req_interval(window: u32) -> u32 {
     }
 }
 
-/// What the requester sent without AckReq since a packet last asked (see `Requester::build`).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Unasked {
-    /// Packets.
-    pub packets: u32,
-    /// Messages whose last packet did not ask.
-    pub messages: u32,
-}
-
-/// The requester of one RC QP.
+/// What RC's acknowledgements and retransmissions keep in a [`Requester`] (its field `rc`).
 #[derive(Debug)]
-pub(crate) struct Requester {
-    pub sq: VecDeque<SendWqe>,
-    /// The WQE the next packet comes from.
-    pub cur: usize,
-    /// Byte offset of the next packet in `sq[cur]`.
-    pub cur_offset: u32,
-    /// The next PSN never used yet (`sq_psn`).
-    pub max_psn: Psn,
-    /// The oldest PSN not acknowledged.
-    pub una: Psn,
-    /// The PSN after the last packet sent (where the window is measured to).
-    pub next_psn: Psn,
-    /// The PSN after the furthest packet ever sent: a packet before it is a resend.
-    pub sent_end: Psn,
+pub(crate) struct RcState {
     /// Retries left after timeouts and sequence NAKs / after RNR NAKs.
     pub retry: Retries,
     pub rnr: Retries,
@@ -93,10 +54,7 @@ pub(crate) struct Requester {
     pub last_go_back: Option<Psn>,
     /// What went without AckReq since a packet last asked.
     pub unasked: Unasked,
-    pub max_send_wr: usize,
-    /// Its place in the device's send window (`window.rs`).
-    pub seat: Seat,
-    /// The round-trip estimate the retransmit timer runs by (`rto.rs`).
+    /// The round-trip estimate the retransmit timer runs by (`requester/rto.rs`).
     pub rto: rto::Rto,
     /// After a sequence NAK or a retransmit timeout: the PSN before which resending may go
     /// until the peer makes progress. A responder that held what followed the lost packet
@@ -108,52 +66,115 @@ pub(crate) struct Requester {
     pub read_ahead: u64,
 }
 
-impl Requester {
-    pub fn new(max_send_wr: usize) -> Requester {
-        Requester {
-            sq: VecDeque::with_capacity(max_send_wr),
-            cur: 0,
-            cur_offset: 0,
-            max_psn: Psn::new(0),
-            una: Psn::new(0),
-            next_psn: Psn::new(0),
-            sent_end: Psn::new(0),
+impl RcState {
+    /// The state of a requester that has sent nothing (the completer's `reset_retries` sets
+    /// the retry budgets on RTS).
+    pub fn new() -> RcState {
+        RcState {
             retry: Retries::Limited(0),
             rnr: Retries::Limited(0),
             rnr_wait: false,
             last_go_back: None,
             unasked: Unasked::default(),
-            max_send_wr,
-            seat: Seat::default(),
             rto: rto::Rto::default(),
             resend_probe: None,
             read_ahead: 0,
         }
     }
+}
 
-    /// Sets the starting PSN (`sq_psn`, on RTR -> RTS).
-    pub fn set_sq_psn(&mut self, psn: Psn) {
-        self.max_psn = psn;
-        self.una = psn;
-        self.next_psn = psn;
-        self.sent_end = psn;
-    }
+/// What the requester sent without AckReq since a packet last asked (see
+/// [`Requester::ack_req`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Unasked {
+    /// Packets.
+    pub packets: u32,
+    /// Messages whose last packet did not ask.
+    pub messages: u32,
+}
 
+impl Requester {
     /// Whether packets are sent and not acknowledged.
     pub fn outstanding(&self) -> bool {
         self.una != self.max_psn
     }
 
-    /// Whether a WQE is started and not completed (begun, or sent and not acknowledged):
-    /// what SQD waits for. Started WQEs are the front of the queue.
-    pub fn in_progress(&self) -> bool {
-        self.sq.front().is_some_and(|w| w.started)
+    /// Whether the SEND or RDMA WRITE packet `psn` (the `last` of its message or not, of a
+    /// `signaled` WR, a `resend` or not) asks for an ACK, and counts it.
+    ///
+    /// The last packet of a SEND or RDMA WRITE asks for an ACK (AckReq) when the WR is
+    /// signaled (its completion waits for that ACK), when the messages that asked for none
+    /// since the last ask would fill half the send queue (so that posting never stalls for
+    /// want of ACKs), and when it is a resend (the ACK it asks for is what ends the retry).
+    /// An unsignaled WR's last packet asks for none the first time: the responder may then
+    /// leave it unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs;
+    /// rxe, like softrnic, ACKs only AckReq), so a program that signals every Nth send, as
+    /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
+    /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
+    /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
+    /// asks). Every [`ack_req_interval`] packets of the QP's window ask in any case.
+    pub(crate) fn ack_req(
+        &mut self,
+        ctx: &QpContext,
+        psn: Psn,
+        last: bool,
+        signaled: bool,
+        resend: bool,
+    ) -> bool {
+        self.rc.unasked.packets += 1;
+        // Asking once the unasked messages would fill half the send queue frees its slots
+        // before it is full.
+        let sq_half = (self.max_send_wr / 2).max(1) as u32;
+        let asks = signaled || resend || self.rc.unasked.messages + 1 >= sq_half;
+        // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
+        let interval = ack_req_interval(self.seat.window());
+        // A resend probe asks wherever it is in its message: its ACK is what says how far
+        // the responder got.
+        let probe = resend && self.rc.resend_probe == Some(psn.add(1));
+        let ack_req =
+            ctx.is_reliable() && ((last && asks) || probe || self.rc.unasked.packets >= interval);
+        if ack_req {
+            self.rc.unasked = Unasked::default();
+        } else if last {
+            self.rc.unasked.messages += 1;
+        }
+        ack_req
+    }
+
+    /// Records packet `psn`, sent at `now`, for the round-trip estimate the retransmit timer
+    /// runs by (`requester/rto.rs`). UC and UD expect no ACK: nothing to time.
+    pub(crate) fn time_packet(
+        &mut self,
+        ctx: &QpContext,
+        psn: Psn,
+        now: Instant,
+        resend: bool,
+        ack_req: bool,
+    ) {
+        if ctx.is_reliable() {
+            self.rc.rto.sent(psn, now, resend, ack_req);
+        }
+    }
+
+    /// Starts the retransmit timer (the local ACK timeout, IBTA 9.7.6.1) after a packet is
+    /// sent, unless it runs. UC and UD expect no ACK: nothing to time out.
+    pub(crate) fn arm_retransmit(
+        &mut self,
+        ctx: &QpContext,
+        now: Instant,
+        timers: &mut TimerTable,
+    ) {
+        if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
+            if let Some(d) = ctx.ack_timeout {
+                timers.set(Timer::Retransmit, self.rc.rto.arm(now, d));
+            }
+        }
     }
 
     /// Moves transmission back to `psn` (which some WQE holds), to resend from there.
     pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
-        self.last_go_back = Some(psn);
+        self.rc.last_go_back = Some(psn);
         let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
             return;
         };
@@ -168,296 +189,4 @@ impl Requester {
         };
         self.next_psn = psn;
     }
-
-    /// Completes `sq[0]` with `status` and asks for the error state (the rest is flushed).
-    pub fn fail_front(&mut self, ctx: &QpContext, status: WcStatus, ev: &mut Events) {
-        debug_event!(target: "softrnic::rc", qpn = ctx.qpn, status = ?status, "work request fails; the QP enters ERR");
-        if let Some(w) = self.sq.pop_front() {
-            ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
-            self.cur = self.cur.saturating_sub(1);
-        }
-        ev.fatal = true;
-    }
-
-    /// Forgets everything (RESET).
-    pub fn reset(&mut self) {
-        *self = Requester::new(self.max_send_wr);
-    }
-
-    /// Writes the next request packet into `out`, if the window, the fence and
-    /// `max_rd_atomic` allow one (then returns `true`). Without `start_new` (SQD) only WQEs
-    /// already begun send (their rest, or a resend). Local operations reached on the way are
-    /// executed (`local_ops.rs`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn poll_transmit(
-        &mut self,
-        ctx: &QpContext,
-        now: Instant,
-        start_new: bool,
-        timers: &mut TimerTable,
-        mrs: &MrTable,
-        ev: &mut Events,
-        out: &mut Transmit,
-    ) -> bool {
-        while self.run_local_op(ctx, start_new, mrs, ev) {}
-        self.poll_packet(ctx, now, start_new, timers, mrs, ev, out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn poll_packet(
-        &mut self,
-        ctx: &QpContext,
-        now: Instant,
-        start_new: bool,
-        timers: &mut TimerTable,
-        mrs: &MrTable,
-        ev: &mut Events,
-        out: &mut Transmit,
-    ) -> bool {
-        if self.rnr_wait || self.cur >= self.sq.len() {
-            return false;
-        }
-        if !start_new && !self.sq[self.cur].started {
-            return false;
-        }
-        let starts = !self.sq[self.cur].started;
-        if !self
-            .seat
-            .may_send(self.next_psn.distance_from(self.una), starts)
-        {
-            return false;
-        }
-        if self
-            .resend_probe
-            .is_some_and(|end| self.next_psn.cmp_modular(end) != std::cmp::Ordering::Less)
-        {
-            return false; // the probe is out: its ACK says how far the peer is
-        }
-        let w = &self.sq[self.cur];
-        if w.is_local() {
-            return false; // waits for its turn (run_local_op)
-        }
-        if w.is_rd_atomic() || w.fence {
-            let in_flight = self.rd_atomic_in_flight();
-            if w.fence && in_flight > 0 {
-                return false;
-            }
-            if w.is_rd_atomic() && in_flight >= usize::from(ctx.max_rd_atomic) {
-                return false;
-            }
-        }
-        if !w.started {
-            if let Err(status) = check_local_buffers(ctx, w, mrs) {
-                if self.cur > 0 {
-                    // WRs before it are still in flight. Send completions come in posting
-                    // order, so its error waits until they complete (or fail, flushing it),
-                    // and nothing behind it is sent meanwhile (rxe's completer does the
-                    // same).
-                    return false;
-                }
-                // It is the front: a local error ends the QP (rxe does the same).
-                let w = self.sq.pop_front().expect("cur < len");
-                ev.complete(CqSide::Send, w.completion(ctx.qpn, status));
-                ev.fatal = true;
-                return false;
-            }
-            let npkts = match w.opcode {
-                SendOpcode::AtomicCmpAndSwp
-                | SendOpcode::AtomicFetchAndAdd
-                | SendOpcode::Flush
-                | SendOpcode::AtomicWrite => 1,
-                _ => packets_for(w.total, ctx.pmtu),
-            };
-            let w = &mut self.sq[self.cur];
-            w.started = true;
-            w.first_psn = self.max_psn;
-            w.npkts = npkts;
-            self.max_psn = self.max_psn.add(npkts);
-            self.next_psn = w.first_psn;
-        }
-        self.build(ctx, now, out);
-        // UC and UD expect no ACK: nothing to time out.
-        if ctx.is_reliable() && !timers.is_armed(Timer::Retransmit) {
-            if let Some(d) = ctx.ack_timeout {
-                timers.set(Timer::Retransmit, self.rto.arm(now, d));
-            }
-        }
-        true
-    }
-
-    /// READs and atomics before `cur` (sent, not completed).
-    pub fn rd_atomic_in_flight(&self) -> usize {
-        self.sq
-            .iter()
-            .take(self.cur)
-            .filter(|w| w.is_rd_atomic())
-            .count()
-    }
-
-    /// Builds the packet at `cur`/`cur_offset` into `out` and moves past it.
-    ///
-    /// The last packet of a SEND or RDMA WRITE asks for an ACK (AckReq) when the WR is
-    /// signaled (its completion waits for that ACK), when the messages that asked for none
-    /// since the last ask would fill half the send queue (so that posting never stalls for
-    /// want of ACKs), and when it is a resend (the ACK it asks for is what ends the retry).
-    /// An unsignaled WR's last packet asks for none the first time: the responder may then
-    /// leave it unacknowledged until a later packet asks (IBTA 9.7.5.1 lets it coalesce ACKs;
-    /// rxe, like softrnic, ACKs only AckReq), so a program that signals every Nth send, as
-    /// perftest's bandwidth tests do (every 100th, `--cq-mod`), costs its peer one ACK per N
-    /// messages instead of one per message. A tail of unsignaled WRs that nothing follows is
-    /// acknowledged once the ACK timer resends it (with timeout 0, no timer: when a later WR
-    /// asks). Every [`ack_req_interval`] packets of the QP's window ask in any case, and READs
-    /// and atomics always ask: their response is the ACK.
-    fn build(&mut self, ctx: &QpContext, now: Instant, out: &mut Transmit) {
-        let w = &self.sq[self.cur];
-        let xrc_srqn = w.xrc_srqn;
-        let psn = w.first_psn.add(self.cur_offset / ctx.pmtu);
-        let resend = psn != self.sent_end;
-        if !resend {
-            self.sent_end = psn.add(1);
-        }
-        // A UD SEND goes where its WR says; a connected QP's packets to its peer.
-        out.dst = w.ud.map_or(ctx.dst, |ud| ud.dest);
-        out.src_port = ctx.src_port;
-        // Every branch sets the payload; an inline array or chunk list already in the slot is
-        // reused (see `TxQueue`).
-        let payload = &mut out.payload;
-        out.roce = if let Some(kind) = MessageKind::of(w.opcode) {
-            let seg = Segments::new(ctx.transport, kind, w.total, ctx.pmtu, self.cur_offset)
-                .next()
-                .expect("a message has a packet at every offset before its end");
-            self.unasked.packets += 1;
-            // Asking once the unasked messages would fill half the send queue frees its slots
-            // before it is full.
-            let sq_half = (self.max_send_wr / 2).max(1) as u32;
-            let asks = w.signaled || resend || self.unasked.messages + 1 >= sq_half;
-            // UC and UD packets never ask for an ACK (rxe's captures: AckReq 0).
-            let interval = ack_req_interval(self.seat.window());
-            // A resend probe asks wherever it is in its message: its ACK is what says how far
-            // the responder got.
-            let probe = resend && self.resend_probe == Some(psn.add(1));
-            let ack_req = ctx.is_reliable()
-                && ((seg.last && asks) || probe || self.unasked.packets >= interval);
-            if ack_req {
-                self.unasked = Unasked::default();
-            } else if seg.last {
-                self.unasked.messages += 1;
-            }
-            let mut roce = ctx.header(seg.opcode, psn, ack_req);
-            roce.bth.solicited = w.solicited && seg.last;
-            let info = seg.opcode.info().expect("segment opcodes are in the table");
-            if let Some(ud) = &w.ud {
-                crate::ud::requester::address(ctx, ud, &mut roce);
-            }
-            if info.has(softrnic_wire::opcode::ExtHeader::Reth) {
-                roce.reth = Some(RethRepr {
-                    va: w.remote.addr,
-                    rkey: w.remote.rkey,
-                    dma_len: w.total,
-                });
-            }
-            if info.has(softrnic_wire::opcode::ExtHeader::ImmDt) {
-                roce.immdt = Some(ImmDtRepr(w.imm));
-            }
-            if info.has(softrnic_wire::opcode::ExtHeader::Ieth) {
-                roce.ieth = Some(IethRepr(w.imm));
-            }
-            roce.payload_len = seg.len as usize;
-            match &w.inline {
-                Some(bytes) => {
-                    payload.set_inline(&bytes[seg.offset as usize..(seg.offset + seg.len) as usize])
-                }
-                None if seg.len == 0 => *payload = Payload::None,
-                None => payload
-                    .set_memory(ctx.pd, PinFor::Local)
-                    .fill_from_sges(&w.sges, seg.offset, seg.len),
-            }
-            self.cur_offset += seg.len;
-            if seg.last {
-                self.cur += 1;
-                self.cur_offset = 0;
-            }
-            self.next_psn = psn.add(1);
-            roce
-        } else if matches!(w.opcode, SendOpcode::Flush | SendOpcode::AtomicWrite) {
-            let (roce, p) = flush_atomic_write::request(ctx, w, psn);
-            *payload = p;
-            self.next_psn = psn.add(1);
-            self.cur += 1;
-            self.cur_offset = 0;
-            self.unasked = Unasked::default();
-            roce
-        } else if w.opcode == SendOpcode::RdmaRead {
-            *payload = Payload::None;
-            let mut roce = ctx.header(Opcode::RC_RDMA_READ_REQUEST, psn, true);
-            roce.reth = Some(RethRepr {
-                va: w.remote.addr.wrapping_add(u64::from(self.cur_offset)),
-                rkey: w.remote.rkey,
-                dma_len: w.total - self.cur_offset,
-            });
-            self.next_psn = w.first_psn.add(w.npkts);
-            if !resend {
-                // The READ's response PSNs are spent with its request.
-                self.sent_end = self.next_psn;
-            }
-            self.cur += 1;
-            self.cur_offset = 0;
-            self.unasked = Unasked::default();
-            roce
-        } else {
-            let opcode = if w.opcode == SendOpcode::AtomicCmpAndSwp {
-                Opcode::RC_COMPARE_SWAP
-            } else {
-                Opcode::RC_FETCH_ADD
-            };
-            *payload = Payload::None;
-            let mut roce = ctx.header(opcode, psn, true);
-            let (swap_add, compare) = if w.opcode == SendOpcode::AtomicCmpAndSwp {
-                (w.swap, w.compare_add)
-            } else {
-                (w.compare_add, 0)
-            };
-            roce.atomic_eth = Some(AtomicEthRepr {
-                va: w.remote.addr,
-                rkey: w.remote.rkey,
-                swap_add,
-                compare,
-            });
-            self.next_psn = psn.add(1);
-            self.cur += 1;
-            self.cur_offset = 0;
-            self.unasked = Unasked::default();
-            roce
-        };
-        // An XRC request names the SRQ at the target (annex A14.6.1).
-        if out.roce.info().is_ok_and(|i| i.has(ExtHeader::Xrceth)) {
-            out.roce.xrceth = Some(XrcethRepr { srqn: xrc_srqn });
-        }
-        if ctx.is_reliable() {
-            self.rto.sent(psn, now, resend, out.roce.bth.ack_req);
-        }
-    }
-}
-
-/// Checks the local buffers of a WQE about to start (no byte is touched): sources of SEND /
-/// WRITE need any registered region of the PD; sinks of READ / atomics need `LOCAL_WRITE`
-/// (FLUSH has no buffers; ATOMIC WRITE's 8 bytes were copied at post time).
-fn check_local_buffers(
-    ctx: &QpContext,
-    w: &SendWqe,
-    mrs: &MrTable,
-) -> core::result::Result<(), WcStatus> {
-    let sink = w.opcode == SendOpcode::RdmaRead || w.opcode.is_atomic();
-    for s in &w.sges {
-        if s.length == 0 {
-            continue;
-        }
-        let ok = if sink {
-            mrs.with_local_write(s.lkey, ctx.pd, s.addr, s.length as usize, |_| ())
-        } else {
-            mrs.with_local_read(s.lkey, ctx.pd, s.addr, s.length as usize, |_| ())
-        };
-        ok.map_err(|_| WcStatus::LocProtErr)?;
-    }
-    Ok(())
 }

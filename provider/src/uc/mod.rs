@@ -7,7 +7,7 @@
 //! no RDMA READ and no atomics.
 //!
 //! A UC QP is a [`crate::qp::Qp`] — its state, `ibv_modify_qp`, send and receive queues — and
-//! sends with the RC requester where the spec is the same (segmentation,
+//! sends with the requester every transport shares (`qp/requester.rs`: segmentation,
 //! [`crate::qp::segment`], and the PSN sequence); this module keeps what differs:
 //!
 //! * [`requester`] — which operations UC has, and completion at hand-out;

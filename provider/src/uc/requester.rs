@@ -1,9 +1,10 @@
-//! The UC requester's differences from RC's (IBTA chapter 9, UC): no AckReq and no retransmit
-//! timer (`rc/requester.rs` asks `ctx.transport`), no READ or atomics, and a send WR completes
-//! as soon as its last packet is handed to the driver, since no acknowledgement will come.
+//! What UC adds to the requester every transport shares (`qp/requester.rs`; IBTA chapter 9,
+//! UC): no READ or atomics, and a send WR completes as soon as its last packet is handed to
+//! the driver, since no acknowledgement will come. No AckReq and no retransmit timer: RC's
+//! parts (`rc/requester.rs`) ask `ctx.is_reliable()`.
 
 use crate::qp::context::{Events, QpContext};
-use crate::rc::requester::Requester;
+use crate::qp::requester::Requester;
 use crate::wr::SendOpcode;
 
 /// Whether UC has the operation: SEND and RDMA WRITE, each with or without immediate data,

@@ -8,7 +8,8 @@
 //! (`src_qp`) and is preceded in the buffer by 40 bytes of GRH.
 //!
 //! A UD QP is a [`crate::qp::Qp`] — its state, `ibv_modify_qp`, send and receive queues — and
-//! sends with the RC requester, completing at hand-out as UC does ([`crate::uc`]); this module
+//! sends with the requester every transport shares (`qp/requester.rs`), completing at
+//! hand-out as UC does ([`crate::uc`]); this module
 //! keeps what differs:
 //!
 //! * [`requester`] — the WR checks and the per-WR addressing (BTH DestQP, DETH);

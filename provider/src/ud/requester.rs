@@ -1,4 +1,4 @@
-//! The UD requester's differences from RC's: only SEND (with immediate), one packet of at most
+//! What UD adds to the requester every transport shares (`qp/requester.rs`): only SEND (with immediate), one packet of at most
 //! one MTU per WR, addressed per WR (IBTA 9.8.2: DestQP from the WR, a DETH with the Q_Key and
 //! the source QP), no AckReq, no retransmission, completion at hand-out.
 

@@ -91,7 +91,7 @@ pub(super) fn check_post(
 }
 
 /// The request packet of a FLUSH or ATOMIC WRITE WQE at `psn`, with its payload.
-pub(super) fn request(ctx: &QpContext, w: &SendWqe, psn: Psn) -> (RoceRepr, Payload) {
+pub(crate) fn request(ctx: &QpContext, w: &SendWqe, psn: Psn) -> (RoceRepr, Payload) {
     if w.opcode == SendOpcode::Flush {
         let mut roce = ctx.header(Opcode::RC_FLUSH, psn, true);
         roce.feth = feth_of(w.imm).ok(); // checked at post

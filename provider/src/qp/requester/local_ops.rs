@@ -1,4 +1,4 @@
-//! Local operations on the RC send queue: `IBV_WR_BIND_MW` and `IBV_WR_LOCAL_INV` (IBTA Vol. 1,
+//! Local operations on the send queue (RC and UC): `IBV_WR_BIND_MW` and `IBV_WR_LOCAL_INV` (IBTA Vol. 1,
 //! 10.6.7.2 "Binding a memory window", 10.6.7.2.4 / 11.4.1.1 "Local Invalidate"; kernel rxe's
 //! `rxe_do_local_ops` in `rxe_req.c`).
 //!
@@ -11,7 +11,7 @@
 //! (invalidate), as rxe does, and moves the QP to ERR. If WRs before it are still in flight,
 //! it waits until they complete, so that the error completion keeps its place in the order.
 
-use super::requester::Requester;
+use super::Requester;
 use crate::error::{Error, Result};
 use crate::mr::MrTable;
 use crate::qp::context::{Events, QpContext};
@@ -63,7 +63,7 @@ impl Requester {
         let Some(w) = self.sq.get(self.cur) else {
             return false;
         };
-        if !w.is_local() || self.rnr_wait {
+        if !w.is_local() || self.rc.rnr_wait {
             return false;
         }
         if w.started {
@@ -103,7 +103,7 @@ impl Requester {
 
     /// Completes the local operations at the front that have run: nothing before them is
     /// left, so their turn to complete has come.
-    pub(super) fn complete_done_local_ops(&mut self, ctx: &QpContext, ev: &mut Events) {
+    pub(crate) fn complete_done_local_ops(&mut self, ctx: &QpContext, ev: &mut Events) {
         while let Some(w) = self.sq.front() {
             if !(w.is_local() && w.started) {
                 break;
