@@ -129,41 +129,6 @@ impl<T: Transport> Capture<T> {
             held: Held::default(),
         })
     }
-
-    /// Builds in `self.frame` the frame of the datagram `d` with UDP payload `pieces`; false
-    /// if its headers cannot be written.
-    fn build(&mut self, d: Outer, pieces: &[&[u8]]) -> bool {
-        let Outer {
-            from,
-            to,
-            ident,
-            hop_limit,
-        } = d;
-        let Some(ip) = IpHeader::udp_socket(from.ip(), to.ip(), hop_limit) else {
-            return false;
-        };
-        let ip = ip.with_ident(ident);
-        let udp = UdpHeader {
-            src_port: from.port(),
-            dst_port: to.port(),
-            checksum: 0,
-        };
-        let payload: usize = pieces.iter().map(|p| p.len()).sum();
-        let udp_len = 8 + payload;
-        self.frame.clear();
-        self.frame
-            .resize(ETHERNET_HEADER_LEN + ip.header_len() + 8, 0);
-        // Ethernet: zero addresses, the EtherType of the IP version.
-        let ethertype: u16 = if from.is_ipv4() { 0x0800 } else { 0x86dd };
-        self.frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
-        if emit_outer(&ip, &udp, udp_len, &mut self.frame[ETHERNET_HEADER_LEN..]).is_err() {
-            return false;
-        }
-        for p in pieces {
-            self.frame.extend_from_slice(p);
-        }
-        true
-    }
 }
 
 impl Sink {
@@ -248,14 +213,49 @@ impl<T: Transport> Capture<T> {
             ident,
             hop_limit,
         };
-        if self.build(d, &[p.payload]) {
-            self.held.bytes.extend_from_slice(&self.frame);
+        // Built where it waits: no copy of its own.
+        if build_frame(d, &[p.payload], &mut self.held.bytes) {
             self.held.frames.push((self.held.bytes.len(), now, comment));
         }
     }
 }
 
-/// The time now, by `clock` or else the system's clock.
+/// Appends to `out` the frame of the datagram `d` with UDP payload `pieces`; false, and `out`
+/// as it was, if its headers cannot be written.
+fn build_frame(d: Outer, pieces: &[&[u8]], out: &mut Vec<u8>) -> bool {
+    let Outer {
+        from,
+        to,
+        ident,
+        hop_limit,
+    } = d;
+    let Some(ip) = IpHeader::udp_socket(from.ip(), to.ip(), hop_limit) else {
+        return false;
+    };
+    let ip = ip.with_ident(ident);
+    let udp = UdpHeader {
+        src_port: from.port(),
+        dst_port: to.port(),
+        checksum: 0,
+    };
+    let payload: usize = pieces.iter().map(|p| p.len()).sum();
+    let udp_len = 8 + payload;
+    let start = out.len();
+    out.resize(start + ETHERNET_HEADER_LEN + ip.header_len() + 8, 0);
+    let frame = &mut out[start..];
+    // Ethernet: zero addresses, the EtherType of the IP version.
+    let ethertype: u16 = if from.is_ipv4() { 0x0800 } else { 0x86dd };
+    frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    if emit_outer(&ip, &udp, udp_len, &mut frame[ETHERNET_HEADER_LEN..]).is_err() {
+        out.truncate(start);
+        return false;
+    }
+    for p in pieces {
+        out.extend_from_slice(p);
+    }
+    true
+}
+
 /// The IPv4 IDs the datagrams of a batch carried on the wire. A transport whose datagrams
 /// carry IDs other than the ones their ICRCs were built for ([`Transport::ipv4_ident`]: a
 /// connected socket's counter) numbers each source port's messages (a segmentation run is one)
@@ -298,6 +298,7 @@ impl WireIdents {
     }
 }
 
+/// The time now, by `clock` or else the system's clock.
 fn now(clock: Option<&Clock>) -> Duration {
     match clock {
         Some(c) => c.now(),
@@ -326,7 +327,8 @@ impl<T: Transport> Transport for Capture<T> {
                     ident,
                     hop_limit: 64,
                 };
-                if !self.build(d, p.pieces) {
+                self.frame.clear();
+                if !build_frame(d, p.pieces, &mut self.frame) {
                     continue;
                 }
                 let at = self.frame.len().saturating_sub(4);
