@@ -158,34 +158,36 @@ impl DeviceCounters {
     /// The device's counters from its driver's packet counts (`sent`, `send_err`), its
     /// NIC's receive counters `rx`, and the sum `qps` of its QPs' counters.
     pub fn of(sent: u64, send_err: u64, rx: &RxStats, qps: &QpCounters) -> DeviceCounters {
-        DeviceCounters {
-            sent_pkts: sent,
-            rcvd_pkts: rx.delivered,
-            send_err,
-            duplicate_request: qps.duplicate_request,
-            out_of_seq_request: qps.out_of_seq_request,
-            send_rnr_err: qps.send_rnr_err,
-            rcvd_seq_err: qps.rcvd_seq_err,
-            rcvd_rnr_err: qps.rcvd_rnr_err,
-            completer_retry_err: qps.completer_retry_err,
-            timeout_resends: qps.timeout_resends,
-            retry_exceeded_err: qps.retry_exceeded_err,
-            retry_rnr_exceeded_err: qps.retry_rnr_exceeded_err,
-            rdma_sends: qps.rdma_sends,
-            rdma_recvs: qps.rdma_recvs,
-            icrc_errors: rx.icrc_errors,
-            addr_mismatch: rx.addr_mismatch,
-            no_qp: rx.no_qp,
-            malformed: rx.malformed,
-            bad_pkey: rx.bad_pkey,
-            no_group: rx.no_group,
+        let mut d = DeviceCounters::default();
+        // The QPs' events, by name: every QP counter is a device counter too.
+        for (name, value) in qps.values() {
+            d.set(name, value);
         }
+        // The packets are the device's own counts (a QP counts only its own, and none of
+        // what the NIC dropped).
+        d.sent_pkts = sent;
+        d.rcvd_pkts = rx.delivered;
+        d.send_err = send_err;
+        d.icrc_errors = rx.icrc_errors;
+        d.addr_mismatch = rx.addr_mismatch;
+        d.no_qp = rx.no_qp;
+        d.malformed = rx.malformed;
+        d.bad_pkey = rx.bad_pkey;
+        d.no_group = rx.no_group;
+        d
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_qp_counter_is_a_device_counter() {
+        for name in QpCounters::NAMES {
+            assert!(DeviceCounters::NAMES.contains(name), "{name}");
+        }
+    }
 
     #[test]
     fn counters_read_and_write_by_name_in_order() {
