@@ -50,6 +50,41 @@ pub struct Scaling {
     pub min_per_qp: u64,
     /// The most WRITEs one QP completed.
     pub max_per_qp: u64,
+    /// What the two devices counted meanwhile (why a count falls short of one QP's figure).
+    pub recovery: Recovery,
+}
+
+/// The recovery the two devices went through during a count: packets sent, packets the
+/// writer resent, and the NAKs and duplicates behind them (`provider/src/counters.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Packets the writer's device sent.
+    pub sent_pkts: u64,
+    /// Packets the target's device sent (ACKs).
+    pub acks: u64,
+    /// The writer's retransmit timer expiries that resent (early ones and counted ones).
+    pub timeout_resends: u64,
+    /// Of those, the ones a whole local ACK timeout without progress (counted as retries).
+    pub retries: u64,
+    /// PSN Sequence Error NAKs the target sent.
+    pub seq_naks: u64,
+    /// Requests the target saw twice.
+    pub duplicate_request: u64,
+}
+
+impl Recovery {
+    fn of(writer: &Context, target: &Context) -> Recovery {
+        let (w, _) = writer.device().observe();
+        let (t, _) = target.device().observe();
+        Recovery {
+            sent_pkts: w.sent_pkts,
+            acks: t.sent_pkts,
+            timeout_resends: w.timeout_resends,
+            retries: w.completer_retry_err,
+            seq_naks: t.out_of_seq_request,
+            duplicate_request: t.duplicate_request,
+        }
+    }
 }
 
 /// Runs every count of `counts` for `dur` each, on two fresh devices per count, and returns
@@ -75,10 +110,17 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
             value: s.gbit_per_s,
             unit: Unit::GbitPerSec,
             detail: format!(
-                "{} outstanding per QP; {} to {} WRITEs per QP",
+                "{} outstanding per QP; {} to {} WRITEs per QP; {} packets, {} ACKs, {} \
+                 timeouts ({} counted), {} NAKs, {} duplicates",
                 depth(s.qps),
                 s.min_per_qp,
-                s.max_per_qp
+                s.max_per_qp,
+                s.recovery.sent_pkts,
+                s.recovery.acks,
+                s.recovery.timeout_resends,
+                s.recovery.retries,
+                s.recovery.seq_naks,
+                s.recovery.duplicate_request
             ),
             baseline: (i > 0).then(|| key(0)),
             fields: serde_json::Map::from_iter([
@@ -87,6 +129,18 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
                 ("messages".to_owned(), json!(s.messages)),
                 ("min_per_qp".to_owned(), json!(s.min_per_qp)),
                 ("max_per_qp".to_owned(), json!(s.max_per_qp)),
+                ("sent_pkts".to_owned(), json!(s.recovery.sent_pkts)),
+                ("acks".to_owned(), json!(s.recovery.acks)),
+                (
+                    "timeout_resends".to_owned(),
+                    json!(s.recovery.timeout_resends),
+                ),
+                ("retries".to_owned(), json!(s.recovery.retries)),
+                ("seq_naks".to_owned(), json!(s.recovery.seq_naks)),
+                (
+                    "duplicate_request".to_owned(),
+                    json!(s.recovery.duplicate_request),
+                ),
             ]),
         })
         .collect()
@@ -257,6 +311,7 @@ fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scalin
         }
     }
     let took = start.elapsed();
+    let recovery = Recovery::of(&sa.ctx, &sb.ctx);
     let messages: u64 = done.iter().sum();
     drop(sa);
     drop(sb);
@@ -266,6 +321,7 @@ fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scalin
         messages,
         min_per_qp: done.iter().copied().min().unwrap_or(0),
         max_per_qp: done.iter().copied().max().unwrap_or(0),
+        recovery,
     })
 }
 
@@ -307,6 +363,7 @@ mod tests {
             messages: 10,
             min_per_qp: 1,
             max_per_qp: 2,
+            recovery: Recovery::default(),
         };
         let lines = lines(&[s(1, 10.0), s(4, 9.0)]);
         assert_eq!(lines[0].baseline, None);
