@@ -85,11 +85,20 @@ fn writers(n: usize, messages: usize) -> (Nic, Vec<u32>, Vec<u8>, Arc<MrTable>) 
 /// Full transmit passes of batches of 32 until the QPs have nothing more (no ACK comes):
 /// the destination QPN of every packet, in order.
 fn drain(nic: &mut Nic) -> Vec<u32> {
+    drain_asking(nic).into_iter().map(|(q, _)| q).collect()
+}
+
+/// As [`drain`], each packet's destination QPN with its AckReq bit.
+fn drain_asking(nic: &mut Nic) -> Vec<(u32, bool)> {
     let (now, mut out, mut all) = (Instant::now(), TxQueue::new(), Vec::new());
     loop {
         out.clear();
         nic.poll_transmit(now, &mut out, 32);
-        all.extend(out.as_slice().iter().map(|t| t.roce.bth.dest_qp));
+        all.extend(
+            out.as_slice()
+                .iter()
+                .map(|t| (t.roce.bth.dest_qp, t.roce.bth.ack_req)),
+        );
         if out.len() < 32 {
             return all;
         }
@@ -149,6 +158,20 @@ fn many_qps_together_stay_within_the_device_window() {
     let n = per_qp(&dests);
     assert_eq!(n.len(), (DEVICE_WINDOW_PSNS / MIN_SHARE_PSNS) as usize);
     assert!(n.values().all(|&k| k == MIN_SHARE_PSNS as usize), "{n:?}");
+}
+
+#[test]
+fn the_last_packet_a_qp_may_send_before_an_ack_asks_for_it() {
+    // Three QPs: shares of 170 PSNs, an AckReq every 42 packets at most, messages of 16
+    // unsignaled packets. Each stops where its share is full, in the middle of a message and
+    // of an ACK interval, and only an ACK it asked for would move it on.
+    let (mut nic, _, _buf, _mrs) = writers(3, 64);
+    let pkts = drain_asking(&mut nic);
+    assert_eq!(pkts.len(), DEVICE_WINDOW_PSNS as usize / 3 * 3);
+    for peer in 0x100..0x103 {
+        let last = pkts.iter().rev().find(|(q, _)| *q == peer);
+        assert_eq!(last, Some(&(peer, true)), "QP to {peer:#x}");
+    }
 }
 
 #[test]

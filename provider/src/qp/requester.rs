@@ -149,11 +149,15 @@ impl Requester {
             return false;
         }
         let starts = !self.sq[self.cur].started;
-        if !self
-            .seat
-            .may_send(self.next_psn.distance_from(self.una), starts)
-        {
-            return false;
+        let outstanding = self.next_psn.distance_from(self.una);
+        if !self.seat.may_send(outstanding, starts) {
+            // Refused with packets out whose newest asked for no ACK: none would come, and
+            // the QP would sit until its retransmit timer (the device's window filled behind
+            // them as other QPs sent). One more packet goes, and asks.
+            if outstanding == 0 || self.rc.unasked.packets == 0 || !ctx.is_reliable() {
+                return false;
+            }
+            self.rc.ask_next = true;
         }
         if self
             .rc

@@ -61,6 +61,9 @@ pub(crate) struct RcState {
     /// acknowledges all of it once the lost one arrives (`rc/responder/reorder.rs`);
     /// resending the whole window meanwhile would only repeat what it has.
     pub resend_probe: Option<Psn>,
+    /// The next SEND or WRITE packet asks for an ACK whatever else holds: it is the one
+    /// allowed past a full window so that an ACK comes (`qp/requester.rs`).
+    pub ask_next: bool,
     /// READ responses of the front WQE that arrived ahead of `una` and were placed: bit `i`
     /// is PSN `una + i` (`completer.rs`).
     pub read_ahead: u64,
@@ -78,6 +81,7 @@ impl RcState {
             unasked: Unasked::default(),
             rto: rto::Rto::default(),
             resend_probe: None,
+            ask_next: false,
             read_ahead: 0,
         }
     }
@@ -131,8 +135,15 @@ impl Requester {
         // A resend probe asks wherever it is in its message: its ACK is what says how far
         // the responder got.
         let probe = resend && self.rc.resend_probe == Some(psn.add(1));
-        let ack_req =
-            ctx.is_reliable() && ((last && asks) || probe || self.rc.unasked.packets >= interval);
+        // The packet after which the window lets no more leave asks too: a requester that
+        // stopped there without asking waited for its retransmit timer (with 16 QPs
+        // writing, one resend every few messages).
+        let stops = self
+            .seat
+            .stops_after(psn.add(1).distance_from(self.una), last)
+            || std::mem::take(&mut self.rc.ask_next);
+        let ack_req = ctx.is_reliable()
+            && ((last && asks) || probe || stops || self.rc.unasked.packets >= interval);
         if ack_req {
             self.rc.unasked = Unasked::default();
         } else if last {

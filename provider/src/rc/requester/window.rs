@@ -171,6 +171,18 @@ impl Seat {
         may
     }
 
+    /// Whether the packet that leaves the requester `outstanding` PSNs out (the `last` of its
+    /// message or not) is the last one it may send before an ACK makes room: it fills the
+    /// requester's share or the device's window, or it ends a message while other QPs wait
+    /// for room (`may_send` starts no new one then). Such a packet asks for its ACK: only an
+    /// ACK moves the requester on, and the responder sends only the ACKs it is asked for.
+    pub fn stops_after(&self, outstanding: u32, last: bool) -> bool {
+        let device = self.device.in_flight().saturating_sub(self.mine) + outstanding;
+        outstanding >= self.window()
+            || device >= DEVICE_WINDOW_PSNS
+            || (last && self.state != Turn::Waiting && self.device.has_waiting())
+    }
+
     /// Whether the requester has nothing out and waits for room (its last
     /// [`Seat::may_send`] said no).
     pub fn waits(&self) -> bool {
@@ -242,6 +254,33 @@ mod tests {
         assert_eq!(share(1), WINDOW_PSNS);
         assert_eq!(share(4), DEVICE_WINDOW_PSNS / 4);
         assert_eq!(share(5000), MIN_SHARE_PSNS);
+    }
+
+    #[test]
+    fn the_packet_after_which_the_window_lets_none_leave_is_the_one_that_asks() {
+        let d = DeviceWindow::new();
+        d.share_between(4);
+        let share = DEVICE_WINDOW_PSNS / 4;
+        let (a, mut b, mut c) = (
+            Seat::new(d.clone()),
+            Seat::new(d.clone()),
+            Seat::new(d.clone()),
+        );
+        assert!(!a.stops_after(share - 1, false));
+        assert!(a.stops_after(share, false), "its share is full");
+        b.count(DEVICE_WINDOW_PSNS - 10);
+        assert!(a.stops_after(10, false), "the device's window is full");
+        assert!(!a.stops_after(9, true));
+        // C has nothing out and waits for room: A starts no new message after this one.
+        b.count(DEVICE_WINDOW_PSNS);
+        assert!(!c.may_send(0, true) && c.waits());
+        b.count(0);
+        assert!(
+            a.stops_after(5, true),
+            "the end of a message while another QP waits"
+        );
+        assert!(!a.stops_after(5, false));
+        assert!(!c.stops_after(5, true), "the waiting QP itself goes on");
     }
 
     #[test]
