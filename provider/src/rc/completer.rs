@@ -187,6 +187,10 @@ impl Requester {
             self.rc.rnr_wait = false;
         }
         if timers.expire(Timer::Retransmit, now) && self.outstanding() && !self.rc.rnr_wait {
+            if let Some(at) = ctx.ack_timeout.and_then(|d| self.rc.rto.postponed(now, d)) {
+                timers.set(Timer::Retransmit, at);
+                return;
+            }
             let una = self.una;
             // An early resend (`requester/rto.rs`) costs no retry; one a whole local ACK
             // timeout after the last progress does.
