@@ -1,5 +1,6 @@
 //! Registered memory as the table lends it to the engine: a pointer and a length, read and
-//! written by copies only (`ptr::copy_nonoverlapping`), never as a Rust slice.
+//! written by copies (`ptr::copy_nonoverlapping`), by address (the kernel's `sendmmsg`) or by
+//! loads through the pointer (the ICRC), never as a Rust slice.
 //!
 //! The application may read or write its registered memory while the NIC does: a program
 //! spinning on a buffer that an RDMA WRITE fills (`ib_write_lat` does), or changing a buffer
