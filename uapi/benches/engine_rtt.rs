@@ -21,7 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use softrnic_provider::transport::{
-    Fabric, FabricConfig, FabricEndpoint, OutPacket, RecvBatch, Transport,
+    Bytes, Fabric, FabricConfig, FabricEndpoint, OutPacket, RecvBatch, Transport,
 };
 use softrnic_uapi::{
     Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Progress, QpCaps, QpInitAttr,
@@ -88,7 +88,7 @@ fn fabric_alone(time: Option<Duration>) -> f64 {
     let ack = [0xa5u8; 20];
     let mut hop = |from: usize, to: IpAddr, ends: &mut [FabricEndpoint; 2]| {
         let dst = SocketAddr::new(to, 4791);
-        let (p1, p2): ([&[u8]; 1], [&[u8]; 1]) = ([&answer], [&ack]);
+        let (p1, p2) = ([Bytes::from(&answer)], [Bytes::from(&ack)]);
         let pkts = [
             OutPacket {
                 dst,

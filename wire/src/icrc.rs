@@ -13,17 +13,23 @@
 //!
 //! [`Icrc`] is incremental, so a sender can checksum the headers it built and then the payload
 //! straight from registered memory, in as many pieces as it has, without gathering the packet.
+//! Registered memory it reads through raw pointers only ([`Icrc::update_raw`]; `icrc/raw.rs`
+//! says why), with carry-less multiplication where the CPU has it (`icrc/clmul.rs`).
 //! [`with_ipv4_ident`] moves an IPv4 packet's ICRC to another IP Identification, and
 //! [`ipv4_ident_matching`] finds the Identification for which a received ICRC matches, for a
 //! receiver that cannot see it (a UDP socket's).
 
-use std::sync::OnceLock;
-
-use crc32fast::Hasher;
-
 use crate::{bth, check_len, Result};
 
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod clmul;
 mod ident;
+#[allow(unsafe_code)]
+mod raw;
+#[cfg(test)]
+#[allow(unsafe_code)]
+mod raw_tests;
 mod solve;
 pub use ident::with_ipv4_ident;
 pub use solve::ipv4_ident_matching;
@@ -45,17 +51,12 @@ const IPV6_HOP_LIMIT: usize = 7;
 /// LRH placeholder, the longest IP header, UDP header, BTH.
 const MASKED_MAX: usize = 8 + IPV4_MAX_HEADER + UDP_HEADER_LEN + bth::HEADER_LEN;
 
-/// A fresh hasher. `Hasher::new` asks the CPU which CRC instructions it has each time (a
-/// dozen feature checks); a clone of the first one knows.
-fn new_hasher() -> Hasher {
-    static FIRST: OnceLock<Hasher> = OnceLock::new();
-    FIRST.get_or_init(Hasher::new).clone()
-}
-
 /// An ICRC computation in progress.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Icrc {
-    hasher: Hasher,
+    /// The CRC of the bytes fed so far (initial value and final xor applied, as
+    /// `crc32fast::Hasher::finalize` gives it).
+    crc: u32,
 }
 
 impl Icrc {
@@ -86,9 +87,9 @@ impl Icrc {
         b[bth::ICRC_MASKED_BYTE] = 0xff;
         at += bth::HEADER_LEN;
 
-        let mut hasher = new_hasher();
-        hasher.update(&masked[..at]);
-        Ok(Icrc { hasher })
+        Ok(Icrc {
+            crc: raw::update_slice(0, &masked[..at]),
+        })
     }
 
     /// Starts an ICRC over `masked`, which holds the ICRC's view of a packet's first bytes as
@@ -101,20 +102,34 @@ impl Icrc {
         check_len("masked headers", masked, bth_at + bth::HEADER_LEN)?;
         let at = bth_at + bth::ICRC_MASKED_BYTE;
         let sent = core::mem::replace(&mut masked[at], 0xff);
-        let mut hasher = new_hasher();
-        hasher.update(masked);
+        let crc = raw::update_slice(0, masked);
         masked[at] = sent;
-        Ok(Icrc { hasher })
+        Ok(Icrc { crc })
     }
 
     /// Feeds the next bytes after the BTH.
     pub fn update(&mut self, bytes: &[u8]) {
-        self.hasher.update(bytes);
+        self.crc = raw::update_slice(self.crc, bytes);
+    }
+
+    /// Feeds the next `len` bytes after the BTH from `ptr`, reading them through the pointer
+    /// only (no reference to them is formed): for a payload in memory that others may write
+    /// meanwhile, as an application may write memory it registered.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be valid for reads (allocated, and not freed or unmapped during
+    /// the call). Others may write those bytes concurrently (the application, the kernel, a
+    /// device): the ICRC is then unspecified — some mix of the old and new bytes — but that
+    /// is all; nothing here assumes they stay unchanged.
+    #[allow(unsafe_code)]
+    pub unsafe fn update_raw(&mut self, ptr: *const u8, len: usize) {
+        // SAFETY: the caller's contract.
+        self.crc = unsafe { raw::update(self.crc, ptr, len) };
     }
 
     /// The ICRC value. On the wire it is `value.to_le_bytes()`.
     pub fn finish(self) -> u32 {
-        self.hasher.finalize()
+        self.crc
     }
 }
 

@@ -144,7 +144,7 @@ impl RoceRepr {
         }
         check_len("ICRC", &bytes[at..], ICRC_LEN)?;
         let body = bytes.len() - at - ICRC_LEN;
-        if body % 4 != 0 {
+        if !body.is_multiple_of(4) {
             return Err(Error::BadPad {
                 pad: bth_pad(bytes),
                 reason: "payload and pad are not a multiple of 4 bytes",

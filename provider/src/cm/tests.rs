@@ -16,6 +16,7 @@ use softrnic_wire::{Psn, ROCE_V2_UDP_PORT};
 use super::*;
 use crate::gsi;
 use crate::host::mad_route;
+use crate::transport::Bytes;
 use crate::transport::{
     Fabric, FabricConfig, FabricEndpoint, IcrcStatus, OutPacket, RecvBatch, Transport,
 };
@@ -431,6 +432,7 @@ impl Node {
         while let Some(t) = self.cm.poll_transmit() {
             let payload = gsi::encode((me, 0xc001), t.to, Psn::new(0), &t.mad).unwrap();
             let pieces: [&[u8]; 1] = [&payload];
+            let pieces = pieces.map(Bytes::from);
             let p = OutPacket {
                 dst: SocketAddr::new(t.to, ROCE_V2_UDP_PORT),
                 src_port: 0xc001,

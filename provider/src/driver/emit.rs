@@ -1,6 +1,13 @@
 //! From the engine's [`Transmit`]s to datagrams on a [`Transport`]: the IP/UDP/BTH headers
 //! written into reused scratch space, the payload pinned in registered memory and handed to
 //! the transport as it is (no copy), the ICRC (IBTA A17.4.2) computed over the pinned bytes.
+//!
+//! The application may write its registered memory while it is being sent, so the pinned
+//! payload is never seen as a slice (`mr/bytes.rs`): it goes to the transport as [`Bytes`]
+//! (pointer and length, which the transport hands to the kernel by address or copies), and
+//! the ICRC reads it through the pointer ([`Bytes::update_icrc`]). What a racing write does to
+//! the packet is unspecified, as with a NIC's DMA; its ICRC may then not match, and the
+//! receiver drops it.
 //! Packets the transport can send as one segmentation run (UDP GSO) are marked as such, and
 //! their ICRCs cover the IPv4 Identification each will carry (see `runs.rs`).
 //!
@@ -17,7 +24,7 @@ use softrnic_wire::roce::pad_len;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use super::runs::{Idents, Runs};
-use crate::mr::{MrTable, PinError, ReadPin};
+use crate::mr::{Bytes, MrTable, PinError, ReadPin};
 use crate::qp::{Payload, Transmit, MAX_INLINE};
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
 
@@ -50,7 +57,7 @@ pub struct Emitter {
     trailers: Vec<[u8; 8]>,
     spans: Vec<Span>,
     pins: Spare<ReadPin<'static>>,
-    pieces: Vec<&'static [u8]>,
+    pieces: Vec<Bytes<'static>>,
     pkts: Vec<OutPacket<'static>>,
     /// (packet index, first piece, piece count) of each packet that goes out.
     outs: Vec<(usize, usize, usize)>,
@@ -136,7 +143,7 @@ impl Emitter {
     ) -> io::Result<usize> {
         let txs = &txs[..txs.len().min(self.batch())];
         let mut pins: Vec<ReadPin<'_>> = recycle(std::mem::take(&mut self.pins.0));
-        let mut pieces: Vec<&[u8]> = recycle(std::mem::take(&mut self.pieces));
+        let mut pieces: Vec<Bytes<'_>> = recycle(std::mem::take(&mut self.pieces));
         let mut pkts: Vec<OutPacket<'_>> = recycle(std::mem::take(&mut self.pkts));
         self.outs.clear();
         self.spans.clear();
@@ -187,10 +194,10 @@ impl Emitter {
                 continue;
             }
             let first = pieces.len();
-            pieces.push(&self.headers[i][s.h0..s.h1]);
+            pieces.push(Bytes::from(&self.headers[i][s.h0..s.h1]));
             if s.t > 0 {
-                pieces.extend(pins[s.p0..s.p1].iter().map(|p| &p[..]));
-                pieces.push(&self.trailers[i][..s.t]);
+                pieces.extend(pins[s.p0..s.p1].iter().map(ReadPin::bytes));
+                pieces.push(Bytes::from(&self.trailers[i][..s.t]));
             }
             self.outs.push((i, first, pieces.len() - first));
         }
@@ -268,7 +275,7 @@ impl Emitter {
                 }
                 let mut icrc = Icrc::start_masked(&mut buf[..n], h0).map_err(drop)?;
                 for p in payload {
-                    icrc.update(p);
+                    p.bytes().update_icrc(&mut icrc);
                 }
                 icrc.update(&[0; 3][..pad]);
                 let t = &mut self.trailers[i];
@@ -346,8 +353,11 @@ mod tests {
 
     impl Transport for Recorder {
         fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
-            self.0
-                .extend(pkts.iter().map(|p| (p.pieces.len(), p.pieces.concat())));
+            self.0.extend(pkts.iter().map(|p| {
+                let mut bytes = Vec::new();
+                p.pieces.iter().for_each(|b| b.append_to(&mut bytes));
+                (p.pieces.len(), bytes)
+            }));
             Ok(pkts.len())
         }
         fn recv_batch(&mut self, _: &mut RecvBatch) -> io::Result<usize> {
@@ -416,5 +426,63 @@ mod tests {
             let from = d.ip.header_len() + UDP_HEADER_LEN;
             assert_eq!(sent[..], whole[from..n], "packet {k}");
         }
+    }
+
+    /// A payload in registered memory goes out as its own pieces, read through the pin's
+    /// pointer, with the ICRC computed over them; the datagram is the one the wire crate
+    /// writes from a copy of the same bytes.
+    #[test]
+    fn a_payload_in_registered_memory_goes_as_pieces_with_its_icrc() {
+        use crate::mr::{Access, PinFor};
+        use crate::qp::Chunk;
+
+        let mut region: Vec<u8> = (0..3000u32).map(|i| (i * 13 + 1) as u8).collect();
+        let mrs = MrTable::new(4, 1).unwrap();
+        // SAFETY: `region` outlives the table's use of it (the table is dropped first).
+        let keys = unsafe {
+            mrs.register(
+                PdHandle(1),
+                region.as_mut_ptr(),
+                region.len(),
+                0x10_000,
+                Access::LOCAL_WRITE,
+            )
+        }
+        .unwrap();
+        // Two chunks, 7 + 1290 bytes: the payload needs 3 bytes of pad.
+        let mut payload = Payload::None;
+        let chunks = payload.set_memory(PdHandle(1), PinFor::Local);
+        chunks.push(Chunk {
+            key: keys.lkey,
+            va: 0x10_000 + 5,
+            len: 7,
+        });
+        chunks.push(Chunk {
+            key: keys.lkey,
+            va: 0x10_000 + 1001,
+            len: 1290,
+        });
+        let tx = transmit(Opcode::RC_SEND_ONLY, payload, 7 + 1290);
+        let mut out = Recorder::default();
+        let mut e = Emitter::new(LOCAL, 4);
+        assert_eq!(e.send(&[tx], &mrs, &mut out).unwrap(), 1);
+        drop(mrs);
+        let (pieces, sent) = &out.0[0];
+        assert_eq!(*pieces, 4, "headers, two chunks, trailer");
+        let d = DatagramRepr {
+            ip: IpHeader::udp_socket(LOCAL, PEER, HOP_LIMIT).unwrap(),
+            udp: UdpHeader {
+                src_port: 0xc000,
+                dst_port: ROCE_V2_UDP_PORT,
+                checksum: 0,
+            },
+            roce: tx.roce,
+        };
+        let mut whole = vec![0u8; d.buffer_len()];
+        let n = d
+            .emit(&mut whole, &[&region[5..12], &region[1001..2291]])
+            .unwrap();
+        let from = d.ip.header_len() + UDP_HEADER_LEN;
+        assert_eq!(sent[..], whole[from..n]);
     }
 }

@@ -1,5 +1,6 @@
 //! Registered memory as the table lends it to the engine: a pointer and a length, read and
-//! written by copies only (`ptr::copy_nonoverlapping`), never as a Rust slice.
+//! written by copies (`ptr::copy_nonoverlapping`), by address (the kernel's `sendmmsg`) or by
+//! loads through the pointer (the ICRC), never as a Rust slice.
 //!
 //! The application may read or write its registered memory while the NIC does: a program
 //! spinning on a buffer that an RDMA WRITE fills (`ib_write_lat` does), or changing a buffer
@@ -8,15 +9,52 @@
 //! is undefined behaviour in Rust's model whether or not the optimiser ever exploits it. A
 //! copy through raw pointers asserts nothing about other accesses. (The race itself stays, as
 //! with a DMA engine: what the application sees of bytes the NIC is writing is unspecified.)
+//!
+//! The send path holds to the same rule: a payload pinned in registered memory ([`ReadPin`])
+//! reaches the transport as [`Bytes`] (the pieces of an
+//! [`OutPacket`](crate::transport::OutPacket)), which hand it to the kernel by address, copy
+//! it, or checksum it through the pointer ([`Bytes::update_icrc`]); no slice is formed over
+//! it anywhere on the way.
+//!
+//! [`ReadPin`]: super::ReadPin
 
 use core::marker::PhantomData;
 use core::ptr;
 
-/// Registered bytes to read, for the life of the table's lock on their region.
+use softrnic_wire::icrc::Icrc;
+
+/// Registered bytes to read, for the life of the table's lock on their region; or bytes of
+/// the caller's own ([`Bytes::from_slice`]), where one type stands for both (the pieces of a
+/// packet).
+#[derive(Clone, Copy)]
 pub struct Bytes<'a> {
     ptr: *const u8,
     len: usize,
-    _lock: PhantomData<&'a ()>,
+    _lock: PhantomData<&'a [u8]>,
+}
+
+// SAFETY: `Bytes` is a shared, read-only view, as `&[u8]` is, but read by copies only; its
+// validity is tied to `'a` (a lock or a borrow), not to a thread.
+unsafe impl Send for Bytes<'_> {}
+// SAFETY: as for `Send`: nothing is written through it.
+unsafe impl Sync for Bytes<'_> {}
+
+impl core::fmt::Debug for Bytes<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Bytes({} bytes)", self.len)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Bytes<'a> {
+    fn from(bytes: &'a [u8]) -> Bytes<'a> {
+        Bytes::from_slice(bytes)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u8; N]> for Bytes<'a> {
+    fn from(bytes: &'a [u8; N]) -> Bytes<'a> {
+        Bytes::from_slice(bytes)
+    }
 }
 
 /// Registered bytes to write (and read), for the life of the table's exclusive lock on their
@@ -87,6 +125,33 @@ impl<'a> Bytes<'a> {
         let mut out = Vec::new();
         self.append_to(&mut out);
         out
+    }
+
+    /// The first byte, if any.
+    pub fn first(&self) -> Option<u8> {
+        // SAFETY: one readable byte when there is one (`new`'s contract).
+        (self.len > 0).then(|| unsafe { ptr::read(self.ptr) })
+    }
+
+    /// The bytes before `mid` and those from it on; `None` if `mid` is past the end.
+    pub fn split_at(&self, mid: usize) -> Option<(Bytes<'a>, Bytes<'a>)> {
+        if mid > self.len {
+            return None;
+        }
+        // SAFETY: both parts lie within `ptr..ptr + len`, readable for `'a`.
+        unsafe {
+            Some((
+                Bytes::new(self.ptr, mid),
+                Bytes::new(self.ptr.add(mid), self.len - mid),
+            ))
+        }
+    }
+
+    /// Feeds the bytes to the ICRC `icrc` (IBTA A17.4.2), read through the pointer.
+    pub fn update_icrc(&self, icrc: &mut Icrc) {
+        // SAFETY: `ptr..ptr + len` is readable for `'a` (`new`'s contract); others writing it
+        // meanwhile is what `update_raw` allows.
+        unsafe { icrc.update_raw(self.ptr, self.len) }
     }
 }
 
@@ -178,6 +243,31 @@ mod tests {
         let mut v = b"<".to_vec();
         Bytes::from_slice(&region[2..4]).append_to(&mut v);
         assert_eq!(v, b"<cd");
+    }
+
+    #[test]
+    fn splits_and_first_bytes() {
+        let region = *b"abcdef";
+        let b = Bytes::from(&region);
+        let (head, tail) = b.split_at(2).unwrap();
+        assert_eq!(
+            (head.to_vec(), tail.to_vec()),
+            (b"ab".to_vec(), b"cdef".to_vec())
+        );
+        assert_eq!(tail.first(), Some(b'c'));
+        assert_eq!(b.split_at(6).map(|(_, t)| t.first()), Some(None));
+        assert!(b.split_at(7).is_none());
+    }
+
+    #[test]
+    fn the_icrc_read_through_the_pointer_is_the_one_over_a_slice() {
+        let region: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+        let mut bth = [0u8; 12];
+        let mut by_slice = Icrc::start_masked(&mut bth, 0).unwrap();
+        let mut by_ptr = by_slice.clone();
+        by_slice.update(&region);
+        Bytes::from_slice(&region).update_icrc(&mut by_ptr);
+        assert_eq!(by_ptr.finish(), by_slice.finish());
     }
 
     #[test]

@@ -170,7 +170,7 @@ fn accessors_copy_through_the_mapping_and_fail_on_holes() {
     let pin = t
         .pin_read_blocking(key, PD, PinFor::Local, va + 200, 4)
         .unwrap();
-    assert_eq!(&pin[..], [200, 201, 202, 203]);
+    assert_eq!(pin.bytes().to_vec(), [200, 201, 202, 203]);
     drop(pin);
     assert!(t.try_pin_read(key, PD, PinFor::Local, hole, 4).is_err());
     t.deregister(key).unwrap();

@@ -2,6 +2,12 @@
 //! hand payload straight from registered memory to `sendmmsg` (a batch of packets, each
 //! pinning its own pieces), with no intermediate copy.
 //!
+//! A pin lends its bytes as [`Bytes`] (pointer and length), never as a slice: the application
+//! may write its registered memory while the NIC sends from it, and a `&[u8]` would assert
+//! that it does not (`bytes.rs`). So the send path reads registered memory only through raw
+//! pointers: the kernel takes it by address (iovecs), the other transports copy it, and the
+//! ICRC reads it through the pointer.
+//!
 //! A pin holds the slot's read lock, exactly as [`MrTable::with_local_read`] does while its
 //! closure runs: deregistration waits until every pin of the region is dropped. Pinning only
 //! *tries* the lock ([`PinError::WouldBlock`]): a thread that already holds pins must never
@@ -9,11 +15,10 @@
 //! deadlock. On `WouldBlock` the caller sends what it has, drops its pins, and pins again with
 //! [`MrTable::pin_read_blocking`].
 
-use std::ops::Deref;
 use std::sync::{PoisonError, RwLockReadGuard, TryLockError};
 
 use super::check::{check_entry, Entry, Op};
-use super::{AccessError, MrTable, PdHandle};
+use super::{AccessError, Bytes, MrTable, PdHandle};
 
 /// Registered bytes pinned for reading. Deregistration of the region waits until it is dropped
 /// (and so do binding, invalidating or deallocating the window it was pinned through).
@@ -33,14 +38,23 @@ impl core::fmt::Debug for ReadPin<'_> {
     }
 }
 
-impl Deref for ReadPin<'_> {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
+impl ReadPin<'_> {
+    /// The pinned bytes, for as long as the pin is borrowed.
+    pub fn bytes(&self) -> Bytes<'_> {
         // SAFETY: `ptr..ptr + len` passed the checks under the read lock this pin holds; the
-        // registration stays valid (and no `&mut` from this table exists) until it drops.
-        // For an implicit region it points into `_copy`, whose heap buffer moves with it.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+        // registration stays valid until it drops. For an implicit region it points into
+        // `_copy`, whose heap buffer moves with the pin and is never written while it lives.
+        unsafe { Bytes::new(self.ptr, self.len) }
+    }
+
+    /// The number of pinned bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no bytes are pinned.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 

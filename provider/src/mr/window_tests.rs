@@ -324,10 +324,10 @@ fn reads_pin_through_a_window() {
         .unwrap();
     let why = PinFor::RemoteRead { qpn: QPN };
     let pin = t.try_pin_read(k, PD, why, 0x1012, 2).unwrap();
-    assert_eq!(&pin[..], &[0x12, 0x13]);
+    assert_eq!(pin.bytes().to_vec(), [0x12, 0x13]);
     drop(pin);
     let pin = t.pin_read_blocking(k, PD, why, 0x1010, 16).unwrap();
-    assert_eq!(pin[15], 0x1f);
+    assert_eq!(pin.bytes().to_vec()[15], 0x1f);
     drop(pin);
     assert!(matches!(
         t.try_pin_read(k, PD, why, 0x100f, 2),

@@ -28,7 +28,7 @@ use softrnic_wire::icrc::with_ipv4_ident;
 use softrnic_wire::pcap::NgWriter;
 
 use super::{
-    Clock, IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats,
+    Bytes, Clock, IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats,
 };
 
 /// Where a capture goes and how much of it is kept.
@@ -214,7 +214,7 @@ impl<T: Transport> Capture<T> {
             hop_limit,
         };
         // Built where it waits: no copy of its own.
-        if build_frame(d, &[p.payload], &mut self.held.bytes) {
+        if build_frame(d, &[Bytes::from(p.payload)], &mut self.held.bytes) {
             self.held.frames.push((self.held.bytes.len(), now, comment));
         }
     }
@@ -222,7 +222,7 @@ impl<T: Transport> Capture<T> {
 
 /// Appends to `out` the frame of the datagram `d` with UDP payload `pieces`; false, and `out`
 /// as it was, if its headers cannot be written.
-fn build_frame(d: Outer, pieces: &[&[u8]], out: &mut Vec<u8>) -> bool {
+fn build_frame(d: Outer, pieces: &[Bytes<'_>], out: &mut Vec<u8>) -> bool {
     let Outer {
         from,
         to,
@@ -251,7 +251,7 @@ fn build_frame(d: Outer, pieces: &[&[u8]], out: &mut Vec<u8>) -> bool {
         return false;
     }
     for p in pieces {
-        out.extend_from_slice(p);
+        p.append_to(out);
     }
     true
 }

@@ -31,10 +31,11 @@ fn send(from: &mut impl Transport, psn: u32, corrupt: bool) {
 
 /// Sends one datagram of `pieces` from port 0xc001 to B's RoCE port.
 fn send_pieces(from: &mut impl Transport, pieces: &[&[u8]]) {
+    let pieces: Vec<Bytes<'_>> = pieces.iter().map(|&p| Bytes::from(p)).collect();
     let pkt = OutPacket {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc001,
-        pieces,
+        pieces: &pieces,
         segment: 0,
         ident: 0,
     };

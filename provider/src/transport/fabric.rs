@@ -306,7 +306,7 @@ fn emit_datagram(ip: &IpHeader, p: &OutPacket<'_>, bytes: &mut Vec<u8>) -> io::R
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     bytes.extend_from_slice(&outer[..outer_len]);
     for piece in p.pieces {
-        bytes.extend_from_slice(piece);
+        piece.append_to(bytes);
     }
     Ok(ip.header_len())
 }

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use super::*;
 use crate::transport::test_util::send_only;
-use crate::transport::{IcrcStatus, IpHeaderOrigin, RecvBatch};
+use crate::transport::{Bytes, IcrcStatus, IpHeaderOrigin, RecvBatch};
 
 const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
@@ -32,6 +32,7 @@ fn send_many(fabric: &Fabric, a: &mut FabricEndpoint, b: IpAddr, count: u32) {
             .iter()
             .map(|(h, d, i)| [h.as_slice(), d.as_slice(), i.as_slice()])
             .collect();
+        let pieces: Vec<[Bytes<'_>; 3]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
         let pkts: Vec<OutPacket<'_>> = pieces
             .iter()
             .map(|p| OutPacket {
@@ -90,6 +91,7 @@ fn source_address_and_port_arrive_ipv6() {
     let mut b = fabric.attach(IpAddr::V6(y)).unwrap();
     let (hdr, icrc) = send_only((a.local_addr(), 0xc123), b.local_addr(), 7, 0, b"hello");
     let pieces: [&[u8]; 3] = [&hdr, b"hello", &icrc];
+    let pieces = pieces.map(Bytes::from);
     let pkt = OutPacket {
         dst: SocketAddr::new(IpAddr::V6(y), 4791),
         src_port: 0xc123,
@@ -116,6 +118,7 @@ fn unroutable_and_attach_errors() {
     let mut a = fabric.attach(A).unwrap();
     assert!(fabric.attach(A).is_err());
     let pieces: [&[u8]; 1] = [&[0u8; 16]];
+    let pieces = pieces.map(Bytes::from);
     let to = |ip, port| OutPacket {
         dst: SocketAddr::new(ip, port),
         src_port: 0xc000,
@@ -140,6 +143,7 @@ fn delay_is_virtual_time() {
     let mut b = fabric.attach(B).unwrap();
     fabric.advance_to(500);
     let pieces: [&[u8]; 1] = [&[1u8; 20]];
+    let pieces = pieces.map(Bytes::from);
     let pkt = OutPacket {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc000,
@@ -260,6 +264,7 @@ fn held_packet_is_released_by_count_or_deadline() {
     let mut a = fabric.attach(A).unwrap();
     let mut b = fabric.attach(B).unwrap();
     let pieces: [&[u8]; 1] = [&[1u8; 20]];
+    let pieces = pieces.map(Bytes::from);
     let pkt = OutPacket {
         dst: SocketAddr::new(B, 4791),
         src_port: 0xc000,

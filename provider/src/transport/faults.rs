@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use softrnic_wire::Opcode;
 
-use super::{OutPacket, Ready, RecvBatch, Transport, TransportStats};
+use super::{Bytes, OutPacket, Ready, RecvBatch, Transport, TransportStats};
 
 /// Which way a packet goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,8 +179,8 @@ impl<T: Transport> FaultInjector<T> {
 }
 
 /// The BTH opcode byte of a UDP payload given in pieces (0 for an empty one).
-fn first_byte(pieces: &[&[u8]]) -> u8 {
-    pieces.iter().find(|p| !p.is_empty()).map_or(0, |p| p[0])
+fn first_byte(pieces: &[Bytes<'_>]) -> u8 {
+    pieces.iter().find_map(Bytes::first).unwrap_or(0)
 }
 
 impl<T: Transport> Transport for FaultInjector<T> {

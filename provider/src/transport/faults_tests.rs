@@ -27,6 +27,7 @@ fn send(t: &mut impl Transport, opcodes: &[Opcode]) {
         .iter()
         .map(|(h, d, i)| [h.as_slice(), d.as_slice(), i.as_slice()])
         .collect();
+    let pieces: Vec<[Bytes<'_>; 3]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
     let pkts: Vec<OutPacket<'_>> = pieces
         .iter()
         .map(|p| OutPacket {

@@ -9,7 +9,10 @@
 //!
 //! * [`Transport::send_batch`] with the packets the engine emitted, each given as a list of
 //!   byte pieces (headers from a scratch buffer, payload straight from registered memory, the
-//!   ICRC's 4 bytes) that the transport hands to the kernel as an iovec list, never gathered;
+//!   ICRC's 4 bytes) that the transport hands to the kernel as an iovec list, never gathered.
+//!   The pieces are [`Bytes`], pointer and length: registered memory may change under the
+//!   send (the application owns it), so a transport reads a piece only by address or by
+//!   copy, never as a slice (`mr/bytes.rs`);
 //! * [`Transport::recv_batch`] into a caller-owned, reused [`RecvBatch`];
 //! * [`Transport::poll`] to sleep until a packet arrives or the engine's next deadline;
 //! * [`Transport::join_multicast`] / [`Transport::leave_multicast`] when the device's first
@@ -48,6 +51,8 @@ use softrnic_wire::frame::{
 };
 use softrnic_wire::icrc::{ipv4_ident_matching, Icrc, ICRC_LEN};
 use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
+
+pub use crate::mr::Bytes;
 
 pub mod capture;
 pub mod fabric;
@@ -94,8 +99,11 @@ pub struct OutPacket<'a> {
     pub dst: SocketAddr,
     /// UDP source port: RoCEv2 flow entropy (A17.2.3), one per QP.
     pub src_port: u16,
-    /// The UDP payload, in pieces that are sent back to back without being copied.
-    pub pieces: &'a [&'a [u8]],
+    /// The UDP payload, in pieces that are sent back to back without being copied. A piece
+    /// may lie in registered memory, which the application may be writing: it is read by
+    /// address or by copy only ([`Bytes`]); build one of a buffer of your own with
+    /// `Bytes::from`.
+    pub pieces: &'a [Bytes<'a>],
     /// Its place in a segmentation run (see [`SegmentLimits`]): 0 starts a run (or is a
     /// packet on its own); `k > 0` continues the run of the packet just before it, as its
     /// `k`-th segment, and carries IPv4 Identification `k`.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
 use crate::transport::test_util::send_only;
-use crate::transport::{IcrcStatus, OutPacket, RecvBatch, Transport, UdpTransport};
+use crate::transport::{Bytes, IcrcStatus, OutPacket, RecvBatch, Transport, UdpTransport};
 
 const GROUP: IpAddr = IpAddr::V4(Ipv4Addr::new(239, 1, 32, 2));
 
@@ -20,6 +20,7 @@ fn addr(last: u8) -> IpAddr {
 fn send_to_group(t: &mut UdpTransport, psn: u32) {
     let (hdr, trailer) = send_only((t.local_addr(), 0xc001), GROUP, 0xff_ffff, psn, b"hello");
     let pieces: [&[u8]; 3] = [&hdr, b"hello", &trailer];
+    let pieces = pieces.map(Bytes::from);
     let pkt = OutPacket {
         dst: SocketAddr::new(GROUP, ROCE_V2_UDP_PORT),
         src_port: 0xc001,

@@ -159,6 +159,7 @@ fn a_segmentation_run_arrives_as_its_segments() {
     };
     let (s0, s1, s2) = ([1u8; 300], [2u8; 300], [3u8; 120]);
     let pieces: [[&[u8]; 1]; 3] = [[&s0], [&s1], [&s2]];
+    let pieces = pieces.map(|p| p.map(Bytes::from));
     let pkts = one_run(&pieces, ip(7), 0xc009);
     assert_eq!(a.send_batch(&pkts).unwrap(), 3);
     assert_eq!(a.stats().tx_segmented, 2, "sent as one run");
@@ -195,7 +196,7 @@ fn a_segmentation_run_arrives_as_its_segments() {
 
 /// Packets of one piece each, from source port `port` to `dst`'s 4791, placed as one
 /// segmentation run (segment and ID numbers 0, 1, 2, ...).
-fn one_run<'a>(pieces: &'a [[&'a [u8]; 1]], dst: IpAddr, port: u16) -> Vec<OutPacket<'a>> {
+fn one_run<'a>(pieces: &'a [[Bytes<'a>; 1]], dst: IpAddr, port: u16) -> Vec<OutPacket<'a>> {
     (0..pieces.len())
         .map(|k| OutPacket {
             dst: SocketAddr::new(dst, 4791),
@@ -280,6 +281,7 @@ fn long_runs_come_through_the_socket_as_their_segments() {
             s[..4].copy_from_slice(&(run * 15 + k as u32).to_be_bytes());
         }
         let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+        let pieces: Vec<[Bytes<'_>; 1]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
         let pkts = one_run(&pieces, ip(15), 0xc00b);
         let mut sent = 0;
         while sent < pkts.len() {
@@ -337,6 +339,7 @@ fn long_runs_of_changing_segment_sizes_arrive_whole_into_any_batch() {
                 })
                 .collect();
             let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+            let pieces: Vec<[Bytes<'_>; 1]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
             let pkts = one_run(&pieces, ip(21), 0xc014);
             let mut sent = 0;
             while sent < pkts.len() {
@@ -383,6 +386,7 @@ fn a_long_run_fills_the_batch_whatever_the_pacing_asks() {
     assert_eq!(b.recv_batch(&mut batch).unwrap(), 0); // the next receive asks for one
     let segs = vec![[7u8; 4112]; 15];
     let pieces: Vec<[&[u8]; 1]> = segs.iter().map(|s| [&s[..]]).collect();
+    let pieces: Vec<[Bytes<'_>; 1]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
     let pkts = one_run(&pieces, ip(23), 0xc016);
     assert_eq!(a.send_batch(&pkts).unwrap(), 15);
     std::thread::sleep(Duration::from_millis(20)); // in the ring and the socket by now

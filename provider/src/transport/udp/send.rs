@@ -3,6 +3,9 @@
 //! segmentation run as one message with `UDP_SEGMENT`; and, on a connected IPv4 socket, each
 //! packet's ICRC moved to the IP Identification the kernel will give it (see the module
 //! comment of `udp/mod.rs` and `udp/ident.rs`).
+//!
+//! The iovecs take the pieces' addresses as they are ([`Bytes::as_ptr`]): payload in
+//! registered memory goes to the kernel without a slice ever formed over it (`mr/bytes.rs`).
 
 use std::io;
 use std::mem::size_of;
@@ -16,7 +19,7 @@ use super::sock::{disconnect, open_socket, per_packet_error, setsockopt, write_s
 use super::{
     ident, mcast, ControlBuf, MessagePlan, Scratch, UdpTransport, MAX_IOVS, MAX_MSGS, UDP_SEGMENT,
 };
-use crate::transport::{OutPacket, TransportStats};
+use crate::transport::{Bytes, OutPacket, TransportStats};
 
 /// The socket of a source port.
 #[derive(Debug)]
@@ -318,23 +321,30 @@ fn put_packet(
     ident: Option<u16>,
 ) {
     let mut k = 0;
-    let mut put = |b: &[u8]| {
+    let mut put = |b: Bytes<'_>| {
+        // The kernel only reads through `iov_base` (`sendmmsg`).
         iovs[k] = libc::iovec {
             iov_base: b.as_ptr() as *mut libc::c_void,
             iov_len: b.len(),
         };
         k += 1;
     };
-    match (ident, slot, q.pieces.split_last()) {
-        (Some(id), Some(slot), Some((last, rest))) if last.len() >= ICRC_LEN => {
-            rest.iter().for_each(|p| put(p));
-            let (body, icrc) = last.split_at(last.len() - ICRC_LEN);
+    let last = q.pieces.split_last();
+    let split = last.and_then(|(last, rest)| {
+        let (body, icrc) = last.split_at(last.len().checked_sub(ICRC_LEN)?)?;
+        Some((rest, body, icrc))
+    });
+    match (ident, slot, split) {
+        (Some(id), Some(slot), Some((rest, body, icrc))) => {
+            rest.iter().for_each(|&p| put(p));
             put(body);
-            let icrc = u32::from_le_bytes(icrc.try_into().expect("4 bytes"));
+            let mut sent = [0u8; ICRC_LEN];
+            icrc.copy_to(&mut sent);
+            let icrc = u32::from_le_bytes(sent);
             *slot = with_ipv4_ident(icrc, q.ident, id, q.len()).to_le_bytes();
-            put(slot);
+            put(Bytes::from(&*slot));
         }
-        _ => q.pieces.iter().for_each(|p| put(p)),
+        _ => q.pieces.iter().for_each(|&p| put(p)),
     }
 }
 

@@ -8,7 +8,7 @@ use softrnic_testkit::alloc_count::{allocations_in, CountingAlloc};
 
 use super::*;
 use crate::transport::test_util::send_only;
-use crate::transport::{IcrcStatus, IpHeaderOrigin};
+use crate::transport::{Bytes, IcrcStatus, IpHeaderOrigin};
 
 /// Why a test of connected sockets skips when the socket stays unconnected.
 const UNCONNECTED: &str = "the socket stayed unconnected (no transmit timestamps here)";
@@ -66,6 +66,7 @@ fn exchange_a_batch_of_pieced_datagrams() {
         .iter()
         .map(|b| [&b[..10], &b[10..b.len() - 4], &b[b.len() - 4..]])
         .collect();
+    let pieces: Vec<[Bytes<'_>; 3]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
     let pkts: Vec<OutPacket<'_>> = ports
         .iter()
         .zip(&pieces)
@@ -111,6 +112,7 @@ fn truncated_datagrams_are_marked() {
     let (mut a, mut b) = (bind(lo(15)), bind(lo(16)));
     let big = [7u8; 300];
     let pieces: [&[u8]; 1] = [&big];
+    let pieces = pieces.map(Bytes::from);
     let pkt = OutPacket {
         dst: SocketAddr::new(lo(16), 4791),
         src_port: 0xc000,
@@ -147,6 +149,7 @@ fn port_4791_in_use_is_explained() {
 fn bad_packets_are_refused() {
     let mut a = bind(lo(18));
     let pieces: [&[u8]; 1] = [&[0u8; 16]];
+    let pieces = pieces.map(Bytes::from);
     let to = |dst, src_port| OutPacket {
         dst,
         src_port,
@@ -197,7 +200,9 @@ fn good_then_bad_icrc(
     let mut wrong = icrc.to_vec();
     wrong[0] ^= 1;
     let good: [&[u8]; 3] = [headers[0], headers[1], icrc];
+    let good = good.map(Bytes::from);
     let bad: [&[u8]; 3] = [headers[0], headers[1], &wrong];
+    let bad = bad.map(Bytes::from);
     let pkt = |pieces| OutPacket {
         dst: SocketAddr::new(b.local_addr(), 4791),
         src_port: port,
@@ -235,7 +240,9 @@ fn ipv6_loopback_and_icrc() {
     let mut wrong = icrc.clone();
     *wrong.last_mut().unwrap() ^= 0x80;
     let good: [&[u8]; 3] = [&hdr, &data, &icrc];
+    let good = good.map(Bytes::from);
     let bad: [&[u8]; 3] = [&hdr, &data, &wrong];
+    let bad = bad.map(Bytes::from);
     let pkt = |pieces| OutPacket {
         dst: SocketAddr::new(ip, 4791),
         src_port: 0xc0de,
@@ -265,6 +272,7 @@ fn no_allocation_per_packet() {
     let hdr = [1u8; 40];
     let icrc = [2u8; 4];
     let pieces: [&[u8]; 3] = [&hdr, &body, &icrc];
+    let pieces = pieces.map(Bytes::from);
     let pkts: Vec<OutPacket<'_>> = (0..48u16)
         .map(|i| OutPacket {
             dst: SocketAddr::new(lo(22), 4791),
@@ -320,6 +328,7 @@ fn a_segmentation_run_goes_out_in_one_pass_and_arrives_as_its_packets() {
         .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
         .collect();
     let pieces: Vec<[&[u8]; 2]> = bodies.iter().map(|b| [&b[..50], &b[50..]]).collect();
+    let pieces: Vec<[Bytes<'_>; 2]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
     let pkts: Vec<OutPacket<'_>> = pieces
         .iter()
         .zip([0u16, 1, 2, 0])
@@ -362,7 +371,7 @@ fn receive_asks_for_more_than_one_datagram_only_on_evidence_of_a_queue() {
 /// `n` datagrams from `a` to `b`'s port 4791, queued at `b` before this returns.
 fn queue_at(a: &mut UdpTransport, b: IpAddr, n: usize) {
     let payload = [7u8; 16];
-    let pieces = [&payload[..]];
+    let pieces = [Bytes::from(&payload[..])];
     let pkt = OutPacket {
         dst: SocketAddr::new(b, 4791),
         src_port: 0xc000,
@@ -445,6 +454,7 @@ fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
     // Opens, connects and probes the socket with a first packet.
     let (hdr, icrc) = send_only((ip(3), port), ip(4), 0x11, 0, b"first");
     let first: [&[u8]; 3] = [&hdr, b"first", &icrc];
+    let first = first.map(Bytes::from);
     let to_b = SocketAddr::new(ip(4), 4791);
     let pkt = |pieces, segment| OutPacket {
         dst: to_b,
@@ -488,6 +498,7 @@ fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
     let pieces: Vec<[&[u8]; 3]> = (0..4)
         .map(|i| [&built[i].0[..], &bodies[i][..], &trailers[i][..]])
         .collect();
+    let pieces: Vec<[Bytes<'_>; 3]> = pieces.iter().map(|p| p.map(Bytes::from)).collect();
     let pkts: Vec<OutPacket<'_>> = (0..4).map(|i| pkt(&pieces[i], segment(i))).collect();
     assert_eq!(a.send_batch(&pkts).unwrap(), 4);
     let got = recv_all(&mut b, 4);
@@ -519,6 +530,7 @@ fn a_connected_socket_sends_icrcs_for_the_ip_ids_it_numbers() {
     let (h, _) = send_only((ip(3), port), ip(4), 0x11, 9, &bodies[0]);
     let trailer = icrc_for(&h, &bodies[0], ip(3), ip(4), port, id);
     let pieces: [&[u8]; 3] = [&h, &bodies[0], &trailer];
+    let pieces = pieces.map(Bytes::from);
     let own = OutPacket {
         ident: id,
         ..pkt(&pieces, 0)
@@ -570,6 +582,7 @@ fn after_a_refused_datagram_a_connected_socket_learns_its_counter_again() {
     };
     let (hdr, icrc) = send_only((ip(5), port), ip(6), 0x12, 0, b"open");
     let open: [&[u8]; 3] = [&hdr, b"open", &icrc];
+    let open = open.map(Bytes::from);
     assert_eq!(a.send_batch(&[pkt(&open)]).unwrap(), 1);
     assert_eq!(recv_all(&mut b, 1).len(), 1);
     let Some((_, Some(next))) = a.connection(port) else {
@@ -583,7 +596,9 @@ fn after_a_refused_datagram_a_connected_socket_learns_its_counter_again() {
     let huge = vec![0u8; 66_000];
     let (hdr, icrc) = send_only((ip(5), port), ip(6), 0x12, 1, b"after-it");
     let big: [&[u8]; 3] = [&hdr, &huge, &icrc];
+    let big = big.map(Bytes::from);
     let after: [&[u8]; 3] = [&hdr, b"after-it", &icrc];
+    let after = after.map(Bytes::from);
     assert_eq!(a.send_batch(&[pkt(&big), pkt(&after)]).unwrap(), 2);
     let s = a.stats();
     assert_eq!((s.tx_errors, s.last_errno), (1, libc::EMSGSIZE));
@@ -605,8 +620,8 @@ fn a_packet_of_max_iovs_pieces_and_an_empty_one_after_it_go_out() {
     let (mut a, mut b) = (bind(ip(7)), bind(ip(8)));
     let bytes = [7u8; MAX_IOVS + 3];
     let (ones, last) = bytes.split_at(MAX_IOVS - 1);
-    let mut full: Vec<&[u8]> = ones.chunks(1).collect();
-    full.push(last);
+    let mut full: Vec<Bytes<'_>> = ones.chunks(1).map(Bytes::from).collect();
+    full.push(Bytes::from(last));
     assert_eq!(full.len(), MAX_IOVS);
     let pkt = |pieces| OutPacket {
         dst: SocketAddr::new(ip(8), 4791),
@@ -616,6 +631,7 @@ fn a_packet_of_max_iovs_pieces_and_an_empty_one_after_it_go_out() {
         ident: 0,
     };
     let empty: [&[u8]; 0] = [];
+    let empty = empty.map(Bytes::from);
     let pkts = [pkt(&full[..]), pkt(&empty)];
     let mut a2 = bind_unconnected(ip(9));
     assert_eq!(a2.send_batch(&pkts).unwrap(), 2);
