@@ -956,10 +956,11 @@ fn a_lost_send_is_nak_ed_and_resent_and_counted_on_both_sides() {
     p.run_to_quiescence(100_000);
     assert_eq!(wc_statuses(&p.a.send_wcs), each(1..=4, WcStatus::Success));
     let (ca, cb) = (p.a.qp.counters(), p.b.qp.counters());
-    // The loss is found by a PSN Sequence Error NAK, or by the local ACK timeout.
-    assert!(ca.completer_retry_err >= 1, "{ca:?}");
+    // The loss is found by a PSN Sequence Error NAK, or by the retransmit timer: here its
+    // early interval (no round trip measured yet), which costs no retry.
+    assert!(ca.rcvd_seq_err + ca.timeout_resends >= 1, "{ca:?}");
     assert_eq!(cb.out_of_seq_request, ca.rcvd_seq_err, "{ca:?} {cb:?}");
-    assert_eq!(ca.rcvd_seq_err + ca.timeout_resends, ca.completer_retry_err);
+    assert!(ca.completer_retry_err <= ca.rcvd_seq_err + ca.timeout_resends);
     assert_eq!(
         cb.out_of_seq_request,
         u64::from(naks(&p.a).contains(&Syndrome::Nak(NakCode::PsnSequenceError)))

@@ -15,7 +15,7 @@ pub(crate) mod requester;
 pub(crate) mod responder;
 pub mod sequence;
 
-pub use requester::rto::MIN_RTO;
+pub use requester::rto::{INITIAL_RTO, MIN_RTO};
 pub use requester::{
     DeviceWindow, ACK_REQ_INTERVAL, DEVICE_WINDOW_PSNS, MIN_SHARE_PSNS, WINDOW_PSNS,
 };
