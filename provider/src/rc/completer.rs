@@ -429,40 +429,23 @@ impl Requester {
 
     /// The peer made progress (`una` moved): fresh retry budgets, the timer restarted, and
     /// transmission moved past anything now acknowledged.
-    ///
-    /// An ACK that reaches past a resend probe (the one packet resent after a timeout or a
-    /// sequence NAK) shows that the peer had what was sent after the probe's packet the
-    /// first time, not just the probe: transmission resumes where that first transmission
-    /// stopped, since the rest of it is most likely on its way too. Resending it from `una`
-    /// repeated packets still in flight after every timeout that a busy peer caused (a
-    /// peer merely slow to run: 4 QPs writing between two processes on two cores resent 3.7
-    /// packets per early timeout, all duplicates). If some of it was lost after all, the peer
-    /// NAKs the gap when the next new packet arrives, or the timer fires. An ACK that
-    /// reaches only to the probe (a peer that dropped what followed the lost packet, as
-    /// kernel rxe does) moves transmission to `una` as before.
     pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
-        let probe_end = self.rc.resend_probe.take();
+        self.rc.resend_probe = None;
         self.rc.rto.progress(self.una, now);
         match ctx.ack_timeout {
             Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rc.rto.arm(now, d)),
             _ => timers.stop(Timer::Retransmit),
         }
         if self.next_psn.cmp_modular(self.una) == Ordering::Less {
-            let past_probe =
-                probe_end.is_some_and(|end| self.una.cmp_modular(end) == Ordering::Greater);
-            let resume = if past_probe && self.sent_end.cmp_modular(self.una) == Ordering::Greater {
-                self.sent_end
-            } else {
-                self.una
-            };
-            if self.sq.iter().any(|w| w.holds(resume)) {
-                self.go_back(ctx, resume);
+            let una = self.una;
+            if self.sq.iter().any(|w| w.holds(una)) {
+                self.go_back(ctx, una);
                 self.rc.last_go_back = None;
             } else {
                 self.cur = self.sq.iter().take_while(|w| w.started).count();
                 self.cur_offset = 0;
-                self.next_psn = resume;
+                self.next_psn = una;
             }
         }
     }
