@@ -411,20 +411,25 @@ mod tests {
         for (k, (tx, (pieces, sent))) in txs.iter().zip(&out.0).enumerate() {
             assert_eq!(*pieces, 1, "packet {k}");
             // The whole datagram as the wire crate writes it, from the BTH on.
-            let d = DatagramRepr {
-                ip: IpHeader::udp_socket(LOCAL, PEER, HOP_LIMIT).unwrap(),
-                udp: UdpHeader {
-                    src_port: 0xc000,
-                    dst_port: ROCE_V2_UDP_PORT,
-                    checksum: 0,
-                },
-                roce: tx.roce,
-            };
+            let d = datagram(tx);
             let mut whole = vec![0u8; d.buffer_len()];
             let inline: &[u8] = if k == 0 { b"hello" } else { b"" };
             let n = d.emit(&mut whole, &[inline]).unwrap();
             let from = d.ip.header_len() + UDP_HEADER_LEN;
             assert_eq!(sent[..], whole[from..n], "packet {k}");
+        }
+    }
+
+    /// `tx` as the wire crate writes a datagram from LOCAL to PEER (source port 0xc000).
+    fn datagram(tx: &Transmit) -> DatagramRepr {
+        DatagramRepr {
+            ip: IpHeader::udp_socket(LOCAL, PEER, HOP_LIMIT).unwrap(),
+            udp: UdpHeader {
+                src_port: 0xc000,
+                dst_port: ROCE_V2_UDP_PORT,
+                checksum: 0,
+            },
+            roce: tx.roce,
         }
     }
 
@@ -469,15 +474,7 @@ mod tests {
         drop(mrs);
         let (pieces, sent) = &out.0[0];
         assert_eq!(*pieces, 4, "headers, two chunks, trailer");
-        let d = DatagramRepr {
-            ip: IpHeader::udp_socket(LOCAL, PEER, HOP_LIMIT).unwrap(),
-            udp: UdpHeader {
-                src_port: 0xc000,
-                dst_port: ROCE_V2_UDP_PORT,
-                checksum: 0,
-            },
-            roce: tx.roce,
-        };
+        let d = datagram(&tx);
         let mut whole = vec![0u8; d.buffer_len()];
         let n = d
             .emit(&mut whole, &[&region[5..12], &region[1001..2291]])

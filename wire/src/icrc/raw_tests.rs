@@ -73,6 +73,18 @@ fn way(k: Kernel) -> Option<Way> {
 
 const WAYS: [Kernel; 3] = [Kernel::Portable, Kernel::Pclmul, Kernel::Avx512];
 
+/// Way `k` (`f`) from `state` over `buf[align..align + len]` gives crc32fast's CRC.
+fn check(k: Kernel, f: Way, state: u32, buf: &[u8], align: usize, len: usize) {
+    let bytes = &buf[align..align + len];
+    // SAFETY: a slice is valid for reads.
+    let got = unsafe { f(state, bytes.as_ptr(), len) };
+    assert_eq!(
+        got,
+        reference(state, bytes),
+        "{k:?} len {len} align {align}"
+    );
+}
+
 #[test]
 fn every_length_to_300_at_every_alignment() {
     let mut rng = Rng(0x1234_5678_9abc_def1);
@@ -82,15 +94,7 @@ fn every_length_to_300_at_every_alignment() {
         let Some(f) = way(k) else { continue };
         for align in 0..64 {
             for len in 0..=300 {
-                let bytes = &buf[align..align + len];
-                let state = rng.next() as u32;
-                // SAFETY: a slice is valid for reads.
-                let got = unsafe { f(state, bytes.as_ptr(), len) };
-                assert_eq!(
-                    got,
-                    reference(state, bytes),
-                    "{k:?} len {len} align {align}"
-                );
+                check(k, f, rng.next() as u32, &buf, align, len);
             }
         }
     }
@@ -105,15 +109,7 @@ fn random_lengths_to_70000_from_random_states() {
         let Some(f) = way(k) else { continue };
         for _ in 0..60 {
             let (align, len) = (rng.below(64), rng.below(70_001));
-            let bytes = &buf[align..align + len];
-            let state = rng.next() as u32;
-            // SAFETY: a slice is valid for reads.
-            let got = unsafe { f(state, bytes.as_ptr(), len) };
-            assert_eq!(
-                got,
-                reference(state, bytes),
-                "{k:?} len {len} align {align}"
-            );
+            check(k, f, rng.next() as u32, &buf, align, len);
         }
     }
 }
