@@ -141,9 +141,8 @@ impl Rto {
         if self.resending {
             return None;
         }
-        let due = self.last_sent? + self.early();
-        let counted = self.since.unwrap_or(now) + timeout;
-        let at = due.min(counted);
+        // As if armed when the last packet left: `deadline` keeps the counted timeout's start.
+        let at = self.deadline(self.last_sent?, timeout);
         (at > now).then_some(at)
     }
 
