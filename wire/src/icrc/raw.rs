@@ -23,7 +23,7 @@
 
 use core::mem::MaybeUninit;
 use core::ptr;
-use core::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 /// The reflected polynomial: bit `31 - k` is the coefficient of `x^k` (`x^32` implied).
 pub(super) const POLY: u32 = 0xEDB8_8320;
@@ -44,18 +44,8 @@ pub(super) enum Kernel {
 
 /// The kernel for this CPU, asked of it once.
 pub(super) fn kernel() -> Kernel {
-    const UNKNOWN: u8 = 0;
-    static KERNEL: AtomicU8 = AtomicU8::new(UNKNOWN);
-    let kinds = [Kernel::Portable, Kernel::Pclmul, Kernel::Avx512];
-    match KERNEL.load(Ordering::Relaxed) {
-        UNKNOWN => {
-            let k = detect();
-            let code = kinds.iter().position(|&x| x == k).unwrap_or(0) as u8 + 1;
-            KERNEL.store(code, Ordering::Relaxed);
-            k
-        }
-        code => kinds[(code - 1) as usize % kinds.len()],
-    }
+    static KERNEL: OnceLock<Kernel> = OnceLock::new();
+    *KERNEL.get_or_init(detect)
 }
 
 #[cfg(target_arch = "x86_64")]
