@@ -9,7 +9,9 @@
 //! the packet is unspecified, as with a NIC's DMA; its ICRC may then not match, and the
 //! receiver drops it.
 //! Packets the transport can send as one segmentation run (UDP GSO) are marked as such, and
-//! their ICRCs cover the IPv4 Identification each will carry (see `runs.rs`).
+//! their ICRCs cover the IPv4 Identification each will carry (see `runs.rs`). They also cover
+//! the UDP source port, which the transport names before a packet is built
+//! ([`Transport::source_port`]: the QP's own, unless another socket of the host holds it).
 //!
 //! Nothing here allocates per packet: the scratch vectors keep their capacity from batch to
 //! batch (the per-batch vectors of borrowed pieces are recycled through an empty `'static`
@@ -79,6 +81,8 @@ struct Span {
     p1: usize,
     /// Its place in its segmentation run.
     segment: u16,
+    /// The UDP source port it leaves from ([`Transport::source_port`]).
+    src_port: u16,
     /// The IPv4 Identification its ICRC covers.
     ident: u16,
     /// Whether it goes out (not dropped).
@@ -149,17 +153,29 @@ impl Emitter {
         self.spans.clear();
         let mut runs = Runs::new(transport.segment_limits());
         self.idents.clear();
+        // The last transmit's source port, and the port it leaves from: a QP's packets come
+        // one after another, and the transport is asked once for them.
+        let mut port: Option<(u16, IpAddr, u16)> = None;
         // Pass 1: headers, pins and ICRCs, into scratch space.
         for (i, tx) in txs.iter().enumerate() {
             let p0 = pins.len();
-            let segment = runs.place(tx.src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
-            let ident = self.idents.next(tx.src_port, segment, transport);
+            let src_port = match port {
+                Some((wanted, dst, from)) if wanted == tx.src_port && dst == tx.dst => from,
+                _ => {
+                    let dst = SocketAddr::new(tx.dst, ROCE_V2_UDP_PORT);
+                    let from = transport.source_port(tx.src_port, dst);
+                    port = Some((tx.src_port, tx.dst, from));
+                    from
+                }
+            };
+            let segment = runs.place(src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
+            let ident = self.idents.next(src_port, segment, transport);
             let mut span = Span {
                 p0,
                 ..Span::default()
             };
             match pin_payload(tx, mrs, &mut pins, i == 0) {
-                Ok(()) => match self.build(i, tx, &pins[p0..], ident) {
+                Ok(()) => match self.build(i, tx, &pins[p0..], src_port, ident) {
                     Ok((h0, h1, t)) => {
                         span = Span {
                             h0,
@@ -168,6 +184,7 @@ impl Emitter {
                             p0,
                             p1: pins.len(),
                             segment,
+                            src_port,
                             ident,
                             ok: true,
                         }
@@ -182,7 +199,7 @@ impl Emitter {
             }
             if !span.ok {
                 runs.drop_last();
-                self.idents.drop_last(tx.src_port, segment);
+                self.idents.drop_last(src_port, segment);
             }
             pins.truncate(span.p1.max(p0));
             self.spans.push(span);
@@ -204,7 +221,7 @@ impl Emitter {
         for &(i, first, n) in &self.outs {
             pkts.push(OutPacket {
                 dst: SocketAddr::new(txs[i].dst, ROCE_V2_UDP_PORT),
-                src_port: txs[i].src_port,
+                src_port: self.spans[i].src_port,
                 pieces: &pieces[first..first + n],
                 segment: self.spans[i].segment,
                 ident: self.spans[i].ident,
@@ -235,9 +252,10 @@ impl Emitter {
         result
     }
 
-    /// Writes packet `i`'s headers and trailer, for the IPv4 Identification `ident` it will
-    /// carry (see [`Idents`]); returns (BTH start, headers end, trailer len). A packet without
-    /// a payload in registered memory is written whole, the trailer length then 0.
+    /// Writes packet `i`'s headers and trailer, from UDP source port `src_port` and for the
+    /// IPv4 Identification `ident` it will carry (see [`Idents`]); returns (BTH start, headers
+    /// end, trailer len). A packet without a payload in registered memory is written whole,
+    /// the trailer length then 0.
     ///
     /// The headers go in behind the ICRC's masked view of the IP and UDP headers (which only
     /// the ICRC reads: the transport sends from the BTH on), so that the ICRC runs over one
@@ -247,6 +265,7 @@ impl Emitter {
         i: usize,
         tx: &Transmit,
         payload: &[ReadPin<'_>],
+        src_port: u16,
         ident: u16,
     ) -> Result<(usize, usize, usize), ()> {
         let ip = IpHeader::udp_socket(self.local, tx.dst, HOP_LIMIT)
@@ -255,7 +274,7 @@ impl Emitter {
         let d = DatagramRepr {
             ip,
             udp: UdpHeader {
-                src_port: tx.src_port,
+                src_port,
                 dst_port: ROCE_V2_UDP_PORT,
                 checksum: 0,
             },

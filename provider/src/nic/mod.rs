@@ -51,6 +51,14 @@ pub const SRQ_LIMITS: SrqLimits = SrqLimits {
 /// The first UDP source port of QPs (A17.2.3; rxe uses 0xC000 and up).
 pub const FIRST_SRC_PORT: u16 = 0xc000;
 
+/// The UDP source port QP `qpn`'s packets are meant to leave from: one of the 0x3FFF ports
+/// from [`FIRST_SRC_PORT`], so that a path that balances flows by their UDP ports (ECMP,
+/// A17.2.3) spreads the QPs. The transport may send from another when another socket of the
+/// host holds it (`Transport::source_port`).
+pub fn src_port_of(qpn: u32) -> u16 {
+    FIRST_SRC_PORT + (qpn % 0x3fff) as u16
+}
+
 /// A CQ handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CqId(pub u32);
@@ -522,7 +530,7 @@ impl Nic {
         };
         caps.check(max_wr, srq.is_some())?;
         let qpn = self.alloc_qpn()?;
-        let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
+        let port = src_port_of(qpn);
         let mut qp = Qp::new_of(qp_type, qpn, pd, caps, port, sq_sig_all);
         if let Some(id) = srq {
             qp = qp.with_srq(id);

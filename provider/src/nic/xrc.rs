@@ -2,7 +2,7 @@
 //! (`ibv_open_xrcd(3)`, `ibv_create_srq_ex(3)`, `ibv_create_qp_ex(3)`). XRC INI QPs are made
 //! by [`Nic::create_qp_of`] like any QP of a PD.
 
-use super::{Nic, QpEntry, FIRST_SRC_PORT, SRQ_LIMITS};
+use super::{src_port_of, Nic, QpEntry, SRQ_LIMITS};
 use crate::device::Limits;
 use crate::error::{Error, Result};
 use crate::mr::PdHandle;
@@ -77,7 +77,7 @@ impl Nic {
             return Err(Error::InvalidArgument("no such XRC domain"));
         }
         let qpn = self.alloc_qpn()?;
-        let port = FIRST_SRC_PORT + (qpn % 0x3fff) as u16;
+        let port = src_port_of(qpn);
         let caps = QpCaps {
             max_send_wr: 0,
             max_recv_wr: 0,

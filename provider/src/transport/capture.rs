@@ -379,6 +379,10 @@ impl<T: Transport> Transport for Capture<T> {
         self.inner.segment_limits()
     }
 
+    fn source_port(&mut self, src_port: u16, dst: std::net::SocketAddr) -> u16 {
+        self.inner.source_port(src_port, dst)
+    }
+
     fn ipv4_ident(&self, src_port: u16) -> Option<u16> {
         self.inner.ipv4_ident(src_port)
     }

@@ -267,6 +267,10 @@ impl<T: Transport> Transport for FaultInjector<T> {
         self.inner.poll(timeout)
     }
 
+    fn source_port(&mut self, src_port: u16, dst: std::net::SocketAddr) -> u16 {
+        self.inner.source_port(src_port, dst)
+    }
+
     fn local_addr(&self) -> IpAddr {
         self.inner.local_addr()
     }

@@ -480,6 +480,9 @@ pub struct TransportStats {
     pub rx_bytes: u64,
     /// Datagrams that did not fit their slot.
     pub rx_truncated: u64,
+    /// Source ports another socket of the host held, whose packets leave from another port
+    /// (see [`Transport::source_port`]).
+    pub tx_ports_moved: u64,
     /// The errno of the last per-packet send error (0: none).
     pub last_errno: i32,
     /// Times a connected socket's IPv4 ID counter was learnt (at connect, and after a send
@@ -537,6 +540,21 @@ pub trait Transport {
     /// or not at all: `send_batch` never returns in the middle of a run.
     fn segment_limits(&self) -> SegmentLimits {
         SegmentLimits::NONE
+    }
+
+    /// The UDP source port a packet meant to leave from `src_port` for `dst` leaves from: the
+    /// same port, unless the transport cannot send from it, and then one it can. The emitter
+    /// writes this one into the UDP header, which the ICRC covers (IBTA annex A17.4.3.1),
+    /// before it builds the packet. By default the same port.
+    ///
+    /// Why a port may be refused: the QPs' ports (0xC000 and up, A17.2.3, as rxe's) lie in
+    /// Linux's ephemeral range, where any socket of the host may hold one, and a socket bound
+    /// there without `SO_REUSEADDR` keeps a source-port socket from binding it. Every packet
+    /// of the QPs hashed to that port was then lost, and the QPs ended in
+    /// `IBV_WC_RETRY_EXC_ERR`.
+    fn source_port(&mut self, src_port: u16, dst: SocketAddr) -> u16 {
+        let _ = dst;
+        src_port
     }
 
     /// The IPv4 Identification the next datagram from `src_port` will carry, when the

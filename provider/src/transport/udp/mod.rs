@@ -124,6 +124,8 @@ pub struct UdpTransport {
     local: IpAddr,
     rx: UdpSocket,
     tx: FxHashMap<u16, TxSocket>,
+    /// Source ports another socket held, and the port each one's packets leave from instead.
+    moved_ports: FxHashMap<u16, u16>,
     /// Where the IP ID probes of connected sockets go (opened with the first one).
     sink: Option<UdpSocket>,
     /// Whether new send sockets are connected (see the module comment).
@@ -342,6 +344,7 @@ impl UdpTransport {
             local,
             rx,
             tx: FxHashMap::default(),
+            moved_ports: FxHashMap::default(),
             sink: None,
             connect,
             blocked: None,
@@ -703,6 +706,10 @@ impl Transport for UdpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "group not joined"))?;
         self.groups.swap_remove(i);
         Ok(())
+    }
+
+    fn source_port(&mut self, src_port: u16, dst: SocketAddr) -> u16 {
+        self.resolve_source_port(src_port, dst)
     }
 
     fn ipv4_ident(&self, src_port: u16) -> Option<u16> {

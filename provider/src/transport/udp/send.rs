@@ -49,20 +49,7 @@ impl UdpTransport {
             ));
         }
         if !self.tx.contains_key(&port) {
-            let s = open_socket(self.local, port)?;
-            // Stray datagrams to a source port are not read: keep their queue minimal.
-            let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 0);
-            mcast::set_send_options(&s, self.local);
-            let mut t = TxSocket {
-                sock: s,
-                peer: None,
-                next_ident: None,
-            };
-            let unicast = !dst.ip().is_multicast() && dst.is_ipv4() == self.local.is_ipv4();
-            if self.connect && unicast {
-                self.connect_to(&mut t, dst);
-            }
-            self.tx.insert(port, t);
+            self.open_tx_socket(port, dst)?;
         }
         let t = &self.tx[&port];
         Ok(TxSocketView {
@@ -70,6 +57,51 @@ impl UdpTransport {
             peer: t.peer,
             next_ident: t.next_ident,
         })
+    }
+
+    /// The port packets meant for source port `wanted` leave from ([`Transport::source_port`]):
+    /// `wanted`, or, if another socket of the host holds it, a port the kernel picks, kept
+    /// for `wanted` from then on. Opens the socket if it is not open.
+    ///
+    /// [`Transport::source_port`]: crate::transport::Transport::source_port
+    pub(super) fn resolve_source_port(&mut self, wanted: u16, dst: SocketAddr) -> u16 {
+        let port = self.moved_ports.get(&wanted).copied().unwrap_or(wanted);
+        if matches!(port, 0 | ROCE_V2_UDP_PORT) || self.tx.contains_key(&port) {
+            return port;
+        }
+        match self.open_tx_socket(port, dst) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => match self.open_tx_socket(0, dst) {
+                Ok(other) => {
+                    self.moved_ports.insert(wanted, other);
+                    self.stats.tx_ports_moved += 1;
+                    other
+                }
+                Err(_) => port,
+            },
+            // Any other error is the send's to report.
+            _ => port,
+        }
+    }
+
+    /// Opens the socket of source port `port` (0: one the kernel picks) and connects it to
+    /// `dst`; returns its port.
+    fn open_tx_socket(&mut self, port: u16, dst: SocketAddr) -> io::Result<u16> {
+        let s = open_socket(self.local, port)?;
+        let port = s.local_addr()?.port();
+        // Stray datagrams to a source port are not read: keep their queue minimal.
+        let _ = setsockopt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 0);
+        mcast::set_send_options(&s, self.local);
+        let mut t = TxSocket {
+            sock: s,
+            peer: None,
+            next_ident: None,
+        };
+        let unicast = !dst.ip().is_multicast() && dst.is_ipv4() == self.local.is_ipv4();
+        if self.connect && unicast {
+            self.connect_to(&mut t, dst);
+        }
+        self.tx.insert(port, t);
+        Ok(port)
     }
 
     /// Connects `t` to `dst` and, IPv4, learns its IP ID counter; leaves it unconnected if

@@ -681,3 +681,40 @@ fn ipv6_datagrams_without_a_udp_checksum_are_received() {
     };
     assert_eq!(got.map(|n| &buf[..n]), Some(&b"no checksum"[..]));
 }
+
+/// A source port another socket of the host holds (bound without `SO_REUSEADDR`, as most
+/// programs' sockets are): the packets meant for it leave from a port the kernel picks, the
+/// same one every time, and arrive from there; a free port is its own.
+#[test]
+fn a_source_port_another_socket_holds_is_replaced_by_a_free_one() {
+    let (mut a, mut b) = (bind(lo(31)), bind(lo(32)));
+    let to = SocketAddr::new(lo(32), ROCE_V2_UDP_PORT);
+    let held = UdpSocket::bind((lo(31), 0)).unwrap();
+    let taken = held.local_addr().unwrap().port();
+    let free = UdpSocket::bind((lo(31), 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // (Closed again: free unless another test's socket took it meanwhile, which a loopback
+    // address of this test's own makes unlikely.)
+    assert_eq!(a.source_port(free, to), free);
+    let other = a.source_port(taken, to);
+    assert_ne!(other, taken);
+    assert_eq!(a.source_port(taken, to), other, "kept for the port");
+    assert_eq!(a.stats().tx_ports_moved, 1);
+    let body = [0x5au8; 64];
+    let pieces = [Bytes::from(&body[..])];
+    let pkt = OutPacket {
+        dst: to,
+        src_port: other,
+        pieces: &pieces,
+        segment: 0,
+        ident: 0,
+    };
+    assert_eq!(a.send_batch(std::slice::from_ref(&pkt)).unwrap(), 1);
+    let got = recv_all(&mut b, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, SocketAddr::new(lo(31), other));
+    drop(held);
+}
