@@ -208,6 +208,7 @@ impl Responder {
             }
             PsnClass::Duplicate => {
                 ev.counters.duplicate_request += 1;
+                debug_event!(target: "softrnic::rc", qpn = ctx.qpn, expected = self.epsn.value(), got = psn.value(), ack_req = pkt.repr.bth.ack_req, "duplicate request");
                 self.duplicate(ctx, pkt, mrs);
             }
             PsnClass::OutOfSequence => {

@@ -295,8 +295,10 @@ fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scalin
         for wc in &wcs[..got] {
             if wc.status != WcStatus::Success {
                 return Err(io::Error::other(format!(
-                    "{n} QPs: a WRITE ended in {:?}",
-                    wc.status
+                    "{n} QPs: a WRITE ended in {:?} (writer: {}; target: {})",
+                    wc.status,
+                    nonzero_counters(&sa.ctx),
+                    nonzero_counters(&sb.ctx),
                 )));
             }
             let i = *index.get(&wc.qp_num).ok_or_else(|| {
@@ -323,6 +325,17 @@ fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scalin
         max_per_qp: done.iter().copied().max().unwrap_or(0),
         recovery,
     })
+}
+
+/// A device's counters that are not zero, as `name=value` (what a failure report shows).
+fn nonzero_counters(ctx: &Context) -> String {
+    let (c, _) = ctx.device().observe();
+    let named: Vec<String> = c
+        .values()
+        .filter(|&(_, v)| v != 0)
+        .map(|(name, v)| format!("{name}={v}"))
+        .collect();
+    named.join(" ")
 }
 
 /// The QP counts of `--qps`, in order.
