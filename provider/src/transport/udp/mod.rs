@@ -26,6 +26,11 @@
 //!   address but not the port, and raw sockets need privilege; this is the simplest design
 //!   that works unprivileged. Each run of consecutive packets with the same source port goes
 //!   out in one `sendmmsg`, every packet as an iovec list over the caller's pieces.
+//! * **A source port held elsewhere**: the ports from 0xC000 are in Linux's ephemeral range,
+//!   where any socket of the host (the IP-ID probe sink here included) may sit; one bound
+//!   without `SO_REUSEADDR` keeps a source-port socket from binding. Such a port's packets
+//!   leave from a port the kernel picks instead, kept for it ([`Transport::source_port`],
+//!   asked before the emitter builds a packet, whose ICRC covers the port).
 //! * **Connected send sockets**: a source port's socket is connected to the destination of its
 //!   first packet (an RC or UC QP has one). The kernel then keeps the route instead of looking
 //!   it up for every datagram, which is a tenth of a loopback datagram's cost; datagrams to
