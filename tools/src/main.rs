@@ -173,9 +173,10 @@ enum Command {
         /// pairs writing at once; a ping-pong shared and with SOFTRNIC_SHARED=0), in rounds.
         #[arg(long)]
         host: bool,
-        /// Rounds of --host (each figure is the median of its rounds).
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
-        rounds: u64,
+        /// Rounds of --host, --perftest (5 if not given) and --qps (1 if not given); each
+        /// figure is the median of its rounds.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: Option<u64>,
         /// Instead (or with --sizes or --all): RC WRITE 64 KiB throughput with each of these
         /// numbers of QPs writing at once (e.g. 1,2,4,16,64,256,1024), each next to the first
         /// count's figure.
@@ -267,7 +268,7 @@ fn main() -> ExitCode {
             perftest: true,
             addrs,
             ..
-        } => run_perf_perftest(iters, rounds, &addrs, json),
+        } => run_perf_perftest(iters, rounds.unwrap_or(5), &addrs, json),
         Command::Perf {
             secs,
             iters,
@@ -275,7 +276,7 @@ fn main() -> ExitCode {
             host: true,
             rounds,
             ..
-        } => run_perf_host(secs, iters, rounds, json),
+        } => run_perf_host(secs, iters, rounds.unwrap_or(5), json),
         Command::Perf {
             secs,
             iters,
@@ -283,9 +284,17 @@ fn main() -> ExitCode {
             qps,
             sizes,
             all,
+            rounds,
             ..
-        } => perf_options(secs, iters, sizes.map(|s| s.0), qps.map(|c| c.0), all)
-            .and_then(|o| print_report(&perf::run(&o)?, json)),
+        } => perf_options(
+            secs,
+            iters,
+            sizes.map(|s| s.0),
+            qps.map(|c| c.0),
+            all,
+            rounds,
+        )
+        .and_then(|o| print_report(&perf::run(&o)?, json)),
         Command::PerfPair { role, bind, secs } => {
             let role = match role.as_str() {
                 "writer" => perf::pair::Role::Writer,
@@ -510,6 +519,7 @@ fn perf_options(
     sizes: Option<Vec<usize>>,
     qps: Option<Vec<usize>>,
     all: bool,
+    rounds: Option<u64>,
 ) -> io::Result<perf::Options> {
     let iters = usize::try_from(iters)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
@@ -525,6 +535,8 @@ fn perf_options(
         standard,
         sizes: or_default(sizes, &perf::sizes::DEFAULT_SIZES),
         qps: or_default(qps, &perf::qps::DEFAULT_COUNTS),
+        qps_rounds: usize::try_from(rounds.unwrap_or(1))
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--rounds is too large"))?,
     })
 }
 

@@ -184,7 +184,9 @@ fn perf_host_json_has_every_pair_count_and_the_pingpong_pair() {
 fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
     let _one = serial();
     let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
-        .args(["perf", "--qps", "1,4", "--secs", "0.2", "--json"])
+        .args([
+            "perf", "--qps", "1,4", "--secs", "0.2", "--rounds", "3", "--json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -193,6 +195,10 @@ fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
     assert_eq!(
         (one["qps"].as_u64(), four["qps"].as_u64()),
         (Some(1), Some(4))
+    );
+    assert_eq!(
+        (one["rounds"].as_u64(), four["rounds"].as_u64()),
+        (Some(3), Some(3))
     );
     assert_eq!(four["baseline"], "rc_write_qps_0");
     assert!(four["ratio"].as_f64().is_some_and(|r| r > 0.0), "{four}");

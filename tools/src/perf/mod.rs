@@ -49,6 +49,8 @@ pub struct Options {
     pub sizes: Vec<usize>,
     /// The QP counts of [`qps`] (none: that set is not measured).
     pub qps: Vec<usize>,
+    /// Rounds of the [`qps`] set (each count's figure is its median round).
+    pub qps_rounds: usize,
 }
 
 impl Default for Options {
@@ -60,6 +62,7 @@ impl Default for Options {
             standard: true,
             sizes: Vec::new(),
             qps: Vec::new(),
+            qps_rounds: 1,
         }
     }
 }
@@ -76,9 +79,11 @@ pub fn run(opts: &Options) -> io::Result<Report> {
         report.lines.extend(sizes::run(&opts.sizes, opts.duration)?);
     }
     if !opts.qps.is_empty() {
-        report
-            .lines
-            .extend(qps::lines(&qps::run(&opts.qps, opts.duration)?));
+        report.lines.extend(qps::lines(&qps::run(
+            &opts.qps,
+            opts.duration,
+            opts.qps_rounds,
+        )?));
     }
     Ok(report)
 }
