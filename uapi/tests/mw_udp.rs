@@ -11,8 +11,8 @@ mod common;
 
 use common::{Node, Setup};
 use softrnic_uapi::{
-    inc_rkey, Access, Context, MemoryRegion, MwType, OpenOptions, Progress, RecvWr, RemoteAddr,
-    SendFlags, SendOpcode, SendWr, WcFlags, WcOpcode, WcStatus, WorkCompletion,
+    inc_rkey, Access, MemoryRegion, MwType, RecvWr, RemoteAddr, SendFlags, SendOpcode, SendWr,
+    WcFlags, WcOpcode, WcStatus, WorkCompletion,
 };
 
 const LEN: usize = 4096;
@@ -25,17 +25,7 @@ const WIN: Access = Access::REMOTE_WRITE.union(Access::REMOTE_READ);
 
 /// A node on `addr`, or `None` (the test `test` skipping) if its device cannot be opened.
 fn side(test: &str, addr: IpAddr, seed: u64) -> Option<Node> {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: seed,
-    };
-    let ctx = match Context::open(addr, opts) {
-        Ok(c) => c,
-        Err(e) => {
-            softrnic_testkit::skip(test, &format!("cannot open a UDP device on {addr}: {e}"));
-            return None;
-        }
-    };
+    let ctx = common::udp_context(test, addr, seed)?;
     let setup = Setup {
         cqe: 64,
         send_wr: 16,

@@ -16,9 +16,7 @@ mod common;
 
 use common::{Node, Setup};
 use softrnic_provider::nic::src_port_of;
-use softrnic_uapi::{
-    Access, Context, OpenOptions, Progress, RemoteAddr, SendFlags, SendOpcode, SendWr, WcStatus,
-};
+use softrnic_uapi::{Access, RemoteAddr, SendFlags, SendOpcode, SendWr, WcStatus};
 
 const LEN: usize = 8192;
 
@@ -28,20 +26,8 @@ fn ip(last: u8) -> IpAddr {
 
 /// A node on `addr`, or `None` (the test skipping) if its device cannot be opened.
 fn node(addr: IpAddr, seed: u64) -> Option<Node> {
-    let opts = OpenOptions {
-        progress: Progress::Thread,
-        key_seed: seed,
-    };
-    let ctx = match Context::open(addr, opts) {
-        Ok(c) => c,
-        Err(e) => {
-            softrnic_testkit::skip(
-                "a_qp_whose_source_port_is_held_sends_from_another",
-                &format!("cannot open a UDP device on {addr}: {e}"),
-            );
-            return None;
-        }
-    };
+    let test = "a_qp_whose_source_port_is_held_sends_from_another";
+    let ctx = common::udp_context(test, addr, seed)?;
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     Some(Node::new(Setup::default().with(ctx), LEN, access))
 }

@@ -544,14 +544,14 @@ pub trait Transport {
 
     /// The UDP source port a packet meant to leave from `src_port` for `dst` leaves from: the
     /// same port, unless the transport cannot send from it, and then one it can. The emitter
-    /// writes this one into the UDP header, which the ICRC covers (IBTA annex A17.4.3.1),
+    /// writes this one into the UDP header, which the ICRC covers (IBTA annex A17.4.2),
     /// before it builds the packet. By default the same port.
     ///
     /// Why a port may be refused: the QPs' ports (0xC000 and up, A17.2.3, as rxe's) lie in
     /// Linux's ephemeral range, where any socket of the host may hold one, and a socket bound
-    /// there without `SO_REUSEADDR` keeps a source-port socket from binding it. Every packet
-    /// of the QPs hashed to that port was then lost, and the QPs ended in
-    /// `IBV_WC_RETRY_EXC_ERR`.
+    /// there without `SO_REUSEADDR` keeps a source-port socket from binding it. Sent from
+    /// there regardless, every packet of the QPs on that port would be lost, and their WRs
+    /// would end in `IBV_WC_RETRY_EXC_ERR`.
     fn source_port(&mut self, src_port: u16, dst: SocketAddr) -> u16 {
         let _ = dst;
         src_port

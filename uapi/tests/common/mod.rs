@@ -94,6 +94,22 @@ impl Setup {
     }
 }
 
+/// A device over kernel UDP on `addr` with its progress thread, or `None` (the test `test`
+/// saying it skips) if it cannot be opened.
+pub fn udp_context(test: &str, addr: IpAddr, seed: u64) -> Option<Context> {
+    let opts = OpenOptions {
+        progress: Progress::Thread,
+        key_seed: seed,
+    };
+    match Context::open(addr, opts) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            softrnic_testkit::skip(test, &format!("cannot open a UDP device on {addr}: {e}"));
+            None
+        }
+    }
+}
+
 /// One side on `transport`, making progress as `progress` says.
 pub fn side_on(transport: Box<dyn Transport + Send>, progress: Progress, seed: u64) -> Side {
     Setup {
