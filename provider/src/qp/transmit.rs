@@ -4,9 +4,10 @@
 //! READ response from the responder's region named by the R_Key).
 //!
 //! The engine validates every key when it builds the packet; the driver pins the bytes (see
-//! [`crate::mr::ReadPin`]) and computes the ICRC over them, through their pointer. If a key died in between (a
-//! concurrent deregistration), the pin fails and the packet is dropped: RC retransmission
-//! rebuilds it, and that time the engine sees the dead key and completes in error.
+//! [`crate::mr::ReadPin`]) and computes the ICRC over them, through their pointer. If a key
+//! died in between (a concurrent deregistration), the pin fails and the packet is dropped: RC
+//! retransmission rebuilds it, and that time the engine sees the dead key and completes in
+//! error.
 
 use std::net::IpAddr;
 
