@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
 use pcap_file::{DataLink, PcapError};
 
@@ -51,8 +53,9 @@ pub struct Reader<R: BufRead> {
 
 enum Inner<R: BufRead> {
     Pcap(PcapReader<R>),
-    /// With each interface's link type, in the order their descriptions came.
-    PcapNg(PcapNgReader<R>, Vec<DataLink>),
+    /// With each interface's link type and timestamp unit, in the order their descriptions
+    /// came.
+    PcapNg(PcapNgReader<R>, Vec<(DataLink, TsUnit)>),
 }
 
 impl<R: BufRead> Reader<R> {
@@ -93,9 +96,14 @@ impl<R: BufRead> Iterator for Reader<R> {
                     Err(e) => return Some(Err(io_error(e))),
                 };
                 match block {
-                    Block::InterfaceDescription(i) => links.push(i.linktype),
+                    Block::InterfaceDescription(i) => {
+                        links.push((i.linktype, TsUnit::of(&i.options)));
+                    }
                     Block::EnhancedPacket(p) => {
-                        let link = links.get(p.interface_id as usize).copied();
+                        let (link, unit) = match links.get(p.interface_id as usize) {
+                            Some(&(link, unit)) => (Some(link), unit),
+                            None => (None, TsUnit::default()),
+                        };
                         if link != Some(DataLink::ETHERNET) {
                             return Some(Err(not_ethernet(link.unwrap_or(DataLink::NULL))));
                         }
@@ -104,7 +112,7 @@ impl<R: BufRead> Iterator for Reader<R> {
                             _ => None,
                         });
                         return Some(Ok(Record {
-                            timestamp: p.timestamp,
+                            timestamp: unit.duration(p.timestamp),
                             orig_len: p.original_len,
                             data: p.data.into_owned(),
                             comment,
@@ -125,6 +133,51 @@ impl<R: BufRead> Iterator for Reader<R> {
     }
 }
 
+/// The unit of a pcapng interface's timestamps (its `if_tsresol` option, pcapng 4.2): 10^-n
+/// or 2^-n seconds, 10^-6 when the option is absent.
+///
+/// `pcap-file` reads an Enhanced Packet Block's timestamp as nanoseconds whatever the unit, and
+/// writes nanoseconds, so a reader must scale what it reads, and a writer must say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TsUnit(u8);
+
+impl Default for TsUnit {
+    fn default() -> TsUnit {
+        TsUnit(6)
+    }
+}
+
+impl TsUnit {
+    /// Nanoseconds, the unit `pcap-file` writes.
+    const NANOS: TsUnit = TsUnit(9);
+
+    fn of(options: &[InterfaceDescriptionOption<'_>]) -> TsUnit {
+        options
+            .iter()
+            .find_map(|o| match o {
+                InterfaceDescriptionOption::IfTsResol(r) => Some(TsUnit(*r)),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// The time `raw`, read by `pcap-file` as nanoseconds, means in this unit.
+    fn duration(self, raw: Duration) -> Duration {
+        let ticks = raw.as_nanos();
+        let exp = u32::from(self.0 & 0x7f);
+        let nanos = if self.0 & 0x80 != 0 {
+            // 2^-exp seconds.
+            ticks.saturating_mul(1_000_000_000) >> exp.min(127)
+        } else if exp <= 9 {
+            ticks.saturating_mul(10u128.pow(9 - exp))
+        } else {
+            ticks / 10u128.saturating_pow(exp - 9)
+        };
+        let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+        Duration::new(secs, (nanos % 1_000_000_000) as u32)
+    }
+}
+
 /// Reads every frame of a pcap or pcapng file.
 pub fn read_file(path: impl AsRef<std::path::Path>) -> io::Result<Vec<Record>> {
     let file = std::fs::File::open(path)?;
@@ -137,14 +190,15 @@ pub struct NgWriter<W: Write> {
 }
 
 impl<W: Write> NgWriter<W> {
-    /// Writes the section header and the one interface's description (Ethernet).
+    /// Writes the section header and the one interface's description (Ethernet, timestamps
+    /// in nanoseconds).
     pub fn new(w: W) -> io::Result<NgWriter<W>> {
         let mut inner = PcapNgWriter::new(w).map_err(io_error)?;
         inner
             .write_pcapng_block(InterfaceDescriptionBlock {
                 linktype: DataLink::ETHERNET,
                 snaplen: 0,
-                options: Vec::new(),
+                options: vec![InterfaceDescriptionOption::IfTsResol(TsUnit::NANOS.0)],
             })
             .map_err(io_error)?;
         Ok(NgWriter { inner })
@@ -242,6 +296,42 @@ mod test {
         assert_eq!(got[1].data, vec![4, 5]);
         assert_eq!(got[1].comment.as_deref(), Some("bad ICRC"));
         assert_eq!(got[1].timestamp, Duration::from_micros(2_000_001));
+    }
+
+    #[test]
+    fn pcapng_says_its_timestamps_are_nanoseconds() {
+        let w = NgWriter::new(Vec::new()).unwrap();
+        let bytes = w.into_inner();
+        // The interface description (type 1) carries if_tsresol (code 9, length 1) = 9: without
+        // it Wireshark reads the nanoseconds written as microseconds, 1000 times too late.
+        let idb = bytes
+            .windows(4)
+            .position(|b| b == [1, 0, 0, 0])
+            .expect("an interface description block");
+        assert!(
+            bytes[idb..].windows(5).any(|o| o == [9, 0, 1, 0, 9]),
+            "{bytes:02x?}"
+        );
+    }
+
+    #[test]
+    fn pcapng_timestamps_are_read_in_the_interface_s_unit() {
+        let raw = Duration::from_nanos(1_500_000); // what pcap-file gives for 1_500_000 ticks
+        assert_eq!(
+            TsUnit::default().duration(raw),
+            Duration::from_micros(1_500_000)
+        );
+        assert_eq!(TsUnit::NANOS.duration(raw), raw);
+        assert_eq!(TsUnit(3).duration(raw), Duration::from_millis(1_500_000));
+        assert_eq!(TsUnit(12).duration(raw), Duration::from_nanos(1_500));
+        // 2^-10 s ticks: 1024 of them are a second.
+        assert_eq!(
+            TsUnit(0x80 | 10).duration(Duration::from_nanos(1024)),
+            Duration::from_secs(1)
+        );
+        let opts = [InterfaceDescriptionOption::IfTsResol(9)];
+        assert_eq!(TsUnit::of(&opts), TsUnit::NANOS);
+        assert_eq!(TsUnit::of(&[]), TsUnit(6));
     }
 
     #[test]
