@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use super::emit::Emitter;
 pub use super::round::Moved;
 use super::round::{progress, transmit_qp, Io, Round};
+use super::watch::{Watch, BUSY_POLLS, POLLING};
 use crate::counters::DeviceCounters;
 use crate::device::Gid;
 use crate::error::{Error, Result};
@@ -516,29 +517,11 @@ impl Inner {
 /// takes a few hundred nanoseconds here, and a clock read costs a tenth of that.
 const STAMP_EVERY: u64 = 4;
 
-/// An application that polled this recently, and at least [`BUSY_POLLS`] times since the
-/// progress thread last looked, is taken to be busy-polling. One that waits for completion
-/// events polls its CQ empty once per event and is not.
-const POLLING: Duration = Duration::from_micros(50);
-
-/// See [`POLLING`]: a busy poller makes that many polls in a few microseconds.
-const BUSY_POLLS: u64 = 32;
-
-/// How soon the progress thread looks again whether the application still polls, after it
-/// first found it polling; each time it still is, the thread looks twice as late, up to
-/// [`WATCH_POLLING_MAX`]. Each look preempts a busy core for a moment (a few microseconds
-/// here), and an application that stops polling with packets pending waits up to the
-/// current interval for the thread.
-pub const WATCH_POLLING: Duration = Duration::from_micros(100);
-
-/// The longest the progress thread goes without looking while the application polls.
-pub const WATCH_POLLING_MAX: Duration = Duration::from_micros(250);
-
 /// The progress thread. It sleeps until a packet comes or a deadline is due, then makes a
 /// round of progress; but while the application busy-polls the device (its `poll_cq` calls
 /// make the rounds: receive, timers, transmit), the thread keeps out of the way: it does
-/// not wake for packets and looks only every [`WATCH_POLLING`] whether the application
-/// still polls. A wake per packet would put a context switch on a busy core (on two cores,
+/// not wake for packets and looks only now and then whether the application still polls
+/// (`watch.rs`). A wake per packet would put a context switch on a busy core (on two cores,
 /// a spinning application and its peer leave no core free), and a round the thread made
 /// would take the packets from under the application's polls (which then find nothing
 /// until the thread has run) and send the ACKs the application's next post would carry.
@@ -546,23 +529,23 @@ pub const WATCH_POLLING_MAX: Duration = Duration::from_micros(250);
 /// something else), packets wake the thread again.
 fn run(inner: &Inner, wait_fd: Option<std::os::fd::RawFd>) {
     let mut seen = inner.polls.load(Ordering::Relaxed);
-    let mut watch = WATCH_POLLING;
+    let mut watch = Watch::new();
     while !inner.stop.load(Ordering::Acquire) {
         let polls = inner.polls.load(Ordering::Relaxed);
-        let busy = polls.wrapping_sub(seen) >= BUSY_POLLS;
+        let now = inner.now();
+        let busy = polls.wrapping_sub(seen) >= BUSY_POLLS && inner.polled_within(POLLING, now);
         seen = polls;
-        if busy && inner.polled_within(POLLING, inner.now()) {
-            std::thread::park_timeout(watch);
-            watch = (watch * 2).min(WATCH_POLLING_MAX);
+        if busy {
+            std::thread::park_timeout(watch.stay_away(now));
             continue;
         }
-        watch = WATCH_POLLING;
         inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
         let (moved, deferred) = {
             let mut io = lock(&inner.io);
             let moved = guarded(inner, || progress(inner, &mut io, Round::Thread)).packets;
             (moved, io.deferred_until())
         };
+        watch.round(moved, now);
         if inner.failed.load(Ordering::Acquire) {
             return; // nothing more to make progress on
         }
