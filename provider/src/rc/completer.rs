@@ -199,7 +199,9 @@ impl Requester {
             let (srtt_us, rttvar_us) = self.rc.rto.estimate().map_or((0, 0), |(s, v)| {
                 (s.as_micros() as u64, v.as_micros() as u64)
             });
-            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), next = self.next_psn.value(), max = self.max_psn.value(), waits = self.seat.waits(), counted, srtt_us, rttvar_us, "local ACK timeout");
+            // `unasked`: packets sent since one last asked for an ACK (none would come).
+            let unasked = self.rc.unasked.packets;
+            debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), next = self.next_psn.value(), max = self.max_psn.value(), waits = self.seat.waits(), unasked, counted, srtt_us, rttvar_us, "local ACK timeout");
             let resent = if counted {
                 self.retry_from(ctx, una, ev)
             } else {
