@@ -25,9 +25,10 @@ use softrnic_wire::icrc::{Icrc, ICRC_LEN};
 use softrnic_wire::roce::pad_len;
 use softrnic_wire::ROCE_V2_UDP_PORT;
 
-use super::runs::{Idents, Runs};
+use super::runs::Runs;
 use crate::mr::{Bytes, MrTable, PinError, ReadPin};
 use crate::qp::{Payload, Transmit, MAX_INLINE};
+use crate::transport::idents::PortIdents;
 use crate::transport::{OutPacket, Transport, HOP_LIMIT};
 
 /// Room for the ICRC's masked view of IPv6 + UDP (after the LRH placeholder), the BTH and the
@@ -63,7 +64,7 @@ pub struct Emitter {
     pkts: Vec<OutPacket<'static>>,
     /// (packet index, first piece, piece count) of each packet that goes out.
     outs: Vec<(usize, usize, usize)>,
-    idents: Idents,
+    idents: PortIdents,
     stats: EmitStats,
 }
 
@@ -118,7 +119,7 @@ impl Emitter {
             pieces: Vec::with_capacity(batch * 4),
             pkts: Vec::with_capacity(batch),
             outs: Vec::with_capacity(batch),
-            idents: Idents::default(),
+            idents: PortIdents::default(),
             stats: EmitStats::default(),
         }
     }
@@ -169,7 +170,10 @@ impl Emitter {
                 }
             };
             let segment = runs.place(src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
-            let ident = self.idents.next(src_port, segment, transport);
+            let ident = self
+                .idents
+                .next(src_port, segment, || transport.ipv4_ident(src_port))
+                .unwrap_or(segment);
             let mut span = Span {
                 p0,
                 ..Span::default()
@@ -253,7 +257,7 @@ impl Emitter {
     }
 
     /// Writes packet `i`'s headers and trailer, from UDP source port `src_port` and for the
-    /// IPv4 Identification `ident` it will carry (see [`Idents`]); returns (BTH start, headers
+    /// IPv4 Identification `ident` it will carry (see `transport/idents.rs`); returns (BTH start, headers
     /// end, trailer len). A packet without a payload in registered memory is written whole,
     /// the trailer length then 0.
     ///

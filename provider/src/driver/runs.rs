@@ -12,7 +12,7 @@
 
 use std::net::IpAddr;
 
-use crate::transport::{SegmentLimits, Transport};
+use crate::transport::SegmentLimits;
 
 /// The run being formed.
 #[derive(Debug, Clone, Copy)]
@@ -80,55 +80,6 @@ impl Runs {
     }
 }
 
-/// The IPv4 Identification of each packet of a batch, as the transport will send it: its
-/// place in its run, or, from a source port whose counter the transport knows
-/// ([`Transport::ipv4_ident`]: a connected socket), that counter plus the messages (runs)
-/// from the port before it in the batch, plus its place. The emitter computes each ICRC for
-/// that ID, so that the transport sends it as it is.
-#[derive(Debug, Default)]
-pub(super) struct Idents {
-    /// Per source port of the batch: the counter, and the messages placed so far.
-    ports: Vec<(u16, Option<u16>, u16)>,
-}
-
-impl Idents {
-    /// Forgets the last batch.
-    pub(super) fn clear(&mut self) {
-        self.ports.clear();
-    }
-
-    /// The ID of the next packet, from `src_port` at place `segment` (0 starts a message).
-    pub(super) fn next(&mut self, src_port: u16, segment: u16, transport: &dyn Transport) -> u16 {
-        let at = match self.ports.iter().position(|p| p.0 == src_port) {
-            Some(at) => at,
-            None => {
-                self.ports
-                    .push((src_port, transport.ipv4_ident(src_port), 0));
-                self.ports.len() - 1
-            }
-        };
-        let (_, counter, messages) = &mut self.ports[at];
-        if segment == 0 {
-            *messages += 1;
-        }
-        // (A run's later packets follow its first: `messages` is at least 1 here.)
-        counter.map_or(segment, |c| {
-            c.wrapping_add(messages.wrapping_sub(1))
-                .wrapping_add(segment)
-        })
-    }
-
-    /// The packet given an ID last, from `src_port` at place `segment`, is not sent after
-    /// all (its run ends before it: see [`Runs::drop_last`]).
-    pub(super) fn drop_last(&mut self, src_port: u16, segment: u16) {
-        if let Some(p) = self.ports.iter_mut().find(|p| p.0 == src_port) {
-            if segment == 0 {
-                p.2 = p.2.saturating_sub(1);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,50 +144,6 @@ mod tests {
     fn without_segmentation_every_packet_is_alone() {
         let mut r = Runs::new(SegmentLimits::NONE);
         assert!((0..4).all(|_| r.place(1, A, 10, 1) == 0));
-    }
-
-    /// A transport that knows the counter of port 7 only.
-    struct Counting;
-
-    impl Transport for Counting {
-        fn send_batch(&mut self, _: &[crate::transport::OutPacket<'_>]) -> std::io::Result<usize> {
-            unreachable!("only asked for IDs")
-        }
-        fn recv_batch(&mut self, _: &mut crate::transport::RecvBatch) -> std::io::Result<usize> {
-            unreachable!("only asked for IDs")
-        }
-        fn poll(
-            &mut self,
-            _: Option<std::time::Duration>,
-        ) -> std::io::Result<crate::transport::Ready> {
-            unreachable!("only asked for IDs")
-        }
-        fn local_addr(&self) -> IpAddr {
-            A
-        }
-        fn ipv4_ident(&self, src_port: u16) -> Option<u16> {
-            (src_port == 7).then_some(0xfffe)
-        }
-        fn stats(&self) -> crate::transport::TransportStats {
-            Default::default()
-        }
-    }
-
-    #[test]
-    fn ids_follow_the_counter_per_message_or_else_the_place_in_the_run() {
-        let mut ids = Idents::default();
-        // (port, place) -> ID: port 7 counts from 0xfffe, one number per message, wrapping;
-        // port 8 has no counter (an unconnected socket: its place in the run).
-        let got: Vec<u16> = [(7, 0), (8, 0), (7, 0), (7, 1), (7, 2), (8, 1), (7, 0)]
-            .iter()
-            .map(|&(port, place)| ids.next(port, place, &Counting))
-            .collect();
-        assert_eq!(got, [0xfffe, 0, 0xffff, 0, 1, 1, 0]);
-        // A dropped message start gives its number to the next one.
-        ids.drop_last(7, 0);
-        assert_eq!(ids.next(7, 0, &Counting), 0);
-        ids.clear();
-        assert_eq!(ids.next(7, 0, &Counting), 0xfffe, "a new batch starts over");
     }
 
     #[test]

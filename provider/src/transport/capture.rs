@@ -27,6 +27,7 @@ use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, ETHERNET_HEADER_LEN}
 use softrnic_wire::icrc::with_ipv4_ident;
 use softrnic_wire::pcap::NgWriter;
 
+use super::idents::PortIdents;
 use super::{
     Bytes, Clock, IcrcStatus, OutPacket, Ready, RecvBatch, RecvPacket, Transport, TransportStats,
 };
@@ -258,44 +259,22 @@ fn build_frame(d: Outer, pieces: &[Bytes<'_>], out: &mut Vec<u8>) -> bool {
 
 /// The IPv4 IDs the datagrams of a batch carried on the wire. A transport whose datagrams
 /// carry IDs other than the ones their ICRCs were built for ([`Transport::ipv4_ident`]: a
-/// connected socket's counter) numbers each source port's messages (a segmentation run is one)
-/// from its counter, and each segment from its message's; it moves the ICRC to that ID. After
-/// the send the counter stands past the batch's messages, which gives where it started.
-struct WireIdents {
-    /// Per source port of the batch: the port, the first message's ID (`None`: the
-    /// transport keeps the emitter's IDs), messages numbered so far.
-    ports: Vec<(u16, Option<u16>, u16)>,
-}
-
-impl WireIdents {
-    fn after<T: Transport>(t: &T, sent: &[OutPacket<'_>]) -> WireIdents {
-        let mut ports: Vec<(u16, Option<u16>, u16)> = Vec::new();
-        for p in sent.iter().filter(|p| p.segment == 0) {
-            match ports.iter_mut().find(|e| e.0 == p.src_port) {
-                Some(e) => e.2 += 1,
-                None => ports.push((p.src_port, None, 1)),
-            }
+/// connected socket's counter) numbers them as `idents.rs` says, and moves the ICRC to that
+/// ID. After the send the counter stands past the batch's messages, which gives where it
+/// started.
+fn wire_idents<T: Transport>(t: &T, sent: &[OutPacket<'_>]) -> PortIdents {
+    let mut messages: Vec<(u16, u16)> = Vec::new();
+    for p in sent.iter().filter(|p| p.segment == 0) {
+        match messages.iter_mut().find(|e| e.0 == p.src_port) {
+            Some(e) => e.1 += 1,
+            None => messages.push((p.src_port, 1)),
         }
-        for e in &mut ports {
-            e.1 = t.ipv4_ident(e.0).map(|next| next.wrapping_sub(e.2));
-            e.2 = 0;
-        }
-        WireIdents { ports }
     }
-
-    /// The ID `p`, the next packet of the batch, carried.
-    fn next(&mut self, p: &OutPacket<'_>) -> u16 {
-        let Some(e) = self.ports.iter_mut().find(|e| e.0 == p.src_port) else {
-            return p.ident;
-        };
-        let Some(first) = e.1 else { return p.ident };
-        if p.segment == 0 {
-            e.2 += 1;
-        }
-        first
-            .wrapping_add(e.2.wrapping_sub(1))
-            .wrapping_add(p.segment)
+    let mut ids = PortIdents::default();
+    for (port, n) in messages {
+        ids.start(port, t.ipv4_ident(port).map(|next| next.wrapping_sub(n)));
     }
+    ids
 }
 
 /// The time now, by `clock` or else the system's clock.
@@ -318,9 +297,10 @@ impl<T: Transport> Transport for Capture<T> {
                 self.inner.local_addr(),
             );
             let sent = &pkts[..n];
-            let mut ids = WireIdents::after(&self.inner, sent);
+            let mut ids = wire_idents(&self.inner, sent);
             for p in sent {
-                let ident = ids.next(p);
+                // Without a counter the datagram carried the ID its ICRC was built for.
+                let ident = ids.next(p.src_port, p.segment, || None).unwrap_or(p.ident);
                 let d = Outer {
                     from: SocketAddr::new(local, p.src_port),
                     to: p.dst,

@@ -57,6 +57,7 @@ pub use crate::mr::Bytes;
 pub mod capture;
 pub mod fabric;
 pub mod faults;
+pub(crate) mod idents;
 pub mod udp;
 
 pub use capture::{Capture, CaptureConfig};
