@@ -257,9 +257,9 @@ impl Emitter {
     }
 
     /// Writes packet `i`'s headers and trailer, from UDP source port `src_port` and for the
-    /// IPv4 Identification `ident` it will carry (see `transport/idents.rs`); returns (BTH start, headers
-    /// end, trailer len). A packet without a payload in registered memory is written whole,
-    /// the trailer length then 0.
+    /// IPv4 Identification `ident` it will carry (see `transport/idents.rs`); returns (BTH
+    /// start, headers end, trailer len). A packet without a payload in registered memory is
+    /// written whole, the trailer length then 0.
     ///
     /// The headers go in behind the ICRC's masked view of the IP and UDP headers (which only
     /// the ICRC reads: the transport sends from the BTH on), so that the ICRC runs over one
