@@ -359,7 +359,7 @@ impl<T: Transport> Transport for Capture<T> {
         self.inner.segment_limits()
     }
 
-    fn source_port(&mut self, src_port: u16, dst: std::net::SocketAddr) -> u16 {
+    fn source_port(&mut self, src_port: u16, dst: SocketAddr) -> u16 {
         self.inner.source_port(src_port, dst)
     }
 

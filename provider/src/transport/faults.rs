@@ -10,7 +10,7 @@
 //! only be dropped. Without rules the wrapper passes whole batches through.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -267,7 +267,7 @@ impl<T: Transport> Transport for FaultInjector<T> {
         self.inner.poll(timeout)
     }
 
-    fn source_port(&mut self, src_port: u16, dst: std::net::SocketAddr) -> u16 {
+    fn source_port(&mut self, src_port: u16, dst: SocketAddr) -> u16 {
         self.inner.source_port(src_port, dst)
     }
 
