@@ -32,6 +32,8 @@
 //! | `malformed` | - | device: a packet could not be parsed (dropped) |
 //! | `bad_pkey` | - | device: a packet's P_Key did not match the port's (dropped) |
 //! | `no_group` | - | device: a multicast packet to a group no QP is attached to (dropped) |
+//! | `local_sent` | - | device: of `sent_pkts`, those written into another device's inbox on this host instead of sent over UDP (`transport/udp/local/`) |
+//! | `local_rcvd` | - | device: a packet read from this device's inbox (before the checks) |
 //!
 //! rxe's `ack_deferred` (its completer rescheduled), `link_downed` and `lack_of_resources`
 //! have no counterpart here: softrnic's ports do not go down, and its ACK coalescing and
@@ -151,6 +153,10 @@ counters! {
         bad_pkey,
         /// Multicast packets to a group without QPs, dropped.
         no_group,
+        /// Packets sent through another device's inbox on this host.
+        local_sent,
+        /// Packets read from this device's inbox.
+        local_rcvd,
     }
 }
 

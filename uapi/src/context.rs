@@ -144,6 +144,8 @@ impl Context {
         } else {
             (None, UdpTransport::bind(addr)?)
         };
+        // Datagrams to the host's other devices through shared memory (`udp/local/`).
+        let transport = transport.with_local_path_if_allowed();
         let mtu = active_mtu_for_netdev_mtu(gids.interface().mtu);
         let guid = node_guid_from_mac(gids.interface().mac);
         let mut shared = Shared::start(wrap(transport), Some(gids), mtu, guid, opts, None)?;

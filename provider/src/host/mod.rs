@@ -40,7 +40,7 @@
 pub mod agent;
 pub mod block;
 pub mod cm_link;
-mod fdpass;
+pub(crate) mod fdpass;
 pub mod handover;
 pub mod mad_route;
 pub mod member;

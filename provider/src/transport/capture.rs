@@ -386,6 +386,10 @@ impl<T: Transport> Transport for Capture<T> {
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.wait_fd()
     }
+
+    fn sleep_gate(&self) -> Option<std::sync::Arc<super::SleepGate>> {
+        self.inner.sleep_gate()
+    }
 }
 
 impl<T> Drop for Capture<T> {

@@ -18,7 +18,8 @@
 //! * [`Transport::join_multicast`] / [`Transport::leave_multicast`] when the device's first
 //!   QP attaches to a multicast group or its last one detaches (IBTA 10.5).
 //!
-//! Implementations: [`udp::UdpTransport`] (kernel UDP sockets, unprivileged) and
+//! Implementations: [`udp::UdpTransport`] (kernel UDP sockets, unprivileged; to another
+//! softrnic device of the host, shared memory: `udp/local/`) and
 //! [`fabric::Fabric`] (an in-memory network with seeded fault injection, for deterministic
 //! tests); [`faults::FaultInjector`] wraps either to drop or duplicate chosen packets.
 //!
@@ -63,6 +64,7 @@ pub mod udp;
 pub use capture::{Capture, CaptureConfig};
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint, FabricStats, SplitMix64};
 pub use faults::{FaultControl, FaultInjector};
+pub use udp::local::SleepGate;
 pub use udp::UdpTransport;
 
 /// A clock other than the system's: the time since some fixed start, as a function (the
@@ -446,6 +448,13 @@ impl RecvBatch {
             .zip(self.meta.iter_mut())
     }
 
+    /// For transports: slot `i`'s buffer and metadata, if `i < capacity()`.
+    pub fn slot_mut(&mut self, i: usize) -> Option<(&mut [u8], &mut RecvMeta)> {
+        let meta = self.meta.get_mut(i)?;
+        let at = i * self.slot_len;
+        Some((&mut self.data[at..at + self.slot_len], meta))
+    }
+
     /// For transports: declares slots `0..n` filled (clamped to the capacity).
     pub fn set_len(&mut self, n: usize) {
         self.filled = n.min(self.capacity());
@@ -491,6 +500,11 @@ pub struct TransportStats {
     pub ident_probes: u64,
     /// Datagrams are read from a packet ring, not a socket (`udp/ring.rs`).
     pub rx_from_ring: bool,
+    /// Datagrams written into another device's inbox on this host instead of sent over UDP
+    /// (counted in `tx_packets` too; `udp/local/`).
+    pub tx_local: u64,
+    /// Datagrams read from this device's inbox (counted in `rx_packets` too).
+    pub rx_local: u64,
 }
 
 /// A packet transport, as the driver uses it.
@@ -610,6 +624,13 @@ pub trait Transport {
     /// in `poll(2)` without holding the transport; `None` if there is none (the in-memory
     /// fabric), and the driver then sleeps briefly instead.
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
+    /// What a thread sleeping on [`Transport::wait_fd`] must also do, for a transport that
+    /// other devices of the host write into (`udp/local/`): say it sleeps, poll the gate's
+    /// descriptors too, say it woke. `None` by default.
+    fn sleep_gate(&self) -> Option<std::sync::Arc<SleepGate>> {
         None
     }
 }

@@ -65,6 +65,10 @@
 //!   sends multicast from the device's interface (see `udp/mcast.rs`). [`Transport::wait_fd`] is
 //!   the receive socket only, so a progress thread sleeping on it notices a group's datagram
 //!   at its next wake-up (at most a millisecond later), not at once.
+//! * **The host-local path** ([`UdpTransport::with_local_path`], `udp/local/`): datagrams to
+//!   another softrnic device of the same host and network namespace are written into its
+//!   inbox, shared memory, instead of sent: no system call on either side while the receiver
+//!   polls. Everything else goes over UDP as above.
 //! * The send sockets' receive buffers are shrunk to the minimum: peers send to 4791, so
 //!   anything reaching a source port is stray and may be dropped.
 //!
@@ -92,6 +96,7 @@ use crate::host::block::QpnBlock;
 use super::{OutPacket, Ready, RecvBatch, SegmentLimits, Transport, TransportStats};
 
 mod ident;
+pub mod local;
 mod long_runs;
 mod mcast;
 mod ring;
@@ -116,6 +121,9 @@ pub const MAX_IOVS: usize = 512;
 /// whose ICRC moves has a piece of its own, so that is at most twice as many. (It is also
 /// the kernel's limit per message, `UIO_MAXIOV` = 1024.)
 const SCRATCH_IOVS: usize = 2 * MAX_IOVS;
+
+/// How long [`Transport::poll`] waits after a lane of the host-local path was full.
+const LANE_FULL_WAIT: Duration = Duration::from_micros(50);
 
 /// Most multicast group sockets [`Transport::poll`] waits on (the others are still read).
 pub const MAX_POLLED_GROUPS: usize = 8;
@@ -151,6 +159,12 @@ pub struct UdpTransport {
     /// The QPN block whose datagrams the kernel steers to `rx`, when the device is shared by
     /// the host's processes (`host/steer.rs`); the ring then takes only that block's too.
     block: Option<QpnBlock>,
+    /// The host-local path (`udp/local/`), where it is on: the inbox other devices of the host
+    /// write this one's datagrams into, and the lanes of theirs this one writes into.
+    inbox: Option<local::Inbox>,
+    outbox: Option<local::Outbox>,
+    /// A lane was full: the next [`Transport::poll`] waits a moment and says sending may go on.
+    lane_full: bool,
 }
 
 /// Takes off a receive socket what the packet ring set on it (its filter, `UDP_GRO`): the
@@ -360,6 +374,9 @@ impl UdpTransport {
             rx_pacing: RecvPacing::after(MAX_MSGS / 2),
             ring: None,
             block,
+            inbox: None,
+            outbox: None,
+            lane_full: false,
         }
         .with_ring_if_allowed())
     }
@@ -430,6 +447,43 @@ impl UdpTransport {
     /// refuses to remove a filter it accepted could cause.
     fn socket_alone(&mut self) {
         socket_alone(&self.rx);
+    }
+
+    /// The same transport on the host-local path (`udp/local/`): it opens its inbox, and
+    /// sends through the inboxes of the host's other devices where they have one.
+    ///
+    /// # Errors
+    /// The transport as it was, with the reason the inbox could not be opened (another
+    /// device of this network namespace has its name: two devices on one address).
+    #[allow(clippy::result_large_err)]
+    pub fn with_local_path(mut self) -> Result<UdpTransport, (UdpTransport, io::Error)> {
+        match local::Inbox::open(self.local, self.block) {
+            Ok(inbox) => {
+                self.inbox = Some(inbox);
+                self.outbox = Some(local::Outbox::new(self.local));
+                Ok(self)
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// [`UdpTransport::with_local_path`] unless `SOFTRNIC_LOCAL=0` says not to, or the inbox
+    /// cannot be opened (then UDP alone, as before).
+    pub fn with_local_path_if_allowed(self) -> UdpTransport {
+        if local::wanted() {
+            self.with_local_path().unwrap_or_else(|(t, _)| t)
+        } else {
+            self
+        }
+    }
+
+    /// Senders on this host writing into this device's inbox, and destinations this device
+    /// writes into the inbox of (see `udp/local/`).
+    pub fn local_lanes(&self) -> (usize, usize) {
+        (
+            self.inbox.as_ref().map_or(0, local::Inbox::senders),
+            self.outbox.as_ref().map_or(0, local::Outbox::lanes),
+        )
     }
 
     /// Whether datagrams are read from a packet ring (see `udp/ring.rs`).
@@ -598,8 +652,31 @@ impl Transport for UdpTransport {
     fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
         self.rx_pacing.sent(pkts.len());
         let mut done = 0;
+        let now = self.outbox.as_ref().map(|_| std::time::Instant::now());
         while done < pkts.len() {
-            match self.send_run(&pkts[done..]) {
+            // The packets from `done` on that go over UDP, up to the first for a lane.
+            let mut udp = pkts.len() - done;
+            if let (Some(outbox), Some(now)) = (&mut self.outbox, now) {
+                let route = |o: &mut local::Outbox, p| o.route(p, now);
+                if let local::Route::Local(key) = route(outbox, &pkts[done]) {
+                    let run = 1 + pkts[done + 1..]
+                        .iter()
+                        .zip(1..)
+                        .take_while(|&(q, k)| q.segment == k)
+                        .count();
+                    if !outbox.push(key, &pkts[done..done + run]) {
+                        self.lane_full = true;
+                        break;
+                    }
+                    done += run;
+                    continue;
+                }
+                udp = 1 + pkts[done + 1..]
+                    .iter()
+                    .take_while(|q| route(outbox, q) == local::Route::Udp)
+                    .count();
+            }
+            match self.send_run(&pkts[done..done + udp]) {
                 Ok((n, blocked)) => {
                     done += n;
                     if blocked || n == 0 {
@@ -629,6 +706,14 @@ impl Transport for UdpTransport {
                 n
             }
         };
+        if let Some(inbox) = &mut self.inbox {
+            // After the socket: a datagram sent over UDP before its sender got a lane is
+            // there already, and comes first.
+            let got = inbox.recv(batch, n);
+            self.stats.count_received(batch, n, got);
+            self.stats.rx_local += got as u64;
+            n += got;
+        }
         for i in 0..self.groups.len() {
             let g = &self.groups[i];
             let (fd, group) = (g.sock.as_raw_fd(), g.ip);
@@ -659,6 +744,13 @@ impl Transport for UdpTransport {
             p.fd = g.sock.as_raw_fd();
         }
         let nfds = 2 + self.groups.len().min(MAX_POLLED_GROUPS);
+        // A full lane frees as its receiver reads, which nothing here can wait for: a moment.
+        let lane_full = std::mem::take(&mut self.lane_full);
+        let timeout = match timeout {
+            Some(t) if lane_full => Some(t.min(LANE_FULL_WAIT)),
+            None if lane_full => Some(LANE_FULL_WAIT),
+            t => t,
+        };
         let ts = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
             tv_nsec: t.subsec_nanos() as _,
@@ -734,6 +826,10 @@ impl Transport for UdpTransport {
         }
     }
 
+    fn sleep_gate(&self) -> Option<std::sync::Arc<local::SleepGate>> {
+        self.inbox.as_ref().map(local::Inbox::gate)
+    }
+
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.ring.as_ref().map_or(self.rx.as_raw_fd(), RxRing::fd))
     }
@@ -755,8 +851,12 @@ impl Transport for UdpTransport {
     }
 
     fn stats(&self) -> TransportStats {
+        let (tx_local, tx_local_bytes) = self.outbox.as_ref().map_or((0, 0), |o| (o.sent, o.bytes));
         TransportStats {
             rx_from_ring: self.ring.is_some(),
+            tx_packets: self.stats.tx_packets + tx_local,
+            tx_bytes: self.stats.tx_bytes + tx_local_bytes,
+            tx_local,
             ..self.stats
         }
     }

@@ -1,0 +1,282 @@
+//! The receiving side of the host-local path (see `local/mod.rs`): the inbox a device
+//! listens on, the lanes it gives its senders, and the datagrams it takes out of them.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use softrnic_wire::frame::{IpHeader, UDP_HEADER_LEN};
+
+use super::{inbox_name, Region, LANES, SLOTS};
+use crate::host::block::QpnBlock;
+use crate::host::fdpass;
+use crate::transport::{RecvBatch, RecvMeta, HOP_LIMIT};
+
+/// How often a polling receiver looks for new senders and gone ones.
+const TEND_EVERY: Duration = Duration::from_millis(1);
+
+/// Receive calls between two looks at the clock for [`TEND_EVERY`].
+const CALLS_PER_CLOCK: u32 = 64;
+
+/// A device's inbox.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    local: IpAddr,
+    region: Arc<Region>,
+    listener: UnixListener,
+    /// Each lane's sender, by its connection.
+    senders: [Option<UnixStream>; LANES],
+    /// Each lane's count of slots consumed (what `head` was last set to).
+    heads: [u64; LANES],
+    gate: Arc<SleepGate>,
+    calls: u32,
+    tended: Instant,
+}
+
+/// What the progress thread of a device with an inbox does around its sleep (see
+/// `local/mod.rs`): says it sleeps, polls the doorbell and the inbox's socket beside the
+/// receive socket, and says it woke.
+#[derive(Debug)]
+pub struct SleepGate {
+    region: Arc<Region>,
+    bell: OwnedFd,
+    listener: OwnedFd,
+    /// Set when a sender connecting woke the thread: the next receive admits it.
+    woke: AtomicBool,
+}
+
+impl SleepGate {
+    /// The descriptors to poll for reading while asleep: the doorbell, and the inbox's socket
+    /// (a sender connecting).
+    pub fn fds(&self) -> [RawFd; 2] {
+        [self.bell.as_raw_fd(), self.listener.as_raw_fd()]
+    }
+
+    /// The thread is about to sleep: `false` if a datagram already waits (then it must not).
+    pub fn sleep(&self) -> bool {
+        let sleeping = self.region.sleeping();
+        sleeping.store(1, Ordering::SeqCst);
+        if self.region.pending().load(Ordering::SeqCst) != 0 {
+            sleeping.store(0, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// The thread woke; the doorbell was `rung`, a sender is `connecting` (the poll said
+    /// so of their descriptors).
+    pub fn woke(&self, rung: bool, connecting: bool) {
+        self.region.sleeping().store(0, Ordering::SeqCst);
+        if rung {
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into `v` from a nonblocking eventfd.
+            let _ = unsafe { libc::read(self.bell.as_raw_fd(), (&raw mut v).cast(), 8) };
+        }
+        if connecting {
+            self.woke.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Inbox {
+    /// Creates the inbox of the device on `local` receiving the QPs of `block` (`None`: all
+    /// of them) and listens on its name.
+    ///
+    /// # Errors
+    /// `AddrInUse` if another inbox has the name; the errors of creating the region, the
+    /// doorbell or the socket.
+    pub fn open(local: IpAddr, block: Option<QpnBlock>) -> io::Result<Inbox> {
+        let region = Arc::new(Region::create()?);
+        let name = UnixAddr::from_abstract_name(inbox_name(local, block))?;
+        let listener = UnixListener::bind_addr(&name)?;
+        listener.set_nonblocking(true)?;
+        // SAFETY: a plain system call; the result is checked.
+        let bell = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if bell < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let gate = Arc::new(SleepGate {
+            region: region.clone(),
+            // SAFETY: a fresh descriptor nothing else owns.
+            bell: unsafe { OwnedFd::from_raw_fd(bell) },
+            listener: listener.as_fd().try_clone_to_owned()?,
+            woke: AtomicBool::new(false),
+        });
+        Ok(Inbox {
+            local,
+            region,
+            listener,
+            senders: Default::default(),
+            heads: [0; LANES],
+            gate,
+            calls: 0,
+            tended: Instant::now(),
+        })
+    }
+
+    /// The gate the device's progress thread sleeps through.
+    pub fn gate(&self) -> Arc<SleepGate> {
+        self.gate.clone()
+    }
+
+    /// Senders with a lane now.
+    pub fn senders(&self) -> usize {
+        self.senders.iter().flatten().count()
+    }
+
+    /// Takes up to `batch.capacity() - first` datagrams into `batch`'s slots from `first` on;
+    /// returns how many. Now and then (and after the progress thread woke) it first admits
+    /// new senders and frees the lanes of gone ones.
+    pub fn recv(&mut self, batch: &mut RecvBatch, first: usize) -> usize {
+        self.calls = self.calls.wrapping_add(1);
+        if self.gate.woke.swap(false, Ordering::Relaxed)
+            || (self.calls % CALLS_PER_CLOCK == 0 && self.tended.elapsed() >= TEND_EVERY)
+        {
+            self.tend();
+        }
+        let pending = self.region.pending();
+        if pending.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let mut lanes = pending.swap(0, Ordering::SeqCst);
+        let mut n = first;
+        while lanes != 0 {
+            let lane = lanes.trailing_zeros() as usize;
+            lanes &= lanes - 1;
+            if lane >= LANES {
+                continue; // a bit no lane has: a broken sender's
+            }
+            n = self.drain(lane, batch, n);
+        }
+        n - first
+    }
+
+    /// Takes lane `lane`'s published datagrams into `batch` from slot `n` on, as many as fit;
+    /// returns the next free slot. What does not fit stays, its bit set again.
+    fn drain(&mut self, lane: usize, batch: &mut RecvBatch, mut n: usize) -> usize {
+        let tail = self.region.tail(lane).load(Ordering::Acquire);
+        let mut head = self.heads[lane];
+        if tail.wrapping_sub(head) > SLOTS {
+            // Only a broken producer publishes more than the lane holds: skip to its last.
+            head = tail.wrapping_sub(SLOTS);
+        }
+        while head != tail && n < batch.capacity() {
+            let Some((buf, meta)) = batch.slot_mut(n) else {
+                break;
+            };
+            // SAFETY: this inbox is the lane's consumer, and `head` is before `tail`.
+            let h = unsafe { self.region.read_slot(lane, head, buf) };
+            head = head.wrapping_add(1);
+            let Some(h) = h else {
+                continue; // a malformed slot: dropped
+            };
+            *meta = RecvMeta::from_socket(SocketAddr::new(h.src, h.src_port), self.local, h.len);
+            meta.truncated = h.len > buf.len();
+            let mut ip = [0u8; 40];
+            let emitted = IpHeader::udp_socket(h.src, self.local, HOP_LIMIT).map(|ip_h| {
+                ip_h.with_ident(h.ident)
+                    .emit(UDP_HEADER_LEN + h.len, &mut ip)
+            });
+            match emitted {
+                Some(Ok(len)) => meta.set_ip_header(&ip[..len]),
+                _ => continue, // another address family than the device's: dropped
+            }
+            n += 1;
+        }
+        self.heads[lane] = head;
+        self.region.head(lane).store(head, Ordering::Release);
+        if head != tail {
+            self.region.pending().fetch_or(1 << lane, Ordering::SeqCst);
+        }
+        n
+    }
+
+    /// Frees the lanes of senders whose connection closed, and admits the senders waiting on
+    /// the socket.
+    fn tend(&mut self) {
+        self.tended = Instant::now();
+        for s in &mut self.senders {
+            if s.as_ref().is_some_and(closed) {
+                *s = None;
+            }
+        }
+        while let Ok((s, _)) = self.listener.accept() {
+            let _ = self.admit(s);
+        }
+    }
+
+    /// Gives sender `s` a free lane: its number and the region, then the doorbell. A sender
+    /// of another user, or one beyond the lanes, is turned away (its connection closed): it
+    /// sends over UDP.
+    fn admit(&mut self, s: UnixStream) -> io::Result<()> {
+        if !same_user(&s)? {
+            return Err(io::ErrorKind::PermissionDenied.into());
+        }
+        let Some(lane) = self.senders.iter().position(Option::is_none) else {
+            return Err(io::ErrorKind::OutOfMemory.into());
+        };
+        // Whatever an earlier sender left unread goes: the new one starts at the tail.
+        let tail = self.region.tail(lane).load(Ordering::Acquire);
+        self.heads[lane] = tail;
+        self.region.head(lane).store(tail, Ordering::Release);
+        s.set_nonblocking(false)?;
+        let hello = lane_message(lane);
+        fdpass::send(&s, &hello, Some(self.region.fd().as_raw_fd()))?;
+        fdpass::send(&s, BELL_MESSAGE, Some(self.gate.bell.as_raw_fd()))?;
+        s.set_nonblocking(true)?;
+        self.senders[lane] = Some(s);
+        Ok(())
+    }
+}
+
+/// The first message to a sender: `LANE` and the lane's number.
+pub(super) fn lane_message(lane: usize) -> [u8; 8] {
+    let mut m = *b"LANE\0\0\0\0";
+    m[4..].copy_from_slice(&(lane as u32).to_le_bytes());
+    m
+}
+
+/// The second message, beside the doorbell.
+pub(super) const BELL_MESSAGE: &[u8; 8] = b"BELL\0\0\0\0";
+
+/// Whether the peer of `s` closed its end (reads nothing at once; never blocks).
+pub(super) fn closed(s: &UnixStream) -> bool {
+    let mut b = 0u8;
+    // SAFETY: peeks at most one byte into `b`.
+    let n = unsafe {
+        libc::recv(
+            s.as_raw_fd(),
+            (&raw mut b).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
+}
+
+/// Whether the process at the other end of `s` runs as this one's user.
+fn same_user(s: &UnixStream) -> io::Result<bool> {
+    // SAFETY: all-zero is a valid ucred.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are writable and sized as SO_PEERCRED needs.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a plain system call.
+    Ok(cred.uid == unsafe { libc::geteuid() })
+}

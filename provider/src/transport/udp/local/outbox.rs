@@ -1,0 +1,287 @@
+//! The sending side of the host-local path (see `local/mod.rs`): which destinations have an
+//! inbox on this host, the lane each one gave, and the datagrams written into it.
+
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixStream};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use softrnic_wire::ROCE_V2_UDP_PORT;
+
+use super::inbox::{closed, lane_message, BELL_MESSAGE};
+use super::{inbox_name, Region, SlotHeader, LANES, SLOTS, SLOT_PAYLOAD};
+use crate::host::block::QpnBlock;
+use crate::host::fdpass;
+use crate::transport::OutPacket;
+
+/// How long a destination without an inbox goes over UDP before the next look for one.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+
+/// How often a sender waiting for its lane looks whether it came.
+const LANE_LOOK: Duration = Duration::from_micros(100);
+
+/// How often a sender with a lane checks that the receiver is still there.
+const ALIVE_LOOK: Duration = Duration::from_millis(10);
+
+/// The inboxes this device sends to, by destination address and QPN block.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    local: IpAddr,
+    peers: FxHashMap<(IpAddr, u16), Peer>,
+    /// Datagrams written into lanes, and their bytes.
+    pub sent: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug)]
+enum Peer {
+    /// No inbox (another host, the host's agent, a device without one): UDP until `look`.
+    Remote { look: Instant },
+    /// Connected to the inbox, waiting for the lane (UDP meanwhile).
+    Waiting {
+        stream: UnixStream,
+        lane: Option<(usize, Region)>,
+        look: Instant,
+    },
+    /// Writing into the lane.
+    Local(Box<Lane>),
+}
+
+#[derive(Debug)]
+struct Lane {
+    region: Region,
+    lane: usize,
+    /// Slots published.
+    tail: u64,
+    /// Slots the receiver had consumed when last read.
+    head: u64,
+    stream: UnixStream,
+    bell: OwnedFd,
+    look: Instant,
+}
+
+/// Where a packet goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Over UDP.
+    Udp,
+    /// Into the lane of the inbox of this key.
+    Local((IpAddr, u16)),
+}
+
+impl Outbox {
+    pub fn new(local: IpAddr) -> Outbox {
+        Outbox {
+            local,
+            peers: FxHashMap::default(),
+            sent: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Where `p` goes at `now`: into a lane if its destination has an inbox on this host that
+    /// gave this device one, and it fits a slot; else over UDP. Looks for the inbox the first
+    /// time a destination is seen (and again after [`LOOK_AGAIN`]).
+    pub fn route(&mut self, p: &OutPacket<'_>, now: Instant) -> Route {
+        let Some(qpn) = dest_qp(p) else {
+            return Route::Udp;
+        };
+        let dst = p.dst.ip();
+        if p.dst.port() != ROCE_V2_UDP_PORT
+            || dst.is_multicast()
+            || dst.is_ipv4() != self.local.is_ipv4()
+            || p.len() > SLOT_PAYLOAD
+        {
+            return Route::Udp;
+        }
+        let key = (dst, QpnBlock::of(qpn).0);
+        let peer = self
+            .peers
+            .entry(key)
+            .or_insert_with(|| Peer::Remote { look: now });
+        peer.advance(key, now);
+        match peer {
+            Peer::Local(_) => Route::Local(key),
+            _ => Route::Udp,
+        }
+    }
+
+    /// Writes the run `pkts` (all routed to `key`) into its lane, whole, or nothing if the
+    /// lane has no room for all of it; returns whether it did.
+    pub fn push(&mut self, key: (IpAddr, u16), pkts: &[OutPacket<'_>]) -> bool {
+        let Some(Peer::Local(lane)) = self.peers.get_mut(&key) else {
+            return false;
+        };
+        let n = pkts.len() as u64;
+        if lane.tail.wrapping_sub(lane.head) + n > SLOTS {
+            lane.head = lane.region.head(lane.lane).load(Ordering::Acquire);
+            if lane.tail.wrapping_sub(lane.head) + n > SLOTS {
+                return false;
+            }
+        }
+        for p in pkts {
+            let h = SlotHeader {
+                len: p.len(),
+                src_port: p.src_port,
+                ident: p.ident,
+                src: self.local,
+            };
+            // SAFETY: this outbox is the lane's producer, and the slot is free (checked above).
+            unsafe {
+                lane.region.write_slot(lane.lane, lane.tail, &h, |mut at| {
+                    for piece in p.pieces {
+                        // SAFETY: the slot has room for `h.len` bytes, the pieces' sum; a
+                        // piece is readable for its length (`Bytes`), and the slot is not
+                        // memory a piece can lie in.
+                        std::ptr::copy_nonoverlapping(piece.as_ptr(), at, piece.len());
+                        at = at.add(piece.len());
+                    }
+                });
+            }
+            lane.tail = lane.tail.wrapping_add(1);
+            lane.region
+                .tail(lane.lane)
+                .store(lane.tail, Ordering::Release);
+            self.sent += 1;
+            self.bytes += h.len as u64;
+        }
+        lane.region
+            .pending()
+            .fetch_or(1 << lane.lane, Ordering::SeqCst);
+        if lane.region.sleeping().load(Ordering::SeqCst) != 0 {
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from `one` to the eventfd; a full counter (EAGAIN) is
+            // already rung.
+            let _ = unsafe { libc::write(lane.bell.as_raw_fd(), (&raw const one).cast(), 8) };
+        }
+        true
+    }
+
+    /// Destinations with a lane now.
+    pub fn lanes(&self) -> usize {
+        self.peers
+            .values()
+            .filter(|p| matches!(p, Peer::Local(_)))
+            .count()
+    }
+}
+
+impl Peer {
+    /// Moves on at `now` where it is time: looks for the inbox, for the lane, or whether the
+    /// receiver is still there.
+    fn advance(&mut self, key: (IpAddr, u16), now: Instant) {
+        let due = match self {
+            Peer::Remote { look } | Peer::Waiting { look, .. } => now >= *look,
+            Peer::Local(lane) => now >= lane.look,
+        };
+        if !due {
+            return;
+        }
+        let gone = Peer::Remote {
+            look: now + LOOK_AGAIN,
+        };
+        *self = match std::mem::replace(self, Peer::Remote { look: now }) {
+            Peer::Remote { .. } => match connect(key) {
+                Some(stream) => Peer::Waiting {
+                    stream,
+                    lane: None,
+                    look: now,
+                },
+                None => gone,
+            },
+            Peer::Waiting {
+                stream, mut lane, ..
+            } => match receive_lane(&stream, &mut lane) {
+                Ok(Some(bell)) => {
+                    let (n, region) = lane.expect("the lane comes before the doorbell");
+                    let tail = region.tail(n).load(Ordering::Acquire);
+                    let head = region.head(n).load(Ordering::Acquire);
+                    Peer::Local(Box::new(Lane {
+                        region,
+                        lane: n,
+                        tail,
+                        head,
+                        stream,
+                        bell,
+                        look: now + ALIVE_LOOK,
+                    }))
+                }
+                Ok(None) => Peer::Waiting {
+                    stream,
+                    lane,
+                    look: now + LANE_LOOK,
+                },
+                Err(_) => gone,
+            },
+            // The receiver is gone: a device started again on its address has a new inbox,
+            // found at the next look.
+            Peer::Local(lane) if closed(&lane.stream) => Peer::Remote {
+                look: now + LANE_LOOK,
+            },
+            Peer::Local(mut lane) => {
+                lane.look = now + ALIVE_LOOK;
+                Peer::Local(lane)
+            }
+        };
+    }
+}
+
+/// The QP a packet is for (the BTH's DestQP), if its first piece holds the BTH's first 8
+/// bytes.
+fn dest_qp(p: &OutPacket<'_>) -> Option<u32> {
+    let first = p.pieces.first()?;
+    let mut b = [0u8; 8];
+    first.split_at(8)?.0.copy_to(&mut b);
+    Some(u32::from_be_bytes([0, b[5], b[6], b[7]]))
+}
+
+/// Connects to the inbox for `key`: the one of its QPN block's process, else the one of a
+/// device owning the address.
+fn connect((addr, block): (IpAddr, u16)) -> Option<UnixStream> {
+    [Some(QpnBlock(block)), None].into_iter().find_map(|b| {
+        let name = UnixAddr::from_abstract_name(inbox_name(addr, b)).ok()?;
+        let s = UnixStream::connect_addr(&name).ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some(s)
+    })
+}
+
+/// Reads what the inbox sent so far: the lane and the region (kept in `lane`), then the
+/// doorbell, returned. `Ok(None)`: not all of it yet.
+///
+/// # Errors
+/// The inbox turned this sender away (closed the connection), or sent something else.
+fn receive_lane(s: &UnixStream, lane: &mut Option<(usize, Region)>) -> io::Result<Option<OwnedFd>> {
+    let invalid = || io::Error::from(io::ErrorKind::InvalidData);
+    let mut buf = [0u8; 8];
+    if lane.is_none() {
+        let Some(fd) = read_message(s, &mut buf)? else {
+            return Ok(None);
+        };
+        let n = u32::from_le_bytes(buf[4..].try_into().expect("4 bytes")) as usize;
+        if n >= LANES || buf != lane_message(n) {
+            return Err(invalid());
+        }
+        *lane = Some((n, Region::open(fd)?));
+    }
+    match read_message(s, &mut buf)? {
+        Some(bell) if &buf == BELL_MESSAGE => Ok(Some(bell)),
+        Some(_) => Err(invalid()),
+        None => Ok(None),
+    }
+}
+
+/// One message of the inbox with its descriptor; `Ok(None)` if none is there yet.
+fn read_message(s: &UnixStream, buf: &mut [u8; 8]) -> io::Result<Option<OwnedFd>> {
+    match fdpass::recv(s, buf) {
+        Ok(Some(Some(fd))) => Ok(Some(fd)),
+        Ok(Some(None)) => Err(io::ErrorKind::InvalidData.into()),
+        Ok(None) => Err(io::ErrorKind::ConnectionAborted.into()),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}

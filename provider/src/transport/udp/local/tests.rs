@@ -1,0 +1,213 @@
+//! Tests of the host-local path: two transports of this process on their own loopback
+//! addresses (127.0.91.x), as two devices of one host.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::transport::test_util::send_only;
+use crate::transport::{Bytes, IcrcStatus, OutPacket, RecvBatch, Transport, UdpTransport};
+
+fn lo(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 91, last))
+}
+
+fn local(ip: IpAddr) -> UdpTransport {
+    UdpTransport::bind(ip)
+        .unwrap_or_else(|e| panic!("binding {ip}:4791: {e}"))
+        .with_local_path()
+        .unwrap_or_else(|(_, e)| panic!("opening the inbox of {ip}: {e}"))
+}
+
+/// An RC SEND_ONLY from `src` (port 0xc000) to QP 0x4011 of `dst`, PSN `psn`, as one piece.
+fn packet(src: IpAddr, dst: IpAddr, psn: u32, body: &[u8]) -> Vec<u8> {
+    let (mut bytes, trailer) = send_only((src, 0xc000), dst, 0x4011, psn, body);
+    bytes.extend_from_slice(body);
+    bytes.extend_from_slice(&trailer);
+    bytes
+}
+
+fn send(t: &mut UdpTransport, dst: IpAddr, bytes: &[u8]) -> usize {
+    let pieces = [Bytes::from(bytes)];
+    let p = OutPacket {
+        dst: SocketAddr::new(dst, 4791),
+        src_port: 0xc000,
+        pieces: &pieces,
+        segment: 0,
+        ident: 0,
+    };
+    t.send_batch(&[p]).unwrap()
+}
+
+/// Sends from `a` to `b` until a datagram went through `b`'s inbox; returns what `b`
+/// received, each with its ICRC's status.
+fn until_local(a: &mut UdpTransport, b: &mut UdpTransport) -> Vec<(Vec<u8>, IcrcStatus)> {
+    let mut batch = RecvBatch::new(16, 4608);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut psn = 0;
+    while b.stats().rx_local == 0 {
+        assert!(Instant::now() < deadline, "no lane after 5 s");
+        send(
+            a,
+            b.local_addr(),
+            &packet(a.local_addr(), b.local_addr(), psn, b"ping"),
+        );
+        psn += 1;
+        for _ in 0..100 {
+            b.recv_batch(&mut batch).unwrap();
+            got.extend(batch.iter().map(|p| (p.payload.to_vec(), p.icrc_status())));
+        }
+    }
+    got
+}
+
+#[test]
+fn datagrams_go_through_the_inbox_once_the_lane_is_given() {
+    let (mut a, mut b) = (local(lo(1)), local(lo(2)));
+    let got = until_local(&mut a, &mut b);
+    let (tx, rx) = (a.stats(), b.stats());
+    assert!(tx.tx_local >= 1, "{tx:?}");
+    assert_eq!(
+        tx.tx_packets,
+        got.len() as u64,
+        "every datagram sent arrived: {tx:?}"
+    );
+    assert_eq!((rx.rx_packets, rx.rx_local), (got.len() as u64, 1));
+    assert_eq!(a.local_lanes(), (0, 1));
+    assert_eq!(b.local_lanes(), (1, 0));
+    // Through the inbox the receiver knows the IP header whole: the ICRC checks exactly.
+    let (last, status) = got.last().unwrap();
+    assert_eq!(*status, IcrcStatus::Ok);
+    assert_eq!(
+        *last,
+        packet(lo(1), lo(2), got.len() as u32 - 1, b"ping"),
+        "the datagram as sent"
+    );
+    // The other way too, and from now on every datagram goes through a lane.
+    until_local(&mut b, &mut a);
+    let mut batch = RecvBatch::new(16, 4608);
+    let before = a.stats().rx_local;
+    for psn in 0..40 {
+        assert_eq!(
+            send(&mut b, lo(1), &packet(lo(2), lo(1), psn, &[psn as u8; 300])),
+            1
+        );
+    }
+    let mut got = 0;
+    while got < 40 {
+        a.recv_batch(&mut batch).unwrap();
+        for (i, p) in batch.iter().enumerate() {
+            assert_eq!(p.icrc_status(), IcrcStatus::Ok);
+            let psn = u32::from_be_bytes([0, p.payload[9], p.payload[10], p.payload[11]]);
+            assert_eq!(psn, (got + i) as u32, "in order");
+            assert_eq!(p.meta.src, SocketAddr::new(lo(2), 0xc000));
+        }
+        got += batch.len();
+    }
+    assert_eq!(a.stats().rx_local - before, 40);
+}
+
+#[test]
+fn a_full_lane_blocks_and_frees_as_the_receiver_reads() {
+    let (mut a, mut b) = (local(lo(3)), local(lo(4)));
+    until_local(&mut a, &mut b);
+    let bytes = packet(lo(3), lo(4), 0, b"x");
+    let sent: usize = (0..SLOTS + 10).map(|_| send(&mut a, lo(4), &bytes)).sum();
+    assert_eq!(
+        sent as u64, SLOTS,
+        "a lane holds SLOTS datagrams, then blocks"
+    );
+    let mut batch = RecvBatch::new(16, 4608);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 16);
+    assert!(a.poll(Some(Duration::from_secs(5))).unwrap().send);
+    let more: usize = (0..20).map(|_| send(&mut a, lo(4), &bytes)).sum();
+    assert_eq!(more, 16, "room for what the receiver took");
+}
+
+#[test]
+fn a_sleeping_receiver_is_rung_and_a_polling_one_is_not() {
+    let (mut a, mut b) = (local(lo(5)), local(lo(6)));
+    until_local(&mut a, &mut b);
+    let gate = b.sleep_gate().expect("a gate");
+    let bell = gate.fds()[0];
+    let readable = |fd| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    };
+    let bytes = packet(lo(5), lo(6), 0, b"x");
+    send(&mut a, lo(6), &bytes);
+    assert!(!readable(bell), "nobody sleeps: no doorbell");
+    assert!(
+        !gate.sleep(),
+        "a datagram is pending: the thread must not sleep"
+    );
+    let mut batch = RecvBatch::new(16, 4608);
+    while b.recv_batch(&mut batch).unwrap() > 0 {}
+    assert!(gate.sleep(), "nothing pending");
+    send(&mut a, lo(6), &bytes);
+    assert!(readable(bell), "the sender rang");
+    gate.woke(true, false);
+    assert!(!readable(bell), "the ring was taken");
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+}
+
+#[test]
+fn a_sender_goes_back_to_udp_when_the_receiver_is_gone() {
+    let (mut a, mut b) = (local(lo(7)), local(lo(8)));
+    until_local(&mut a, &mut b);
+    drop(b);
+    let b = UdpTransport::bind(lo(8)).unwrap().without_ring();
+    std::thread::sleep(Duration::from_millis(20));
+    let bytes = packet(lo(7), lo(8), 0, b"x");
+    let local_before = a.stats().tx_local;
+    send(&mut a, lo(8), &bytes);
+    send(&mut a, lo(8), &bytes);
+    assert_eq!(a.stats().tx_local, local_before, "no lane to a gone inbox");
+    assert_eq!(a.local_lanes(), (0, 0));
+    let mut b = b;
+    let mut batch = RecvBatch::new(16, 4608);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while batch.is_empty() && Instant::now() < deadline {
+        b.recv_batch(&mut batch).unwrap();
+    }
+    assert!(!batch.is_empty(), "the datagram came over UDP");
+}
+
+#[test]
+fn a_malformed_slot_is_dropped_and_a_long_one_cut() {
+    let r = Region::create().unwrap();
+    let h = SlotHeader {
+        len: 100,
+        src_port: 7,
+        ident: 9,
+        src: lo(1),
+    };
+    let mut out = [0u8; 64];
+    // SAFETY: this test is the lane's only producer and consumer.
+    unsafe {
+        r.write_slot(0, 0, &h, |at| std::ptr::write_bytes(at, 0xab, 100));
+        assert_eq!(r.read_slot(0, 0, &mut out), Some(h));
+        assert_eq!(out, [0xab; 64], "cut to the buffer");
+        // An unknown address family, then a length beyond the slot.
+        r.slot(0, 1).add(8).write(9);
+        assert_eq!(r.read_slot(0, 1, &mut out), None);
+        r.write_slot(0, 2, &h, |at| std::ptr::write_bytes(at, 0, 100));
+        r.slot(0, 2)
+            .cast::<u32>()
+            .write_unaligned(SLOT_PAYLOAD as u32 + 1);
+        assert_eq!(r.read_slot(0, 2, &mut out), None);
+    }
+    // A region of another layout is refused.
+    let fd = r.fd().try_clone().unwrap();
+    // SAFETY: the mapping is ours; the magic is the first word.
+    unsafe { r.at(0).cast::<u64>().write(0) };
+    assert!(Region::open(fd).is_err());
+    assert_eq!(r.pending().load(Ordering::Relaxed), 0);
+}
