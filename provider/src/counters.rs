@@ -34,6 +34,7 @@
 //! | `no_group` | - | device: a multicast packet to a group no QP is attached to (dropped) |
 //! | `local_sent` | - | device: of `sent_pkts`, those written into another device's inbox on this host instead of sent over UDP (`transport/udp/local/`) |
 //! | `local_rcvd` | - | device: a packet read from this device's inbox (before the checks) |
+//! | `local_dropped` | - | device: of `sent_pkts`, those dropped because the peer's inbox lane was full (its receiver behind; RC resends), as a full socket buffer drops them |
 //!
 //! rxe's `ack_deferred` (its completer rescheduled), `link_downed` and `lack_of_resources`
 //! have no counterpart here: softrnic's ports do not go down, and its ACK coalescing and
@@ -157,6 +158,8 @@ counters! {
         local_sent,
         /// Packets read from this device's inbox.
         local_rcvd,
+        /// Packets dropped for a full lane of the peer's inbox.
+        local_dropped,
     }
 }
 

@@ -431,6 +431,7 @@ impl Device {
         );
         counters.local_sent = transport.tx_local;
         counters.local_rcvd = transport.rx_local;
+        counters.local_dropped = transport.tx_local_dropped;
         (counters, nic.qp_reports())
     }
 

@@ -505,6 +505,9 @@ pub struct TransportStats {
     pub tx_local: u64,
     /// Datagrams read from this device's inbox (counted in `rx_packets` too).
     pub rx_local: u64,
+    /// Datagrams for another device's inbox dropped because their lane was full (the
+    /// receiver was behind, as when a socket's buffer is full).
+    pub tx_local_dropped: u64,
 }
 
 /// A packet transport, as the driver uses it.

@@ -72,6 +72,9 @@ pub struct Recovery {
     pub seq_naks: u64,
     /// Requests the target saw twice.
     pub duplicate_request: u64,
+    /// Packets of either device dropped for a full lane of the other's inbox (the
+    /// host-local path, `transport/udp/local/`).
+    pub lane_drops: u64,
 }
 
 impl Recovery {
@@ -85,6 +88,7 @@ impl Recovery {
             retries: w.completer_retry_err,
             seq_naks: t.out_of_seq_request,
             duplicate_request: t.duplicate_request,
+            lane_drops: w.local_dropped + t.local_dropped,
         }
     }
 }
@@ -135,7 +139,7 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
             unit: Unit::GbitPerSec,
             detail: format!(
                 "{}{} outstanding per QP; {} to {} WRITEs per QP; {} packets, {} ACKs, {} \
-                 timeouts ({} counted), {} NAKs, {} duplicates",
+                 timeouts ({} counted), {} NAKs, {} duplicates, {} dropped in full lanes",
                 match s.rounds {
                     0 | 1 => String::new(),
                     r => format!("median of {r} rounds; "),
@@ -148,7 +152,8 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
                 s.recovery.timeout_resends,
                 s.recovery.retries,
                 s.recovery.seq_naks,
-                s.recovery.duplicate_request
+                s.recovery.duplicate_request,
+                s.recovery.lane_drops
             ),
             baseline: (i > 0).then(|| key(0)),
             fields: serde_json::Map::from_iter([

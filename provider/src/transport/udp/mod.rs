@@ -122,9 +122,6 @@ pub const MAX_IOVS: usize = 512;
 /// the kernel's limit per message, `UIO_MAXIOV` = 1024.)
 const SCRATCH_IOVS: usize = 2 * MAX_IOVS;
 
-/// How long [`Transport::poll`] waits after a lane of the host-local path was full.
-const LANE_FULL_WAIT: Duration = Duration::from_micros(50);
-
 /// Most multicast group sockets [`Transport::poll`] waits on (the others are still read).
 pub const MAX_POLLED_GROUPS: usize = 8;
 
@@ -163,8 +160,6 @@ pub struct UdpTransport {
     /// write this one's datagrams into, and the lanes of theirs this one writes into.
     inbox: Option<local::Inbox>,
     outbox: Option<local::Outbox>,
-    /// A lane was full: the next [`Transport::poll`] waits a moment and says sending may go on.
-    lane_full: bool,
 }
 
 /// Takes off a receive socket what the packet ring set on it (its filter, `UDP_GRO`): the
@@ -376,7 +371,6 @@ impl UdpTransport {
             block,
             inbox: None,
             outbox: None,
-            lane_full: false,
         }
         .with_ring_if_allowed())
     }
@@ -664,10 +658,10 @@ impl Transport for UdpTransport {
                         .zip(1..)
                         .take_while(|&(q, k)| q.segment == k)
                         .count();
-                    if !outbox.push(key, &pkts[done..done + run]) {
-                        self.lane_full = true;
-                        break;
-                    }
+                    // A full lane drops the run, as a full socket buffer would: the
+                    // receiver is behind, and RC resends (waiting for room instead stalled
+                    // a thread that polls both devices, which alone could make it).
+                    outbox.push(key, &pkts[done..done + run]);
                     done += run;
                     continue;
                 }
@@ -744,13 +738,6 @@ impl Transport for UdpTransport {
             p.fd = g.sock.as_raw_fd();
         }
         let nfds = 2 + self.groups.len().min(MAX_POLLED_GROUPS);
-        // A full lane frees as its receiver reads, which nothing here can wait for: a moment.
-        let lane_full = std::mem::take(&mut self.lane_full);
-        let timeout = match timeout {
-            Some(t) if lane_full => Some(t.min(LANE_FULL_WAIT)),
-            None if lane_full => Some(LANE_FULL_WAIT),
-            t => t,
-        };
         let ts = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
             tv_nsec: t.subsec_nanos() as _,
@@ -851,12 +838,16 @@ impl Transport for UdpTransport {
     }
 
     fn stats(&self) -> TransportStats {
-        let (tx_local, tx_local_bytes) = self.outbox.as_ref().map_or((0, 0), |o| (o.sent, o.bytes));
+        let (tx_local, tx_local_bytes, tx_local_dropped) = self
+            .outbox
+            .as_ref()
+            .map_or((0, 0, 0), |o| (o.sent, o.bytes, o.dropped));
         TransportStats {
             rx_from_ring: self.ring.is_some(),
             tx_packets: self.stats.tx_packets + tx_local,
             tx_bytes: self.stats.tx_bytes + tx_local_bytes,
             tx_local,
+            tx_local_dropped,
             ..self.stats
         }
     }

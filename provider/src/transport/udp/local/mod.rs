@@ -26,8 +26,9 @@
 //! A sender connects (the receiver checks it runs as the same user, `SO_PEERCRED`), and the
 //! receiver, at its next look, gives it a free lane: the lane's number and the region's
 //! descriptor in one message, the doorbell's descriptor (an `eventfd`) in a second
-//! (`SCM_RIGHTS`). Until then, and whenever the lane is full, packets go over UDP; a lane is
-//! freed when its sender's connection closes.
+//! (`SCM_RIGHTS`). Until then packets go over UDP; a lane is freed when its sender's
+//! connection closes. A datagram for a full lane is dropped, as a full socket buffer drops
+//! it: its receiver is behind, and RC resends.
 //!
 //! A slot holds one datagram: its length, UDP source port, the sender's address and the IPv4
 //! Identification its ICRC was computed for, then the UDP payload. The producer writes slots
@@ -62,8 +63,9 @@ pub(crate) use outbox::{Outbox, Route};
 
 /// Lanes of an inbox: senders at once (a device, per QPN block of the receiver).
 pub const LANES: usize = 16;
-/// Slots per lane (a power of two).
-pub const SLOTS: u64 = 512;
+/// Slots per lane (a power of two): 4.4 MB of datagrams, about what the receive socket's
+/// buffer holds (`RX_BUFFER`).
+pub const SLOTS: u64 = 1024;
 /// The most UDP payload a slot holds: a 4096-byte MTU's payload and every header before it
 /// (BTH, RETH or AtomicETH, ImmDt), the pad and the ICRC. Longer datagrams go over UDP.
 pub const SLOT_PAYLOAD: usize = 4224;

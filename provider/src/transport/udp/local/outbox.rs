@@ -35,6 +35,8 @@ pub(crate) struct Outbox {
     /// Datagrams written into lanes, and their bytes.
     pub sent: u64,
     pub bytes: u64,
+    /// Datagrams dropped for a full lane.
+    pub dropped: u64,
 }
 
 #[derive(Debug)]
@@ -80,6 +82,7 @@ impl Outbox {
             peers: FxHashMap::default(),
             sent: 0,
             bytes: 0,
+            dropped: 0,
         }
     }
 
@@ -110,8 +113,8 @@ impl Outbox {
         }
     }
 
-    /// Writes the run `pkts` (all routed to `key`) into its lane, whole, or nothing if the
-    /// lane has no room for all of it; returns whether it did.
+    /// Writes the run `pkts` (all routed to `key`) into its lane, whole, or drops it if the
+    /// lane has no room for all of it (counted); returns whether it was written.
     pub fn push(&mut self, key: (IpAddr, u16), pkts: &[OutPacket<'_>]) -> bool {
         let Some(Peer::Local(lane)) = self.peers.get_mut(&key) else {
             return false;
@@ -120,6 +123,7 @@ impl Outbox {
         if lane.tail.wrapping_sub(lane.head) + n > SLOTS {
             lane.head = lane.region.head(lane.lane).load(Ordering::Acquire);
             if lane.tail.wrapping_sub(lane.head) + n > SLOTS {
+                self.dropped += n;
                 return false;
             }
         }
