@@ -30,6 +30,9 @@ pub struct DemoReport {
     pub write_gbit_s: f64,
     /// RC SEND 64-byte ping-pong mean round trip, microseconds.
     pub pingpong_us: f64,
+    /// Packets device A sent, and how many of them went through B's inbox in shared memory
+    /// instead of UDP (the host-local path, `provider/src/transport/udp/local/`).
+    pub a_sent: (u64, u64),
 }
 
 const MEM: usize = 4 << 20;
@@ -66,10 +69,12 @@ pub fn run(a: IpAddr, b: IpAddr, progress: Progress) -> io::Result<DemoReport> {
     let checks = verify(&rig)?;
     let write_gbit_s = write_throughput(&rig, WRITE_MSG, Duration::from_millis(1000))?;
     let pingpong_us = pingpong(&rig, 2000)?.mean_us;
+    let (c, _) = rig.a.ctx.device().observe();
     Ok(DemoReport {
         checks,
         write_gbit_s,
         pingpong_us,
+        a_sent: (c.sent_pkts, c.local_sent),
     })
 }
 
@@ -429,6 +434,12 @@ pub fn print(r: &DemoReport, out: &mut dyn Write) -> io::Result<()> {
         out,
         "RC SEND 64 B ping-pong:               {:.1} us mean round trip",
         r.pingpong_us
+    )?;
+    let (sent, local) = r.a_sent;
+    writeln!(
+        out,
+        "A sent {sent} packets, {local} of them through B's inbox in shared memory (both \
+         devices are on this host; SOFTRNIC_LOCAL=0 sends every one over UDP)"
     )
 }
 
