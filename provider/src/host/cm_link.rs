@@ -36,7 +36,7 @@
 //! ```
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -129,16 +129,9 @@ impl Record {
             }
             Record::Mad { from, mad } => {
                 b[0] = b'M';
-                match from {
-                    IpAddr::V4(a) => {
-                        b[1] = 4;
-                        b[16..20].copy_from_slice(&a.octets());
-                    }
-                    IpAddr::V6(a) => {
-                        b[1] = 6;
-                        b[16..32].copy_from_slice(&a.octets());
-                    }
-                }
+                let (family, bytes) = super::addr::encode(from);
+                b[1] = family;
+                b[16..32].copy_from_slice(&bytes);
                 b[32..].copy_from_slice(&mad);
             }
         }
@@ -163,11 +156,7 @@ impl Record {
                 errno: i32::from_le_bytes(b[4..8].try_into().ok()?),
             },
             b'M' => Record::Mad {
-                from: match b[1] {
-                    4 => IpAddr::V4(Ipv4Addr::new(b[16], b[17], b[18], b[19])),
-                    6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&b[16..32]).ok()?)),
-                    _ => return None,
-                },
+                from: super::addr::decode(b[1], b[16..32].try_into().ok()?)?,
                 mad: b[32..].try_into().ok()?,
             },
             _ => return None,

@@ -28,7 +28,9 @@
 //!   status` finds every process using a device there, and asks each for its QPs on its
 //!   lease's socket.
 //! * **Sending** needs nothing shared: each process sends from sockets of its own, one per
-//!   UDP source port (`SO_REUSEADDR`, since two processes' QPs may hash to one source port).
+//!   UDP source port (`SO_REUSEADDR`, since two processes' QPs may hash to one source port);
+//!   to another softrnic device of the host it writes into that process's inbox instead
+//!   (`transport/udp/local/`, one inbox per process, named by its block).
 //!
 //! The connection manager's MADs (QP1, the next layer up) are routed by the agent
 //! ([`mad_route`]): a REQ by its service ID to the process listening on it, every later MAD
@@ -37,6 +39,7 @@
 //! ID nobody listens on waits a moment for its listener ([`unclaimed`]) before the agent
 //! rejects it.
 
+pub(crate) mod addr;
 pub mod agent;
 pub mod block;
 pub mod cm_link;

@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::host::addr;
 use crate::host::block::QpnBlock;
 
 mod inbox;
@@ -278,16 +279,9 @@ impl Region {
         head[0..4].copy_from_slice(&(h.len as u32).to_le_bytes());
         head[4..6].copy_from_slice(&h.src_port.to_le_bytes());
         head[6..8].copy_from_slice(&h.ident.to_le_bytes());
-        match h.src {
-            IpAddr::V4(a) => {
-                head[8] = 4;
-                head[16..20].copy_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) => {
-                head[8] = 6;
-                head[16..32].copy_from_slice(&a.octets());
-            }
-        }
+        let (family, addr) = addr::encode(h.src);
+        head[8] = family;
+        head[16..32].copy_from_slice(&addr);
         // SAFETY: the slot is inside the mapping and this producer's alone until published.
         unsafe {
             std::ptr::copy_nonoverlapping(head.as_ptr(), s, SLOT_HEADER);
@@ -306,11 +300,7 @@ impl Region {
         // SAFETY: the slot is inside the mapping; copied out before anything is read of it.
         unsafe { std::ptr::copy_nonoverlapping(s, head.as_mut_ptr(), SLOT_HEADER) };
         let len = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")) as usize;
-        let src = match head[8] {
-            4 => IpAddr::from(<[u8; 4]>::try_from(&head[16..20]).expect("4 bytes")),
-            6 => IpAddr::from(<[u8; 16]>::try_from(&head[16..32]).expect("16 bytes")),
-            _ => return None,
-        };
+        let src = addr::decode(head[8], head[16..32].try_into().expect("16 bytes"))?;
         if len > SLOT_PAYLOAD {
             return None;
         }
