@@ -255,6 +255,21 @@ impl RecvMeta {
         }
     }
 
+    /// Writes into `buf` the IP header a UDP socket with `IP_PMTUDISC_DO` sends this datagram
+    /// with (from `src` to `dst`, `len` bytes of UDP payload; IPv4: DF), IPv4 Identification
+    /// `ident`; returns its length, `None` when the address families differ. For a transport
+    /// that knows what the sender's socket would have put on the wire but did not see it.
+    pub(crate) fn socket_ip_header(
+        &self,
+        ident: u16,
+        buf: &mut [u8; IPV6_HEADER_LEN],
+    ) -> Option<usize> {
+        IpHeader::udp_socket(self.src.ip(), self.dst, HOP_LIMIT)?
+            .with_ident(ident)
+            .emit(UDP_HEADER_LEN + self.len, buf)
+            .ok()
+    }
+
     /// Forgets the IP header; the origin becomes [`IpHeaderOrigin::NotSeen`].
     pub fn clear_ip_header(&mut self) {
         self.ip_header_len = 0;

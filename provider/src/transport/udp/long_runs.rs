@@ -37,9 +37,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use softrnic_wire::frame::{IpHeader, IPV4_HEADER_LEN, UDP_HEADER_LEN};
+use softrnic_wire::frame::{IPV4_HEADER_LEN, IPV6_HEADER_LEN};
 
-use super::super::{RecvBatch, RecvMeta, HOP_LIMIT};
+use super::super::{RecvBatch, RecvMeta};
 use super::nonblocking;
 use super::ring::fill_slot;
 use super::sock::read_sockaddr;
@@ -307,13 +307,13 @@ impl LongRuns {
 /// source to its destination, with Identification `ident`, as a guess
 /// ([`RecvMeta::set_ip_header_ident_unknown`]); no header for IPv6 (which has no ID).
 fn guess_header(meta: &mut RecvMeta, ident: u16) {
-    let mut ip = [0u8; IPV4_HEADER_LEN];
-    let header = IpHeader::udp_socket(meta.src.ip(), meta.dst, HOP_LIMIT)
-        .filter(|h| h.header_len() == IPV4_HEADER_LEN)
-        .map(|h| h.with_ident(ident).emit(UDP_HEADER_LEN + meta.len, &mut ip));
-    match header {
-        Some(Ok(n)) => meta.set_ip_header_ident_unknown(&ip[..n]),
-        _ => meta.clear_ip_header(),
+    let mut ip = [0u8; IPV6_HEADER_LEN];
+    match meta
+        .socket_ip_header(ident, &mut ip)
+        .filter(|&n| n == IPV4_HEADER_LEN)
+    {
+        Some(n) => meta.set_ip_header_ident_unknown(&ip[..n]),
+        None => meta.clear_ip_header(),
     }
 }
 

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use softrnic_wire::frame::{IpHeader, UDP_HEADER_LEN};
+use softrnic_wire::frame::IPV6_HEADER_LEN;
 
 use super::{inbox_name, Region, LANES, SLOTS};
 use crate::host::block::QpnBlock;
 use crate::host::fdpass;
-use crate::transport::{RecvBatch, RecvMeta, HOP_LIMIT};
+use crate::transport::{RecvBatch, RecvMeta};
 
 /// How often a polling receiver looks for new senders and gone ones.
 const TEND_EVERY: Duration = Duration::from_millis(1);
@@ -177,14 +177,10 @@ impl Inbox {
             };
             *meta = RecvMeta::from_socket(SocketAddr::new(h.src, h.src_port), self.local, h.len);
             meta.truncated = h.len > buf.len();
-            let mut ip = [0u8; 40];
-            let emitted = IpHeader::udp_socket(h.src, self.local, HOP_LIMIT).map(|ip_h| {
-                ip_h.with_ident(h.ident)
-                    .emit(UDP_HEADER_LEN + h.len, &mut ip)
-            });
-            match emitted {
-                Some(Ok(len)) => meta.set_ip_header(&ip[..len]),
-                _ => continue, // another address family than the device's: dropped
+            let mut ip = [0u8; IPV6_HEADER_LEN];
+            match meta.socket_ip_header(h.ident, &mut ip) {
+                Some(len) => meta.set_ip_header(&ip[..len]),
+                None => continue, // another address family than the device's: dropped
             }
             n += 1;
         }

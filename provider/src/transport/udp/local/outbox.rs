@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
-use softrnic_wire::ROCE_V2_UDP_PORT;
+use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
 use super::inbox::{closed, lane_message, BELL_MESSAGE};
 use super::{inbox_name, Region, SlotHeader, LANES, SLOTS, SLOT_PAYLOAD};
@@ -234,13 +234,11 @@ impl Peer {
     }
 }
 
-/// The QP a packet is for (the BTH's DestQP), if its first piece holds the BTH's first 8
-/// bytes.
+/// The QP a packet is for (the BTH's DestQP), if its first piece holds the BTH.
 fn dest_qp(p: &OutPacket<'_>) -> Option<u32> {
-    let first = p.pieces.first()?;
-    let mut b = [0u8; 8];
-    first.split_at(8)?.0.copy_to(&mut b);
-    Some(u32::from_be_bytes([0, b[5], b[6], b[7]]))
+    let mut b = [0u8; bth::HEADER_LEN];
+    p.pieces.first()?.split_at(b.len())?.0.copy_to(&mut b);
+    Some(bth::Packet::new_unchecked(&b[..]).dest_qp())
 }
 
 /// Connects to the inbox for `key`: the one of its QPN block's process, else the one of a

@@ -5,6 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use softrnic_wire::bth;
+
 use super::*;
 use crate::transport::test_util::send_only;
 use crate::transport::{Bytes, IcrcStatus, OutPacket, RecvBatch, Transport, UdpTransport};
@@ -100,8 +102,8 @@ fn datagrams_go_through_the_inbox_once_the_lane_is_given() {
         a.recv_batch(&mut batch).unwrap();
         for (i, p) in batch.iter().enumerate() {
             assert_eq!(p.icrc_status(), IcrcStatus::Ok);
-            let psn = u32::from_be_bytes([0, p.payload[9], p.payload[10], p.payload[11]]);
-            assert_eq!(psn, (got + i) as u32, "in order");
+            let psn = bth::Packet::new_checked(p.payload).unwrap().psn();
+            assert_eq!(psn.value(), (got + i) as u32, "in order");
             assert_eq!(p.meta.src, SocketAddr::new(lo(2), 0xc000));
         }
         got += batch.len();
