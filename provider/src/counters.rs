@@ -35,6 +35,7 @@
 //! | `local_sent` | - | device: of `sent_pkts`, those written into another device's inbox on this host instead of sent over UDP (`transport/udp/local/`) |
 //! | `local_rcvd` | - | device: a packet read from this device's inbox (before the checks) |
 //! | `local_dropped` | - | device: of `sent_pkts`, those dropped because the peer's inbox lane was full (its receiver behind; RC resends), as a full socket buffer drops them |
+//! | `local_rung` | - | device: the peer's doorbell rung because packets written into its inbox were left unread (its application stopped polling) |
 //!
 //! rxe's `ack_deferred` (its completer rescheduled), `link_downed` and `lack_of_resources`
 //! have no counterpart here: softrnic's ports do not go down, and its ACK coalescing and
@@ -160,6 +161,8 @@ counters! {
         local_rcvd,
         /// Packets dropped for a full lane of the peer's inbox.
         local_dropped,
+        /// Doorbells rung for packets a peer's inbox left unread.
+        local_rung,
     }
 }
 

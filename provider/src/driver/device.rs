@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use super::emit::Emitter;
 pub use super::round::Moved;
 use super::round::{progress, transmit_qp, Io, Round};
-use super::watch::{Watch, BUSY_POLLS, POLLING};
+use super::watch::{busy_polling, Watch, POLLING};
 use crate::counters::DeviceCounters;
 use crate::device::Gid;
 use crate::error::{Error, Result};
@@ -90,6 +90,10 @@ pub(super) struct Inner {
     pub(super) rounds: AtomicU64,
     /// The application's polls (`poll_cq` finding its CQ empty), counted.
     polls: AtomicU64,
+    /// Packets received that no sender watches until they are read (all but the host-local
+    /// path's, see [`crate::transport::RecvBatch::watched`]), counted: the progress thread
+    /// looks often for those while the application polls (`watch.rs`).
+    pub(super) unwatched_rx: AtomicU64,
     /// When the application last polled, in nanoseconds since `epoch` (written every
     /// [`STAMP_EVERY`]-th poll): the progress thread leaves the packets to an application
     /// that polls (see [`run`]).
@@ -194,6 +198,7 @@ impl Device {
             dirty: AtomicBool::new(true),
             rounds: AtomicU64::new(0),
             polls: AtomicU64::new(0),
+            unwatched_rx: AtomicU64::new(0),
             last_poll: AtomicU64::new(0),
             epoch: Instant::now(),
             clock: clock.clone(),
@@ -432,6 +437,7 @@ impl Device {
         counters.local_sent = transport.tx_local;
         counters.local_rcvd = transport.rx_local;
         counters.local_dropped = transport.tx_local_dropped;
+        counters.local_rung = transport.tx_local_rung;
         (counters, nic.qp_reports())
     }
 
@@ -529,28 +535,59 @@ const STAMP_EVERY: u64 = 4;
 /// would take the packets from under the application's polls (which then find nothing
 /// until the thread has run) and send the ACKs the application's next post would carry.
 /// Once the application stops polling (to spin on memory for an RDMA WRITE, to block on
-/// something else), packets wake the thread again.
+/// something else), packets wake the thread again. While it stays away the thread waits on
+/// the host-local path's doorbell, which a sender rings only for packets left unread
+/// (`udp/local/unread.rs`): it makes a round for them, and stays away again if the
+/// application still polls.
 fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) {
     let mut seen = inner.polls.load(Ordering::Relaxed);
+    let mut looked = inner.now();
+    let mut unwatched_seen = inner.unwatched_rx.load(Ordering::Relaxed);
     let mut watch = Watch::new();
+    // A sender rang while the thread stayed away: packets wait that the polls leave unread
+    // (`udp/local/unread.rs`), a round takes them, and the thread stays away again if the
+    // application still polls.
+    let (mut rung, mut was_away) = (false, false);
     while !inner.stop.load(Ordering::Acquire) {
         let polls = inner.polls.load(Ordering::Relaxed);
         let now = inner.now();
-        let busy = polls.wrapping_sub(seen) >= BUSY_POLLS && inner.polled_within(POLLING, now);
-        seen = polls;
+        let away_rung = std::mem::take(&mut rung);
+        let busy = if away_rung {
+            false
+        } else if std::mem::take(&mut was_away) {
+            inner.polled_within(POLLING, now)
+        } else {
+            busy_polling(
+                polls.wrapping_sub(seen),
+                now.saturating_duration_since(looked),
+            ) && inner.polled_within(POLLING, now)
+        };
+        (seen, looked) = (polls, now);
         if busy {
-            std::thread::park_timeout(watch.stay_away(now));
+            let unwatched = inner.unwatched_rx.load(Ordering::Relaxed);
+            let away = watch.stay_away(now, unwatched == unwatched_seen);
+            unwatched_seen = unwatched;
+            match &gate {
+                Some(g) => rung = g.wait_rung(away),
+                None => std::thread::park_timeout(away),
+            }
             continue;
         }
         inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
-        let (moved, deferred) = {
+        let (moved, unwatched, deferred) = {
             let mut io = lock(&inner.io);
+            let before = inner.unwatched_rx.load(Ordering::Relaxed);
             let moved = guarded(inner, || progress(inner, &mut io, Round::Thread)).packets;
-            (moved, io.deferred_until())
+            let after = inner.unwatched_rx.load(Ordering::Relaxed);
+            (moved, after.wrapping_sub(before), io.deferred_until())
         };
-        watch.round(moved, now);
+        watch.round(unwatched as usize, now);
         if inner.failed.load(Ordering::Acquire) {
             return; // nothing more to make progress on
+        }
+        if away_rung {
+            was_away = true;
+            continue;
         }
         // A deferred transmit waits for the application's post (see `round.rs`).
         if deferred.is_none() && (moved > 0 || lock(&inner.nic).wants_transmit()) {

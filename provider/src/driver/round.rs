@@ -228,6 +228,14 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
     io.touched.clear();
     match io.transport.recv_batch(&mut io.batch) {
         Ok(n) if n > 0 => {
+            let unwatched = n - io.batch.watched();
+            if unwatched > 0 {
+                // Only the holder of `io` writes it: no locked read-modify-write.
+                let seen = inner.unwatched_rx.load(Ordering::Relaxed);
+                inner
+                    .unwatched_rx
+                    .store(seen.wrapping_add(unwatched as u64), Ordering::Relaxed);
+            }
             let now = inner.now();
             let mut nic = lock(&inner.nic);
             let mut acked_requests = false;

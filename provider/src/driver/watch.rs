@@ -15,16 +15,44 @@
 //! left is evidence of such an application: the thread then looks every [`WATCH_STRANDED`]
 //! for [`STRANDED_FOR`] (each such round renewing it). An application that polls for
 //! everything it waits for never leaves packets behind and keeps the thin looks.
+//!
+//! Packets of the host-local path are *watched*: their sender rings the receiver's doorbell
+//! when they are left unread (`transport/udp/local/unread.rs`), and the thread waits on the
+//! doorbell while it stays away. So while every packet the device received since the last
+//! look was watched, the looks thin out further, up to [`WATCH_WATCHED_MAX`]: the looks at
+//! 250 us preempted each of two `ib_write_lat` processes 4000 times a second on two cores,
+//! and one iteration in twenty took twice the typical or more. Nor is a watched packet that
+//! a look finds evidence of stranding: its sender rings for it if it stays; a look finds it
+//! on its way to the next poll.
 
 use std::time::{Duration, Instant};
 
-/// An application that polled this recently, and at least [`BUSY_POLLS`] times since the
-/// progress thread last looked, is taken to be busy-polling. One that waits for completion
-/// events polls its CQ empty once per event and is not.
+/// An application that polled this recently, and at the rate of at least [`BUSY_POLLS`] per
+/// `POLLING` since the progress thread last looked ([`busy_polling`]), is taken to be
+/// busy-polling. One that waits for completion events polls its CQ empty once per event and
+/// is not.
 pub const POLLING: Duration = Duration::from_micros(50);
 
 /// See [`POLLING`]: a busy poller makes that many polls in a few microseconds.
 pub const BUSY_POLLS: u64 = 32;
+
+/// The fewest polls since the last look that may show busy-polling, however short the
+/// while: an application waiting for events makes one or two per event.
+pub const BUSY_POLLS_AT_LEAST: u64 = 4;
+
+/// Whether `polls` polls in `elapsed` since the thread last looked are a busy poller's: at
+/// least [`BUSY_POLLS`] per [`POLLING`], and [`BUSY_POLLS_AT_LEAST`].
+///
+/// A rate and not a count: a thread that a sender's doorbell wakes for every packet (it
+/// sleeps rung, `transport/udp/local/`) looks every few microseconds, and a busy poller
+/// makes fewer than [`BUSY_POLLS`] polls between two looks. Counting took it for an
+/// application that does not poll, and the thread, now making the rounds, slept rung for
+/// every packet: once in that state (a peer preempted for 50 us was enough), two
+/// `ib_write_lat` processes stayed in it, each thread woken 10 000 times a second.
+pub fn busy_polling(polls: u64, elapsed: Duration) -> bool {
+    polls >= BUSY_POLLS_AT_LEAST
+        && u128::from(polls) * POLLING.as_nanos() >= u128::from(BUSY_POLLS) * elapsed.as_nanos()
+}
 
 /// How soon the progress thread looks again whether the application still polls, after it
 /// first found it polling; see the module comment.
@@ -32,6 +60,10 @@ pub const WATCH_POLLING: Duration = Duration::from_micros(100);
 
 /// The longest the progress thread goes without looking while the application polls.
 pub const WATCH_POLLING_MAX: Duration = Duration::from_micros(250);
+
+/// The same while every packet received since the last look was watched (see the module
+/// comment): the thread's longest sleep without packets (`MAX_SLEEP` in `device.rs`).
+pub const WATCH_WATCHED_MAX: Duration = Duration::from_millis(1);
 
 /// How often the thread looks while the application is known to leave packets behind.
 pub const WATCH_STRANDED: Duration = Duration::from_micros(20);
@@ -65,20 +97,27 @@ impl Watch {
         self.stranded_until.is_some_and(|t| now < t)
     }
 
-    /// The application busy-polls at `now`: how long the thread stays away.
-    pub(super) fn stay_away(&mut self, now: Instant) -> Duration {
+    /// The application busy-polls at `now`, and every packet the device received since the
+    /// last look was `watched` (or not): how long the thread stays away.
+    pub(super) fn stay_away(&mut self, now: Instant, watched: bool) -> Duration {
         self.away = true;
         if self.stranded(now) {
             return WATCH_STRANDED;
         }
-        let d = self.interval;
-        self.interval = (self.interval * 2).min(WATCH_POLLING_MAX);
+        let max = if watched {
+            WATCH_WATCHED_MAX
+        } else {
+            WATCH_POLLING_MAX
+        };
+        let d = self.interval.min(max);
+        self.interval = (d * 2).min(max);
         d
     }
 
-    /// The thread made a round at `now`, which received `packets`.
-    pub(super) fn round(&mut self, packets: usize, now: Instant) {
-        if self.away && packets > 0 {
+    /// The thread made a round at `now`, which received `unwatched` packets no sender
+    /// watches (and any number of watched ones).
+    pub(super) fn round(&mut self, unwatched: usize, now: Instant) {
+        if self.away && unwatched > 0 {
             // Packets came while the application polled, and it did not take them.
             self.stranded_until = Some(now + STRANDED_FOR);
         }
@@ -94,36 +133,72 @@ mod tests {
     #[test]
     fn looks_thin_out_while_the_polls_leave_nothing_behind() {
         let (mut w, t) = (Watch::new(), Instant::now());
-        let looks: Vec<_> = (0..4).map(|_| w.stay_away(t)).collect();
+        let looks: Vec<_> = (0..4).map(|_| w.stay_away(t, false)).collect();
         assert_eq!(
             looks,
             [100, 200, 250, 250].map(Duration::from_micros).to_vec()
         );
         // A round that finds nothing (the application stopped polling, nothing came).
         w.round(0, t);
-        assert_eq!(w.stay_away(t), WATCH_POLLING);
+        assert_eq!(w.stay_away(t, false), WATCH_POLLING);
         // A round after no stay away that receives (packets woke the thread) is no evidence.
         w.round(0, t);
         w.round(3, t);
-        assert_eq!(w.stay_away(t), WATCH_POLLING);
+        assert_eq!(w.stay_away(t, false), WATCH_POLLING);
     }
 
     #[test]
     fn packets_left_by_the_polls_make_the_looks_frequent_for_a_while() {
         let (mut w, t) = (Watch::new(), Instant::now());
-        w.stay_away(t);
-        w.stay_away(t);
+        w.stay_away(t, false);
+        w.stay_away(t, false);
         w.round(1, t);
         for _ in 0..5 {
-            assert_eq!(w.stay_away(t + Duration::from_millis(1)), WATCH_STRANDED);
+            assert_eq!(
+                w.stay_away(t + Duration::from_millis(1), false),
+                WATCH_STRANDED
+            );
         }
         // Renewed by the next such round, and over once it has not come for STRANDED_FOR.
         w.round(2, t + Duration::from_millis(10));
         let later = t + Duration::from_millis(10) + STRANDED_FOR;
         assert_eq!(
-            w.stay_away(later - Duration::from_micros(1)),
+            w.stay_away(later - Duration::from_micros(1), false),
             WATCH_STRANDED
         );
-        assert_eq!(w.stay_away(later), WATCH_POLLING);
+        assert_eq!(w.stay_away(later, false), WATCH_POLLING);
+    }
+
+    #[test]
+    fn looks_thin_out_further_while_every_packet_is_watched() {
+        let (mut w, t) = (Watch::new(), Instant::now());
+        let looks: Vec<_> = (0..6).map(|_| w.stay_away(t, true)).collect();
+        assert_eq!(
+            looks,
+            [100, 200, 400, 800, 1000, 1000]
+                .map(Duration::from_micros)
+                .to_vec()
+        );
+        // An unwatched packet came: back to the short looks at once.
+        assert_eq!(w.stay_away(t, false), WATCH_POLLING_MAX);
+        // A look that finds only watched packets is no evidence of stranding.
+        w.round(0, t);
+        assert_eq!(w.stay_away(t, true), WATCH_POLLING);
+        assert_eq!(w.stay_away(t, true), 2 * WATCH_POLLING);
+    }
+
+    #[test]
+    fn busy_polling_is_a_rate() {
+        let us = Duration::from_micros;
+        // A poller woken often: 5 polls in 4 us is a busy one's rate.
+        assert!(busy_polling(5, us(4)));
+        // 32 polls in 50 us is the line.
+        assert!(busy_polling(32, us(50)));
+        assert!(!busy_polling(31, us(50)));
+        // An application waiting for events: a poll or two per event, however soon.
+        assert!(!busy_polling(2, Duration::ZERO));
+        assert!(!busy_polling(3, us(10)));
+        // Many polls over a long sleep, but slowly.
+        assert!(!busy_polling(100, Duration::from_millis(1)));
     }
 }

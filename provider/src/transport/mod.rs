@@ -402,6 +402,7 @@ pub struct RecvBatch {
     slot_len: usize,
     meta: Vec<RecvMeta>,
     filled: usize,
+    watched: usize,
 }
 
 impl RecvBatch {
@@ -414,6 +415,7 @@ impl RecvBatch {
             slot_len,
             meta: vec![RecvMeta::default(); capacity],
             filled: 0,
+            watched: 0,
         }
     }
 
@@ -470,9 +472,23 @@ impl RecvBatch {
         Some((&mut self.data[at..at + self.slot_len], meta))
     }
 
-    /// For transports: declares slots `0..n` filled (clamped to the capacity).
+    /// For transports: declares slots `0..n` filled (clamped to the capacity), none of them
+    /// watched.
     pub fn set_len(&mut self, n: usize) {
         self.filled = n.min(self.capacity());
+        self.watched = 0;
+    }
+
+    /// How many of the packets came from senders that watch them until they are read and
+    /// wake the receiver if it stops reading (the host-local path, `udp/local/unread.rs`):
+    /// no progress thread needs to look often for such packets.
+    pub fn watched(&self) -> usize {
+        self.watched
+    }
+
+    /// For transports, after [`RecvBatch::set_len`]: `n` of the packets are watched.
+    pub fn set_watched(&mut self, n: usize) {
+        self.watched = n.min(self.filled);
     }
 }
 
@@ -523,6 +539,9 @@ pub struct TransportStats {
     /// Datagrams for another device's inbox dropped because their lane was full (the
     /// receiver was behind, as when a socket's buffer is full).
     pub tx_local_dropped: u64,
+    /// Doorbells rung for datagrams another device's receiver left unread in its inbox
+    /// (`udp/local/unread.rs`).
+    pub tx_local_rung: u64,
 }
 
 /// A packet transport, as the driver uses it.

@@ -686,7 +686,13 @@ impl Transport for UdpTransport {
 
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.set_len(0);
+        if let Some(outbox) = &mut self.outbox {
+            // Whoever receives for this device watches what it wrote into other devices'
+            // inboxes, and rings a receiver that stopped reading (`local/unread.rs`).
+            outbox.watch();
+        }
         let (fd, local) = (self.rx.as_raw_fd(), self.local);
+        let mut watched = 0;
         let mut n = match &mut self.ring {
             Some(ring) => {
                 let n = ring.recv(fd, batch, 0, self.rx_pacing.want().min(MAX_MSGS))?;
@@ -707,6 +713,7 @@ impl Transport for UdpTransport {
             self.stats.count_received(batch, n, got);
             self.stats.rx_local += got as u64;
             n += got;
+            watched = got;
         }
         for i in 0..self.groups.len() {
             let g = &self.groups[i];
@@ -716,6 +723,7 @@ impl Transport for UdpTransport {
             n += self.recv_from(fd, group, batch, n, MAX_MSGS).unwrap_or(0);
         }
         batch.set_len(n);
+        batch.set_watched(watched);
         Ok(n)
     }
 
@@ -838,16 +846,17 @@ impl Transport for UdpTransport {
     }
 
     fn stats(&self) -> TransportStats {
-        let (tx_local, tx_local_bytes, tx_local_dropped) = self
+        let (tx_local, tx_local_bytes, tx_local_dropped, tx_local_rung) = self
             .outbox
             .as_ref()
-            .map_or((0, 0, 0), |o| (o.sent, o.bytes, o.dropped));
+            .map_or((0, 0, 0, 0), |o| (o.sent, o.bytes, o.dropped, o.rung));
         TransportStats {
             rx_from_ring: self.ring.is_some(),
             tx_packets: self.stats.tx_packets + tx_local,
             tx_bytes: self.stats.tx_bytes + tx_local_bytes,
             tx_local,
             tx_local_dropped,
+            tx_local_rung,
             ..self.stats
         }
     }

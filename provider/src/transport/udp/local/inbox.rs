@@ -68,14 +68,39 @@ impl SleepGate {
         true
     }
 
+    /// Waits up to `timeout` for the doorbell alone, as the thread does while the
+    /// application polls: a sender rings it then only for datagrams left unread
+    /// (`local/unread.rs`). Returns whether it was rung (and takes the ring).
+    pub fn wait_rung(&self, timeout: Duration) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.bell.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        // SAFETY: one valid pollfd and a timespec; a null sigmask leaves the mask alone.
+        let rung = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } == 1;
+        if rung {
+            self.take_ring();
+        }
+        rung
+    }
+
+    fn take_ring(&self) {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into `v` from a nonblocking eventfd.
+        let _ = unsafe { libc::read(self.bell.as_raw_fd(), (&raw mut v).cast(), 8) };
+    }
+
     /// The thread woke; the doorbell was `rung`, a sender is `connecting` (the poll said
     /// so of their descriptors).
     pub fn woke(&self, rung: bool, connecting: bool) {
         self.region.sleeping().store(0, Ordering::SeqCst);
         if rung {
-            let mut v = 0u64;
-            // SAFETY: reads 8 bytes into `v` from a nonblocking eventfd.
-            let _ = unsafe { libc::read(self.bell.as_raw_fd(), (&raw mut v).cast(), 8) };
+            self.take_ring();
         }
         if connecting {
             self.woke.store(true, Ordering::Relaxed);

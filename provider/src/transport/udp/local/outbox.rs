@@ -1,5 +1,6 @@
 //! The sending side of the host-local path (see `local/mod.rs`): which destinations have an
-//! inbox on this host, the lane each one gave, and the datagrams written into it.
+//! inbox on this host, the lane each one gave, the datagrams written into it, and the
+//! doorbell rung for those left unread (`local/unread.rs`).
 
 use std::io;
 use std::net::IpAddr;
@@ -13,6 +14,7 @@ use rustc_hash::FxHashMap;
 use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
 use super::inbox::{closed, lane_message, BELL_MESSAGE};
+use super::unread::{Look, Unread};
 use super::{inbox_name, Region, SlotHeader, LANES, SLOTS, SLOT_PAYLOAD};
 use crate::host::block::QpnBlock;
 use crate::host::fdpass;
@@ -37,6 +39,10 @@ pub(crate) struct Outbox {
     pub bytes: u64,
     /// Datagrams dropped for a full lane.
     pub dropped: u64,
+    /// Doorbells rung for datagrams a receiver left unread.
+    pub rung: u64,
+    /// Lanes with datagrams written and not known to be read (at least).
+    unread_lanes: usize,
 }
 
 #[derive(Debug)]
@@ -64,6 +70,8 @@ struct Lane {
     stream: UnixStream,
     bell: OwnedFd,
     look: Instant,
+    /// The watch over datagrams written and not known to be read.
+    unread: Option<Unread>,
 }
 
 /// Where a packet goes.
@@ -83,6 +91,8 @@ impl Outbox {
             sent: 0,
             bytes: 0,
             dropped: 0,
+            rung: 0,
+            unread_lanes: 0,
         }
     }
 
@@ -157,12 +167,44 @@ impl Outbox {
             .pending()
             .fetch_or(1 << lane.lane, Ordering::SeqCst);
         if lane.region.sleeping().load(Ordering::SeqCst) != 0 {
-            let one = 1u64;
-            // SAFETY: writes 8 bytes from `one` to the eventfd; a full counter (EAGAIN) is
-            // already rung.
-            let _ = unsafe { libc::write(lane.bell.as_raw_fd(), (&raw const one).cast(), 8) };
+            ring(&lane.bell);
+        }
+        if lane.unread.is_none() {
+            lane.unread = Some(Unread::new(lane.head));
+            self.unread_lanes += 1;
         }
         true
+    }
+
+    /// Looks at the lanes with datagrams not known to be read, and rings the receivers that
+    /// stopped reading theirs (`local/unread.rs`). Reads nothing shared when every lane
+    /// was read at the last look.
+    pub fn watch(&mut self) {
+        if self.unread_lanes == 0 {
+            return;
+        }
+        let mut now = None;
+        let mut clock = || *now.get_or_insert_with(Instant::now);
+        let mut left = 0;
+        for peer in self.peers.values_mut() {
+            let Peer::Local(lane) = peer else {
+                continue;
+            };
+            let Some(u) = &mut lane.unread else {
+                continue;
+            };
+            lane.head = lane.region.head(lane.lane).load(Ordering::Acquire);
+            match u.look(lane.head, lane.tail, &mut clock) {
+                Look::Read => lane.unread = None,
+                Look::Waiting => left += 1,
+                Look::Ring => {
+                    ring(&lane.bell);
+                    self.rung += 1;
+                    left += 1;
+                }
+            }
+        }
+        self.unread_lanes = left;
     }
 
     /// Destinations with a lane now.
@@ -212,6 +254,7 @@ impl Peer {
                         stream,
                         bell,
                         look: now + ALIVE_LOOK,
+                        unread: None,
                     }))
                 }
                 Ok(None) => Peer::Waiting {
@@ -232,6 +275,14 @@ impl Peer {
             }
         };
     }
+}
+
+/// Rings the doorbell `bell` (an eventfd).
+fn ring(bell: &OwnedFd) {
+    let one = 1u64;
+    // SAFETY: writes 8 bytes from `one` to the eventfd; a full counter (EAGAIN) is already
+    // rung.
+    let _ = unsafe { libc::write(bell.as_raw_fd(), (&raw const one).cast(), 8) };
 }
 
 /// The QP a packet is for (the BTH's DestQP), if its first piece holds the BTH.

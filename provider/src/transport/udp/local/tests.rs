@@ -141,15 +141,6 @@ fn a_sleeping_receiver_is_rung_and_a_polling_one_is_not() {
     until_local(&mut a, &mut b);
     let gate = b.sleep_gate().expect("a gate");
     let bell = gate.fds()[0];
-    let readable = |fd| {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    };
     let bytes = packet(lo(5), lo(6), 0, b"x");
     send(&mut a, lo(6), &bytes);
     assert!(!readable(bell), "nobody sleeps: no doorbell");
@@ -165,6 +156,54 @@ fn a_sleeping_receiver_is_rung_and_a_polling_one_is_not() {
     gate.woke(true, false);
     assert!(!readable(bell), "the ring was taken");
     assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+}
+
+/// Whether `fd` is readable now.
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn a_receiver_that_leaves_datagrams_unread_is_rung_once_by_their_sender() {
+    let (mut a, mut b) = (local(lo(9)), local(lo(10)));
+    until_local(&mut a, &mut b);
+    let bell = b.sleep_gate().expect("a gate").fds()[0];
+    let mut batch = RecvBatch::new(16, 4608);
+    while b.recv_batch(&mut batch).unwrap() > 0 {}
+    let bytes = packet(lo(9), lo(10), 0, b"x");
+    // A receiver that reads is never rung, however long its sender watches.
+    send(&mut a, lo(10), &bytes);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+    let until = Instant::now() + unread::STALE * 3;
+    while Instant::now() < until {
+        a.recv_batch(&mut batch).unwrap();
+    }
+    assert!(!readable(bell));
+    assert_eq!(a.stats().tx_local_rung, 0);
+    // One that leaves a datagram unread is rung once STALE passed, and once only.
+    send(&mut a, lo(10), &bytes);
+    let sent = Instant::now();
+    a.recv_batch(&mut batch).unwrap();
+    assert!(!readable(bell), "not at once");
+    while !readable(bell) {
+        assert!(sent.elapsed() < Duration::from_secs(5), "never rung");
+        a.recv_batch(&mut batch).unwrap();
+    }
+    assert!(sent.elapsed() >= unread::STALE);
+    b.sleep_gate().unwrap().woke(true, false);
+    let until = Instant::now() + unread::STALE * 3;
+    while Instant::now() < until {
+        a.recv_batch(&mut batch).unwrap();
+    }
+    assert!(!readable(bell), "rung once");
+    assert_eq!(a.stats().tx_local_rung, 1);
+    assert_eq!(b.recv_batch(&mut batch).unwrap(), 1, "the datagram waited");
 }
 
 #[test]
