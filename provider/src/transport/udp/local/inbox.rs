@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use softrnic_wire::frame::IPV6_HEADER_LEN;
 
-use super::{inbox_name, Region, LANES, SLOTS};
+use super::{inbox_name, Region, LANES};
 use crate::host::block::QpnBlock;
 use crate::host::fdpass;
 use crate::transport::{RecvBatch, RecvMeta};
@@ -33,6 +33,9 @@ pub(crate) struct Inbox {
     senders: [Option<UnixStream>; LANES],
     /// Each lane's count of slots consumed (what `head` was last set to).
     heads: [u64; LANES],
+    /// The lanes ever given to a sender, one bit each: those the receiver looks at (a gone
+    /// sender's last datagrams are still read).
+    given: u32,
     gate: Arc<SleepGate>,
     calls: u32,
     tended: Instant,
@@ -58,10 +61,16 @@ impl SleepGate {
     }
 
     /// The thread is about to sleep: `false` if a datagram already waits (then it must not).
+    /// Looks at the next slot of every lane, after the last `head` the consumer published
+    /// (one it has read meanwhile only makes the thread look once more).
     pub fn sleep(&self) -> bool {
         let sleeping = self.region.sleeping();
         sleeping.store(1, Ordering::SeqCst);
-        if self.region.pending().load(Ordering::SeqCst) != 0 {
+        let waiting = (0..LANES).any(|lane| {
+            let head = self.region.head(lane).load(Ordering::SeqCst);
+            self.region.published_seqcst(lane, head)
+        });
+        if waiting {
             sleeping.store(0, Ordering::SeqCst);
             return false;
         }
@@ -138,6 +147,7 @@ impl Inbox {
             listener,
             senders: Default::default(),
             heads: [0; LANES],
+            given: 0,
             gate,
             calls: 0,
             tended: Instant::now(),
@@ -164,37 +174,27 @@ impl Inbox {
         {
             self.tend();
         }
-        let pending = self.region.pending();
-        if pending.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
-        let mut lanes = pending.swap(0, Ordering::SeqCst);
         let mut n = first;
+        let mut lanes = self.given;
         while lanes != 0 {
             let lane = lanes.trailing_zeros() as usize;
             lanes &= lanes - 1;
-            if lane >= LANES {
-                continue; // a bit no lane has: a broken sender's
+            if self.region.published(lane, self.heads[lane]) {
+                n = self.drain(lane, batch, n);
             }
-            n = self.drain(lane, batch, n);
         }
         n - first
     }
 
     /// Takes lane `lane`'s published datagrams into `batch` from slot `n` on, as many as fit;
-    /// returns the next free slot. What does not fit stays, its bit set again.
+    /// returns the next free slot.
     fn drain(&mut self, lane: usize, batch: &mut RecvBatch, mut n: usize) -> usize {
-        let tail = self.region.tail(lane).load(Ordering::Acquire);
         let mut head = self.heads[lane];
-        if tail.wrapping_sub(head) > SLOTS {
-            // Only a broken producer publishes more than the lane holds: skip to its last.
-            head = tail.wrapping_sub(SLOTS);
-        }
-        while head != tail && n < batch.capacity() {
+        while n < batch.capacity() && self.region.published(lane, head) {
             let Some((buf, meta)) = batch.slot_mut(n) else {
                 break;
             };
-            // SAFETY: this inbox is the lane's consumer, and `head` is before `tail`.
+            // SAFETY: this inbox is the lane's consumer, and `head` is published.
             let h = unsafe { self.region.read_slot(lane, head, buf) };
             head = head.wrapping_add(1);
             let Some(h) = h else {
@@ -211,9 +211,6 @@ impl Inbox {
         }
         self.heads[lane] = head;
         self.region.head(lane).store(head, Ordering::Release);
-        if head != tail {
-            self.region.pending().fetch_or(1 << lane, Ordering::SeqCst);
-        }
         n
     }
 
@@ -251,6 +248,7 @@ impl Inbox {
         fdpass::send(&s, BELL_MESSAGE, Some(self.gate.bell.as_raw_fd()))?;
         s.set_nonblocking(true)?;
         self.senders[lane] = Some(s);
+        self.given |= 1 << lane;
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
@@ -157,15 +157,15 @@ impl Outbox {
                 });
             }
             lane.tail = lane.tail.wrapping_add(1);
-            lane.region
-                .tail(lane.lane)
-                .store(lane.tail, Ordering::Release);
             self.sent += 1;
             self.bytes += h.len as u64;
         }
         lane.region
-            .pending()
-            .fetch_or(1 << lane.lane, Ordering::SeqCst);
+            .tail(lane.lane)
+            .store(lane.tail, Ordering::Release);
+        // Publishing before reading `sleeping`, as the sleeping thread sets it before it
+        // looks at the slots (see `local/mod.rs`).
+        fence(Ordering::SeqCst);
         if lane.region.sleeping().load(Ordering::SeqCst) != 0 {
             ring(&lane.bell);
         }
