@@ -82,9 +82,11 @@ fn child() {
         );
         post(slot);
     }
+    // Counted once the parent has every completion: the ACK of the last SEND may leave
+    // after the last receive completed here.
+    let _done = lines.next();
     let (c, _) = side.ctx.device().observe();
     println!("{} {}", c.local_rcvd, c.local_sent);
-    let _done = lines.next();
 }
 
 #[test]
@@ -134,9 +136,9 @@ fn two_processes_send_through_shared_memory() {
         let wc = side.cq.wait(1, Duration::from_secs(10)).unwrap()[0];
         assert_eq!((wc.wr_id, wc.status), (n as u64, WcStatus::Success));
     }
+    writeln!(to_kid, "done").unwrap();
     let kid_counts = next_numbers();
     let (mine, _) = side.ctx.device().observe();
-    writeln!(to_kid, "done").unwrap();
     assert!(kid.wait().unwrap().success(), "the child failed");
     let (kid_rcvd, kid_sent) = (kid_counts[0], kid_counts[1]);
     // The lane comes within a few SENDs (the child admits senders every millisecond).
@@ -147,5 +149,9 @@ fn two_processes_send_through_shared_memory() {
         mine.sent_pkts
     );
     assert_eq!(kid_rcvd, mine.local_sent, "what one wrote, the other read");
-    assert!(kid_sent > 0 && mine.local_rcvd == kid_sent, "the ACKs too");
+    assert!(
+        kid_sent > 0 && mine.local_rcvd == kid_sent,
+        "the ACKs too: the child sent {kid_sent} through shared memory, the parent read {}",
+        mine.local_rcvd
+    );
 }

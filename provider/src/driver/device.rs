@@ -565,8 +565,16 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
         (seen, looked) = (polls, now);
         if busy {
             let unwatched = inner.unwatched_rx.load(Ordering::Relaxed);
-            let away = watch.stay_away(now, unwatched == unwatched_seen);
+            let mut away = watch.stay_away(now, unwatched == unwatched_seen);
             unwatched_seen = unwatched;
+            // A transmit the polls deferred (an ACK for the application's next post to
+            // carry, `round.rs`) is the polls' to send; but if the application stops
+            // polling, the thread sends it soon after its deadline, not a long look later.
+            // (Not waiting for the lock: the polls hold it often.)
+            let owed = inner.io.try_lock().ok().and_then(|io| io.deferred_until());
+            if let Some(t) = owed {
+                away = away.min(t.saturating_duration_since(now) + POLLING);
+            }
             match &gate {
                 Some(g) => rung = g.wait_rung(away),
                 None => std::thread::park_timeout(away),
