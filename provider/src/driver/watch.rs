@@ -105,7 +105,12 @@ impl Watch {
     /// last look was `watched` (or not): how long the thread stays away.
     pub(super) fn stay_away(&mut self, now: Instant, watched: bool) -> Duration {
         self.away = true;
-        if self.stranded(now) {
+        if watched {
+            // Whatever was stranded came unwatched (over UDP, before a sender's lane was
+            // given: the first millisecond of a host-local conversation); packets now come
+            // watched, and their senders ring for those left unread.
+            self.stranded_until = None;
+        } else if self.stranded(now) {
             return WATCH_STRANDED;
         }
         let max = if watched {
@@ -185,7 +190,16 @@ mod tests {
         );
         // An unwatched packet came: back to the short looks at once.
         assert_eq!(w.stay_away(t, false), WATCH_POLLING_MAX);
-        // A look that finds only watched packets is no evidence of stranding.
+        // Stranded unwatched packets make the looks frequent, until packets come watched.
+        w.round(1, t);
+        assert_eq!(w.stay_away(t, false), WATCH_STRANDED);
+        assert_eq!(w.stay_away(t, true), WATCH_POLLING);
+        assert_eq!(
+            w.stay_away(t, false),
+            2 * WATCH_POLLING,
+            "no longer stranded"
+        );
+        // A round that found no unwatched packets starts no frequent looks.
         w.round(0, t);
         assert_eq!(w.stay_away(t, true), WATCH_POLLING);
         assert_eq!(w.stay_away(t, true), 2 * WATCH_POLLING);
