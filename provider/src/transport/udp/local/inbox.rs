@@ -77,21 +77,38 @@ impl SleepGate {
         true
     }
 
-    /// Waits up to `timeout` for the doorbell alone, as the thread does while the
-    /// application polls: a sender rings it then only for datagrams left unread
-    /// (`local/unread.rs`). Returns whether it was rung (and takes the ring).
+    /// Waits up to `timeout` for the doorbell, as the thread does while the application
+    /// polls: a sender rings it then only for datagrams left unread (`local/unread.rs`).
+    /// Returns whether it was rung (and takes the ring). A sender connecting wakes it too:
+    /// the next receive (the application's poll) admits it at once rather than at its next
+    /// look, so a conversation leaves UDP within its first round trips.
     pub fn wait_rung(&self, timeout: Duration) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.bell.as_raw_fd(),
+        let pollfd = |fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
         };
+        // Until the polls admit the sender that woke it, the listener stays readable.
+        let listening = !self.woke.load(Ordering::Relaxed);
+        let mut p = [
+            pollfd(self.bell.as_raw_fd()),
+            pollfd(if listening {
+                self.listener.as_raw_fd()
+            } else {
+                -1
+            }),
+        ];
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as _,
             tv_nsec: timeout.subsec_nanos() as _,
         };
-        // SAFETY: one valid pollfd and a timespec; a null sigmask leaves the mask alone.
-        let rung = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } == 1;
+        // SAFETY: two pollfds (-1 is ignored) and a timespec; a null sigmask leaves the
+        // mask alone.
+        unsafe { libc::ppoll(p.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if p[1].revents != 0 {
+            self.woke.store(true, Ordering::Relaxed);
+        }
+        let rung = p[0].revents != 0;
         if rung {
             self.take_ring();
         }
@@ -126,6 +143,9 @@ impl Inbox {
     /// doorbell or the socket.
     pub fn open(local: IpAddr, block: Option<QpnBlock>) -> io::Result<Inbox> {
         let region = Arc::new(Region::create()?);
+        // The first sender's lane, ready before it comes: populating it takes a couple of
+        // milliseconds here, better spent opening the device than in a poll.
+        region.populate_lane(0);
         let name = UnixAddr::from_abstract_name(inbox_name(local, block))?;
         let listener = UnixListener::bind_addr(&name)?;
         listener.set_nonblocking(true)?;
@@ -238,6 +258,9 @@ impl Inbox {
         let Some(lane) = self.senders.iter().position(Option::is_none) else {
             return Err(io::ErrorKind::OutOfMemory.into());
         };
+        if self.given & (1 << lane) == 0 && lane != 0 {
+            self.region.populate_lane(lane);
+        }
         // Whatever an earlier sender left unread goes: the new one starts at the tail.
         let tail = self.region.tail(lane).load(Ordering::Acquire);
         self.heads[lane] = tail;

@@ -244,6 +244,7 @@ impl Peer {
             } => match receive_lane(&stream, &mut lane) {
                 Ok(Some(bell)) => {
                     let (n, region) = lane.expect("the lane comes before the doorbell");
+                    region.populate_lane(n);
                     let tail = region.tail(n).load(Ordering::Acquire);
                     let head = region.head(n).load(Ordering::Acquire);
                     Peer::Local(Box::new(Lane {

@@ -252,6 +252,23 @@ fn a_slot_is_published_by_its_sequence_word_for_one_lap() {
 }
 
 #[test]
+fn a_populated_lane_is_resident_before_its_first_datagram() {
+    let r = Region::create().unwrap();
+    // Pages of lane 5's slots resident, of 64 looked at across the lane.
+    let resident = |r: &Region| {
+        let start = Region::lane(5).div_ceil(4096) * 4096;
+        let mut v = [0u8; 64];
+        // SAFETY: 64 pages inside the mapping (a lane is over 1000); `v` has a byte each.
+        let rc = unsafe { libc::mincore(r.at(start).cast(), 64 * 4096, v.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        v.iter().filter(|&&b| b & 1 == 1).count()
+    };
+    assert_eq!(resident(&r), 0, "a fresh region has no pages");
+    r.populate_lane(5);
+    assert_eq!(resident(&r), 64, "every page of the lane");
+}
+
+#[test]
 fn a_malformed_slot_is_dropped_and_a_long_one_cut() {
     let r = Region::create().unwrap();
     let h = SlotHeader {
