@@ -46,7 +46,7 @@ use crate::host::status::QpReport;
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
 use crate::nic::{CqId, Nic};
-use crate::transport::{Clock, SleepGate, Transport};
+use crate::transport::{wait_readable, Clock, SleepGate, Transport};
 use crate::wc::WorkCompletion;
 
 /// How a device makes progress.
@@ -615,30 +615,17 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
         }
         match wait_fd {
             Some(fd) => {
-                let pollfd = |fd| libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
                 // The host-local path's doorbell and inbox beside the socket (`udp/local/`);
                 // -1 is ignored.
                 let [bell, inbox] = gate.as_ref().map_or([-1, -1], |g| g.fds());
-                let mut pfds = [pollfd(fd), pollfd(bell), pollfd(inbox)];
                 if gate.as_ref().is_some_and(|g| !g.sleep()) {
                     continue; // a datagram came to the inbox meanwhile
                 }
-                // To the microsecond (a held ACK's deadline is tens of them away; `poll(2)`
-                // would round it up to a millisecond).
-                let ts = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: sleep.subsec_nanos() as _,
-                };
-                // SAFETY: three valid pollfds and a timespec; the descriptors outlive the
-                // thread (the transport is dropped after the thread is joined, the gate's
-                // are its own); a null sigmask leaves the mask alone.
-                unsafe { libc::ppoll(pfds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
+                // The transport is dropped after the thread is joined, the gate's
+                // descriptors are its own: all stay open while the thread waits.
+                let [_, rung, connecting] = wait_readable([fd, bell, inbox], sleep);
                 if let Some(g) = &gate {
-                    g.woke(pfds[1].revents != 0, pfds[2].revents != 0);
+                    g.woke(rung, connecting);
                 }
             }
             None => std::thread::sleep(sleep.min(Duration::from_micros(50))),

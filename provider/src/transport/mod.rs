@@ -45,6 +45,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 use softrnic_wire::frame::{
@@ -373,6 +374,26 @@ fn socket_icrc(src: SocketAddr, dst: IpAddr, body: &[u8]) -> Option<u32> {
     let mut c = Icrc::start_masked(&mut view[..at + bth::HEADER_LEN], at).ok()?;
     c.update(rest);
     Some(c.finish())
+}
+
+/// Waits up to `timeout` for any of `fds` to be readable, and says which woke (readable, or
+/// in error: the caller reads it and sees). `ppoll(2)`, to the microsecond: `poll(2)` would
+/// round a held ACK's deadline, tens of them away, up to a millisecond. A descriptor of -1
+/// is ignored.
+pub(crate) fn wait_readable<const N: usize>(fds: [RawFd; N], timeout: Duration) -> [bool; N] {
+    let mut p = fds.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as _,
+    };
+    // SAFETY: `N` pollfds and a timespec, both outliving the call; a descriptor closed
+    // meanwhile is reported (POLLNVAL), not used; a null sigmask leaves the mask alone.
+    unsafe { libc::ppoll(p.as_mut_ptr(), N as libc::nfds_t, &ts, std::ptr::null()) };
+    p.map(|p| p.revents != 0)
 }
 
 /// Writes into the last [`ICRC_LEN`] bytes of `payload`, a RoCEv2 UDP payload, the ICRC it

@@ -15,7 +15,7 @@ use softrnic_wire::frame::IPV6_HEADER_LEN;
 use super::{inbox_name, Region, LANES};
 use crate::host::block::QpnBlock;
 use crate::host::fdpass;
-use crate::transport::{RecvBatch, RecvMeta};
+use crate::transport::{wait_readable, RecvBatch, RecvMeta};
 
 /// How often a polling receiver looks for new senders and gone ones.
 const TEND_EVERY: Duration = Duration::from_millis(1);
@@ -83,42 +83,15 @@ impl SleepGate {
     /// the next receive (the application's poll) admits it at once rather than at its next
     /// look, so a conversation leaves UDP within its first round trips.
     pub fn wait_rung(&self, timeout: Duration) -> bool {
-        let pollfd = |fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
         // Until the polls admit the sender that woke it, the listener stays readable.
-        let listening = !self.woke.load(Ordering::Relaxed);
-        let mut p = [
-            pollfd(self.bell.as_raw_fd()),
-            pollfd(if listening {
-                self.listener.as_raw_fd()
-            } else {
-                -1
-            }),
-        ];
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as _,
-            tv_nsec: timeout.subsec_nanos() as _,
+        let listener = if self.woke.load(Ordering::Relaxed) {
+            -1
+        } else {
+            self.listener.as_raw_fd()
         };
-        // SAFETY: two pollfds (-1 is ignored) and a timespec; a null sigmask leaves the
-        // mask alone.
-        unsafe { libc::ppoll(p.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-        if p[1].revents != 0 {
-            self.woke.store(true, Ordering::Relaxed);
-        }
-        let rung = p[0].revents != 0;
-        if rung {
-            self.take_ring();
-        }
+        let [rung, connecting] = wait_readable([self.bell.as_raw_fd(), listener], timeout);
+        self.woke(rung, connecting);
         rung
-    }
-
-    fn take_ring(&self) {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into `v` from a nonblocking eventfd.
-        let _ = unsafe { libc::read(self.bell.as_raw_fd(), (&raw mut v).cast(), 8) };
     }
 
     /// The thread woke; the doorbell was `rung`, a sender is `connecting` (the poll said
@@ -126,7 +99,9 @@ impl SleepGate {
     pub fn woke(&self, rung: bool, connecting: bool) {
         self.region.sleeping().store(0, Ordering::SeqCst);
         if rung {
-            self.take_ring();
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into `v` from a nonblocking eventfd.
+            let _ = unsafe { libc::read(self.bell.as_raw_fd(), (&raw mut v).cast(), 8) };
         }
         if connecting {
             self.woke.store(true, Ordering::Relaxed);

@@ -45,10 +45,11 @@
 //! After publishing, a producer reads `sleeping`: a receiver whose progress thread is about
 //! to sleep sets it and then looks at each lane's next slot once more (both sequentially
 //! consistent, so one of the two sees the other), and a producer that sees it rings the
-//! doorbell, which the sleeping thread polls beside the receive socket. A receiver that polls is not rung; one
-//! that stops reading with datagrams in its lane is, by their sender, which watches its
-//! lanes whenever it receives (`local/unread.rs`): the receiver's thread waits on the
-//! doorbell too while its application polls, and needs no frequent looks for this path.
+//! doorbell, which the sleeping thread polls beside the receive socket. A receiver that
+//! polls is not rung; one that stops reading with datagrams in its lane is, by their sender,
+//! which watches its lanes whenever it receives (`local/unread.rs`): the receiver's thread
+//! waits on the doorbell too while its application polls, and needs no frequent looks for
+//! this path.
 //!
 //! `SOFTRNIC_LOCAL=0` keeps every datagram on UDP (for comparisons, and to test that path).
 
