@@ -42,6 +42,12 @@
 //!   probability 2^-16, not 2^-32.
 //!
 //! Anything else, and a packet too short to carry a BTH and an ICRC, is [`IcrcStatus::Bad`].
+//!
+//! A datagram of the host-local path (`udp/local/`) went through no link, only through
+//! memory shared by two processes of one user: it is not checked at all
+//! ([`RecvMeta::intact`]), as the kernel does not check the checksums of a packet that went
+//! through its loopback device (`CHECKSUM_UNNECESSARY`). Its sender computed the ICRC as for
+//! any packet, so a capture shows it; its headers are parsed and checked as any packet's.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -200,6 +206,10 @@ pub struct RecvMeta {
     pub truncated: bool,
     /// Where [`RecvMeta::ip_header`] comes from.
     pub origin: IpHeaderOrigin,
+    /// The datagram came through memory its sender shares with this process (the host-local
+    /// path, `udp/local/`), not over any link: nothing on its way could corrupt it, and its
+    /// ICRC is not checked ([`RecvPacket::icrc_status`]).
+    pub intact: bool,
     ip_header: [u8; IPV6_HEADER_LEN],
     ip_header_len: u8,
 }
@@ -212,6 +222,7 @@ impl Default for RecvMeta {
             len: 0,
             truncated: false,
             origin: IpHeaderOrigin::NotSeen,
+            intact: false,
             ip_header: [0; IPV6_HEADER_LEN],
             ip_header_len: 0,
         }
@@ -292,11 +303,15 @@ impl RecvPacket<'_> {
     /// saw it; otherwise over a rebuilt one (IPv4: the header a UDP socket with
     /// `IP_PMTUDISC_DO` sends, DF and IP ID 0). An IPv4 header whose Identification was not
     /// seen is [`IcrcStatus::OkForIdent`] if some ID makes the ICRC match. The UDP header is
-    /// rebuilt (its checksum is masked).
+    /// rebuilt (its checksum is masked). An [`intact`](RecvMeta::intact) datagram is
+    /// [`IcrcStatus::Ok`] unchecked, as long as it has room for a BTH and an ICRC.
     pub fn icrc_status(&self) -> IcrcStatus {
         let m = self.meta;
         if self.too_short() {
             return IcrcStatus::Bad;
+        }
+        if m.intact {
+            return IcrcStatus::Ok;
         }
         let (body, icrc) = self.payload.split_at(self.payload.len() - ICRC_LEN);
         let wanted = u32::from_le_bytes(icrc.try_into().expect("ICRC_LEN bytes"));

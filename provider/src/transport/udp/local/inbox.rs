@@ -197,6 +197,7 @@ impl Inbox {
             };
             *meta = RecvMeta::from_socket(SocketAddr::new(h.src, h.src_port), self.local, h.len);
             meta.truncated = h.len > buf.len();
+            meta.intact = true;
             let mut ip = [0u8; IPV6_HEADER_LEN];
             match meta.socket_ip_header(h.ident, &mut ip) {
                 Some(len) => meta.set_ip_header(&ip[..len]),

@@ -8,7 +8,9 @@ use softrnic_wire::bth;
 
 use super::*;
 use crate::transport::test_util::send_only;
-use crate::transport::{Bytes, IcrcStatus, OutPacket, RecvBatch, Transport, UdpTransport};
+use crate::transport::{
+    Bytes, IcrcStatus, OutPacket, RecvBatch, RecvMeta, RecvPacket, Transport, UdpTransport,
+};
 
 fn lo(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 91, last))
@@ -78,7 +80,7 @@ fn datagrams_go_through_the_inbox_once_the_lane_is_given() {
     assert_eq!((rx.rx_packets, rx.rx_local), (got.len() as u64, 1));
     assert_eq!(a.local_lanes(), (0, 1));
     assert_eq!(b.local_lanes(), (1, 0));
-    // Through the inbox the receiver knows the IP header whole: the ICRC checks exactly.
+    // The ICRC of a datagram through the inbox is not checked (below, it would verify).
     let (last, status) = got.last().unwrap();
     assert_eq!(*status, IcrcStatus::Ok);
     assert_eq!(
@@ -100,7 +102,26 @@ fn datagrams_go_through_the_inbox_once_the_lane_is_given() {
     while got < 40 {
         a.recv_batch(&mut batch).unwrap();
         for (i, p) in batch.iter().enumerate() {
+            assert!(p.meta.intact, "{:?}", p.meta);
             assert_eq!(p.icrc_status(), IcrcStatus::Ok);
+            // Checked as a datagram over a link, with the IP header the receiver rebuilt,
+            // the sender's ICRC verifies exactly.
+            let linked = RecvMeta {
+                intact: false,
+                ..*p.meta
+            };
+            let checked = RecvPacket {
+                meta: &linked,
+                payload: p.payload,
+            };
+            assert_eq!(checked.icrc_status(), IcrcStatus::Ok);
+            let mut flipped = p.payload.to_vec();
+            *flipped.last_mut().unwrap() ^= 1;
+            let bad = RecvPacket {
+                meta: &linked,
+                payload: &flipped,
+            };
+            assert_eq!(bad.icrc_status(), IcrcStatus::Bad);
             let psn = bth::Packet::new_checked(p.payload).unwrap().psn();
             assert_eq!(psn.value(), (got + i) as u32, "in order");
             assert_eq!(p.meta.src, SocketAddr::new(lo(2), 0xc000));
