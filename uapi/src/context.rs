@@ -445,7 +445,7 @@ impl Cq {
     /// `ibv_req_notify_cq`: the next completion calls the notifier once (see
     /// [`Cq::set_notifier`]). "Solicited only" is treated as "next", a superset of its events.
     pub fn req_notify(&self) {
-        let r = self.inner.ctx.inner.device.nic().arm_cq(self.inner.id);
+        let r = self.inner.ctx.inner.device.arm_cq(self.inner.id);
         debug_assert!(r.is_ok(), "a Cq handle's CQ exists: {r:?}");
     }
 

@@ -160,3 +160,110 @@ fn the_progress_thread_leaves_the_packets_to_a_busy_poller() {
     }
     panic!("B's progress thread made {tries:?} rounds for {MESSAGES} messages B polled for");
 }
+
+/// The value in the first 8 bytes of `mr`.
+fn first_word(mr: &MemoryRegion) -> u64 {
+    let mut b = [0u8; 8];
+    mr.read(0, &mut b).unwrap();
+    u64::from_le_bytes(b)
+}
+
+/// Writes `v` into bytes 8..16 of `from` and RDMA WRITEs them into the first 8 of `to`.
+fn write_word(s: &Side, v: u64, from: &MemoryRegion, to: &MemoryRegion) {
+    from.write(8, &v.to_le_bytes()).unwrap();
+    let wr = SendWr {
+        flags: SendFlags::SIGNALED,
+        remote: RemoteAddr {
+            addr: to.addr(),
+            rkey: to.rkey(),
+        },
+        ..SendWr::new(v, SendOpcode::RdmaWrite, vec![from.sge(8, 8)])
+    };
+    s.qp.post_send(&[wr]).unwrap();
+}
+
+#[test]
+fn arming_a_cq_wakes_the_thread_for_the_ack_the_polls_left_to_the_next_post() {
+    const TEST: &str = "arming_a_cq_wakes_the_thread_for_the_ack_the_polls_left_to_the_next_post";
+    const ROUNDS: u64 = 100;
+    // Two devices of this process on loopback: their packets go through shared memory,
+    // watched by their senders, and B's thread, once away from B's busy polls, is here made
+    // to stay away an hour each time: nothing wakes it but a sender's ring, the owed
+    // deadline it saw at its last look, or B arming its CQ.
+    let (ua, ub) = (
+        IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 63, 1)),
+        IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 63, 2)),
+    );
+    let (Some(ca), Some(cb)) = (
+        common::udp_context(TEST, ua, 5),
+        common::udp_context(TEST, ub, 6),
+    ) else {
+        return;
+    };
+    let (a, b) = (Setup::default().with(ca), Setup::default().with(cb));
+    connect(&a, ua, &b, ub);
+    b.ctx.device().stay_away_for(Duration::from_secs(3600));
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let (ma, mb) = (
+        a.pd.reg_mr(4096, rw).unwrap(),
+        b.pd.reg_mr(4096, rw).unwrap(),
+    );
+    // A ping-pong of RDMA WRITEs as `ib_write_lat` makes it: each side writes the round's
+    // number into the other's memory, polls for its send completion, and spins on its own
+    // memory for the other's. B's poll for its completion takes in A's next WRITE with the
+    // ACK it waits for, and leaves the ACK of that WRITE to B's next post (`round.rs`). In
+    // the last round B makes no post: it arms its CQ, as an application does before it
+    // waits for an event, and stops polling. The deferred ACK must leave then, from B's
+    // thread, before A's retransmission timer (1 ms at the least, `rc/requester/rto.rs`)
+    // resends the WRITE: the resend would sit in B's lane until A's ring woke B's thread,
+    // which would ACK it. A thread not woken by the arm makes A resend every time; a
+    // machine loaded far beyond its cores may delay a woken one as long, so up to three
+    // tries.
+    let mut resends = Vec::new();
+    for t in 0..3u64 {
+        let base = t * ROUNDS;
+        let mut before = 0;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Empty polls for a while first: B's thread sees a busy poller and goes
+                // away (a slow build's B may otherwise poll too little to count as one).
+                let until = Instant::now() + Duration::from_millis(30);
+                while Instant::now() < until {
+                    b.cq.poll(&mut []).unwrap();
+                }
+                for i in base + 1..=base + ROUNDS {
+                    while first_word(&mb) != i {}
+                    if i == base + ROUNDS {
+                        b.cq.req_notify();
+                        return;
+                    }
+                    write_word(&b, i, &mb, &ma);
+                    assert_eq!(b.one().status, WcStatus::Success);
+                }
+            });
+            for i in base + 1..=base + ROUNDS {
+                if i == base + ROUNDS {
+                    // Resends of the rounds before (a side preempted for long) are not
+                    // what this test is about.
+                    before = a.ctx.device().observe().0.timeout_resends;
+                }
+                write_word(&a, i, &ma, &mb);
+                let wc = a.one();
+                assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+                if i < base + ROUNDS {
+                    while first_word(&ma) != i {}
+                }
+            }
+        });
+        let (c, _) = a.ctx.device().observe();
+        if c.local_sent == 0 {
+            softrnic_testkit::skip(TEST, "the devices did not take the host-local path");
+            return;
+        }
+        if c.timeout_resends == before {
+            return;
+        }
+        resends.push(c.timeout_resends - before);
+    }
+    panic!("A resent its last WRITE in every try ({resends:?}): B's ACK waited for the resend");
+}

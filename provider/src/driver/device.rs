@@ -111,6 +111,14 @@ pub(super) struct Inner {
     pub(super) send_errors: AtomicU64,
     /// A round of progress panicked: the device failed ([`guarded`]).
     failed: AtomicBool,
+    /// The progress thread stays away while the application polls ([`run`]).
+    away: AtomicBool,
+    /// CQs armed for an event (`ibv_req_notify_cq`), counted: the application is about to
+    /// stop polling ([`Device::arm_cq`]).
+    arms: AtomicU64,
+    /// How long the thread stays away each time while the packets come watched, in
+    /// nanoseconds, if a test fixed it ([`Device::stay_away_for`]; 0: not fixed).
+    watched_for: AtomicU64,
     /// The next round panics ([`Device::inject_panic`]).
     pub(super) inject_panic: AtomicBool,
 }
@@ -147,6 +155,8 @@ pub struct Device {
     mode: Progress,
     /// The progress thread, or in polling mode the idle watchdog.
     thread: Option<JoinHandle<()>>,
+    /// The doorbell the thread waits on, if the transport has one (the host-local path's).
+    bell: Option<Arc<SleepGate>>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -207,7 +217,11 @@ impl Device {
             send_errors: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             inject_panic: AtomicBool::new(false),
+            away: AtomicBool::new(false),
+            arms: AtomicU64::new(0),
+            watched_for: AtomicU64::new(0),
         });
+        let bell = wait.1.clone();
         let thread = if clock.is_some() {
             None
         } else {
@@ -226,6 +240,7 @@ impl Device {
             inner,
             mode,
             thread,
+            bell,
         })
     }
 
@@ -240,6 +255,36 @@ impl Device {
         NicGuard {
             dirty: &self.inner.dirty,
             nic: lock(&self.inner.nic),
+        }
+    }
+
+    /// `ibv_req_notify_cq`: arms CQ `cq` ([`Nic::arm_cq`]). An application arms a CQ
+    /// before it waits for the event instead of polling: if it busy-polled until now, the
+    /// progress thread, which stays away from a busy poller and looks only now and then
+    /// (`watch.rs`), is woken to look at once. Its polls may have left a transmit for the
+    /// next post (`round.rs`) which no post will now make, and timers that no poll will run.
+    ///
+    /// # Errors
+    /// As [`Nic::arm_cq`].
+    pub fn arm_cq(&self, cq: CqId) -> Result<()> {
+        self.nic().arm_cq(cq)?;
+        // Against the thread's going away (see `run`): either it sees the count move, or
+        // this sees it away.
+        self.inner.arms.fetch_add(1, Ordering::SeqCst);
+        if self.inner.away.load(Ordering::SeqCst) {
+            self.wake_thread();
+        }
+        Ok(())
+    }
+
+    /// Wakes the progress thread (or the idle watchdog) from its sleep or its staying away:
+    /// it waits on the doorbell if there is one, parked otherwise.
+    fn wake_thread(&self) {
+        if let Some(bell) = &self.bell {
+            bell.ring();
+        }
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
         }
     }
 
@@ -441,6 +486,15 @@ impl Device {
         (counters, nic.qp_reports())
     }
 
+    /// Makes the progress thread stay away from a busy poller whose packets all come watched
+    /// for `d` each time, instead of from `WATCH_POLLING` to `WATCH_WATCHED_MAX` (`watch.rs`):
+    /// for tests of what else wakes it (a very long `d` leaves only that).
+    #[doc(hidden)]
+    pub fn stay_away_for(&self, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.inner.watched_for.store(nanos, Ordering::Relaxed);
+    }
+
     /// Makes the next round of progress panic, as a bug in the engine would: for tests of
     /// what a failed device does ([`guarded`]).
     #[doc(hidden)]
@@ -462,8 +516,8 @@ impl Device {
 impl Drop for Device {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::Release);
+        self.wake_thread();
         if let Some(t) = self.thread.take() {
-            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -538,7 +592,9 @@ const STAMP_EVERY: u64 = 4;
 /// something else), packets wake the thread again. While it stays away the thread waits on
 /// the host-local path's doorbell, which a sender rings only for packets left unread
 /// (`udp/local/unread.rs`): it makes a round for them, and stays away again if the
-/// application still polls.
+/// application still polls. The device rings it too when the application arms a CQ
+/// ([`Device::arm_cq`]): that application waits for an event now, and the thread takes
+/// over at once rather than at its next look.
 fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) {
     let mut seen = inner.polls.load(Ordering::Relaxed);
     let mut looked = inner.now();
@@ -548,13 +604,21 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
     // (`udp/local/unread.rs`), a round takes them, and the thread stays away again if the
     // application still polls.
     let (mut rung, mut was_away) = (false, false);
+    // A packet over UDP woke the thread while it stayed away (see below).
+    let mut socket_woke = false;
+    let mut arms_seen = inner.arms.load(Ordering::SeqCst);
     while !inner.stop.load(Ordering::Acquire) {
         let polls = inner.polls.load(Ordering::Relaxed);
         let now = inner.now();
         let away_rung = std::mem::take(&mut rung);
-        let busy = if away_rung {
+        let after_away = std::mem::take(&mut was_away);
+        // An application that armed a CQ since the last look waits for its event: it is
+        // no busy poller now, however it polled until then (`Device::arm_cq`).
+        let arms = inner.arms.load(Ordering::SeqCst);
+        let armed = std::mem::replace(&mut arms_seen, arms) != arms;
+        let busy = if away_rung || armed {
             false
-        } else if std::mem::take(&mut was_away) {
+        } else if after_away {
             inner.polled_within(POLLING, now)
         } else {
             busy_polling(
@@ -565,7 +629,10 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
         (seen, looked) = (polls, now);
         if busy {
             let unwatched = inner.unwatched_rx.load(Ordering::Relaxed);
-            let mut away = watch.stay_away(now, unwatched == unwatched_seen);
+            let watched = unwatched == unwatched_seen && !std::mem::take(&mut socket_woke);
+            let fixed = inner.watched_for.load(Ordering::Relaxed);
+            watch.watched_for = (fixed != 0).then(|| Duration::from_nanos(fixed));
+            let mut away = watch.stay_away(now, watched);
             unwatched_seen = unwatched;
             // A transmit the polls deferred (an ACK for the application's next post to
             // carry, `round.rs`) is the polls' to send; but if the application stops
@@ -575,10 +642,23 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
             if let Some(t) = owed {
                 away = away.min(t.saturating_duration_since(now) + POLLING);
             }
-            match &gate {
-                Some(g) => rung = g.wait_rung(away),
-                None => std::thread::park_timeout(away),
+            // Against `Device::arm_cq`: either it sees the thread away and rings, or the
+            // thread sees the count move and looks again at once.
+            inner.away.store(true, Ordering::SeqCst);
+            if inner.arms.load(Ordering::SeqCst) == arms_seen {
+                match &gate {
+                    Some(g) => {
+                        // While the packets come watched the looks are far apart: one over
+                        // UDP (the socket readable) ends the wait as a ring does. It stays
+                        // readable until a poll takes it, so the next wait leaves the
+                        // socket out, and its looks are the short ones.
+                        let socket = wait_fd.filter(|_| watched).unwrap_or(-1);
+                        (rung, socket_woke) = g.wait_rung(away, socket);
+                    }
+                    None => std::thread::park_timeout(away),
+                }
             }
+            inner.away.store(false, Ordering::Relaxed);
             continue;
         }
         inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
@@ -589,11 +669,11 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
             let after = inner.unwatched_rx.load(Ordering::Relaxed);
             (moved, after.wrapping_sub(before), io.deferred_until())
         };
-        watch.round(unwatched as usize, now);
+        watch.round(unwatched as usize, now, away_rung);
         if inner.failed.load(Ordering::Acquire) {
             return; // nothing more to make progress on
         }
-        if away_rung {
+        if away_rung && !armed {
             was_away = true;
             continue;
         }

@@ -653,10 +653,12 @@ impl Transport for UdpTransport {
             if let (Some(outbox), Some(now)) = (&mut self.outbox, now) {
                 let route = |o: &mut local::Outbox, p| o.route(p, now);
                 if let local::Route::Local(key) = route(outbox, &pkts[done]) {
+                    // The packets from `done` on for the same lane go in together (and are
+                    // published together, `Outbox::push`): an ACK with the answer it
+                    // left with, a message's segments.
                     let run = 1 + pkts[done + 1..]
                         .iter()
-                        .zip(1..)
-                        .take_while(|&(q, k)| q.segment == k)
+                        .take_while(|q| route(outbox, q) == local::Route::Local(key))
                         .count();
                     // A full lane drops the run, as a full socket buffer would: the
                     // receiver is behind, and RC resends (waiting for room instead stalled

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use softrnic_wire::frame::IPV6_HEADER_LEN;
 
-use super::{inbox_name, Region, LANES};
+use super::{inbox_name, ring, Region, LANES};
 use crate::host::block::QpnBlock;
 use crate::host::fdpass;
 use crate::transport::{wait_readable, RecvBatch, RecvMeta};
@@ -78,20 +78,29 @@ impl SleepGate {
     }
 
     /// Waits up to `timeout` for the doorbell, as the thread does while the application
-    /// polls: a sender rings it then only for datagrams left unread (`local/unread.rs`).
-    /// Returns whether it was rung (and takes the ring). A sender connecting wakes it too:
-    /// the next receive (the application's poll) admits it at once rather than at its next
+    /// polls: a sender rings it then only for datagrams left unread (`local/unread.rs`),
+    /// and the device when the application is about to stop polling ([`SleepGate::ring`]).
+    /// Also for `socket` (-1: none) to be readable. Returns whether it was rung (and takes
+    /// the ring) and whether `socket` is readable. A sender connecting wakes it too: the
+    /// next receive (the application's poll) admits it at once rather than at its next
     /// look, so a conversation leaves UDP within its first round trips.
-    pub fn wait_rung(&self, timeout: Duration) -> bool {
+    pub fn wait_rung(&self, timeout: Duration, socket: RawFd) -> (bool, bool) {
         // Until the polls admit the sender that woke it, the listener stays readable.
         let listener = if self.woke.load(Ordering::Relaxed) {
             -1
         } else {
             self.listener.as_raw_fd()
         };
-        let [rung, connecting] = wait_readable([self.bell.as_raw_fd(), listener], timeout);
+        let [rung, connecting, readable] =
+            wait_readable([self.bell.as_raw_fd(), listener, socket], timeout);
         self.woke(rung, connecting);
-        rung
+        (rung, readable)
+    }
+
+    /// Rings the doorbell as a sender does: the device's own thread, waiting in
+    /// [`SleepGate::wait_rung`] or asleep, wakes.
+    pub fn ring(&self) {
+        ring(&self.bell);
     }
 
     /// The thread woke; the doorbell was `rung`, a sender is `connecting` (the poll said

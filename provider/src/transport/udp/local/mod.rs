@@ -35,7 +35,8 @@
 //! A slot holds one datagram: its length, UDP source port, the sender's address and the IPv4
 //! Identification its ICRC was computed for, then the UDP payload, and a sequence word on
 //! the header's cache line. The producer writes the slot, then publishes it by storing its
-//! sequence number plus one in that word (release); the consumer polls the word of the next
+//! sequence number plus one in that word (release), the slots of what it sends at once
+//! together (`Outbox::push`); the consumer polls the word of the next
 //! slot it expects in each lane that has a sender (acquire), copies each published datagram
 //! out into its receive batch (nothing is parsed in shared memory: a sender could change it
 //! under the reader) and publishes `head`, its count of slots read. So a datagram costs the
@@ -73,6 +74,14 @@ pub(crate) mod unread;
 
 pub(crate) use inbox::Inbox;
 pub use inbox::SleepGate;
+
+/// Rings the doorbell `bell` (an eventfd).
+fn ring(bell: &OwnedFd) {
+    let one = 1u64;
+    // SAFETY: writes 8 bytes from `one` to the eventfd; a full counter (EAGAIN) is already
+    // rung.
+    let _ = unsafe { libc::write(bell.as_raw_fd(), (&raw const one).cast(), 8) };
+}
 pub(crate) use outbox::{Outbox, Route};
 
 /// Lanes of an inbox: senders at once (a device, per QPN block of the receiver).
@@ -316,9 +325,9 @@ impl Region {
         self.slot_seq(lane, seq).load(Ordering::SeqCst) == seq.wrapping_add(1)
     }
 
-    /// Writes datagram `seq` into its slot of `lane` and publishes it: the header, then the
+    /// Writes datagram `seq` into its slot of `lane`, unpublished: the header, then the
     /// payload by `write(dst)`, which must fill `dst` (`h.len` bytes, at most
-    /// [`SLOT_PAYLOAD`]), then the sequence word.
+    /// [`SLOT_PAYLOAD`]). [`Region::publish`] publishes it.
     ///
     /// # Safety
     /// The caller is the lane's producer and the slot is free (`seq - head < SLOTS`).
@@ -343,6 +352,13 @@ impl Region {
             std::ptr::copy_nonoverlapping(head.as_ptr(), s, SLOT_DESCRIPTION);
             write(s.add(SLOT_HEADER));
         }
+    }
+
+    /// Publishes slot `seq` of `lane`, written: stores its sequence word (release).
+    ///
+    /// # Safety
+    /// The caller is the lane's producer and wrote the slot ([`Region::write_slot`]).
+    pub unsafe fn publish(&self, lane: usize, seq: u64) {
         self.slot_seq(lane, seq)
             .store(seq.wrapping_add(1), Ordering::Release);
     }

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixStream};
 use std::sync::atomic::{fence, Ordering};
@@ -15,7 +15,7 @@ use softrnic_wire::{bth, ROCE_V2_UDP_PORT};
 
 use super::inbox::{closed, lane_message, BELL_MESSAGE};
 use super::unread::{Look, Unread};
-use super::{inbox_name, Region, SlotHeader, LANES, SLOTS, SLOT_PAYLOAD};
+use super::{inbox_name, ring, Region, SlotHeader, LANES, SLOTS, SLOT_PAYLOAD};
 use crate::host::block::QpnBlock;
 use crate::host::fdpass;
 use crate::transport::OutPacket;
@@ -28,6 +28,11 @@ const LANE_LOOK: Duration = Duration::from_micros(100);
 
 /// How often a sender with a lane checks that the receiver is still there.
 const ALIVE_LOOK: Duration = Duration::from_millis(10);
+
+/// The most slots of a run written before they are published ([`Outbox::push`]): a long
+/// run's first datagrams are not held back for the whole copy (64 KiB here, a few
+/// microseconds).
+const PUBLISH_EVERY: u64 = 16;
 
 /// The inboxes this device sends to, by destination address and QPN block.
 #[derive(Debug)]
@@ -63,7 +68,7 @@ enum Peer {
 struct Lane {
     region: Region,
     lane: usize,
-    /// Slots published.
+    /// Slots written (all published once [`Outbox::push`] returns).
     tail: u64,
     /// Slots the receiver had consumed when last read.
     head: u64,
@@ -72,6 +77,21 @@ struct Lane {
     look: Instant,
     /// The watch over datagrams written and not known to be read.
     unread: Option<Unread>,
+}
+
+impl Lane {
+    /// Publishes the slots written from `from` on, in order.
+    ///
+    /// # Safety
+    /// The caller is the lane's producer and wrote those slots.
+    unsafe fn publish(&self, from: u64) {
+        let mut seq = from;
+        while seq != self.tail {
+            // SAFETY: as the caller promises.
+            unsafe { self.region.publish(self.lane, seq) };
+            seq = seq.wrapping_add(1);
+        }
+    }
 }
 
 /// Where a packet goes.
@@ -123,8 +143,16 @@ impl Outbox {
         }
     }
 
-    /// Writes the run `pkts` (all routed to `key`) into its lane, whole, or drops it if the
-    /// lane has no room for all of it (counted); returns whether it was written.
+    /// Writes the run `pkts` (consecutive packets of a batch, all routed to `key`) into its
+    /// lane, whole, or drops it if the lane has no room for all of it (counted); returns
+    /// whether it was written.
+    ///
+    /// The run is published whole (up to [`PUBLISH_EVERY`] slots at a time): its slots are
+    /// written first, their sequence words stored after. Published one by one, a receiver
+    /// polling the lane took the first datagrams of a run without the rest: an ACK without
+    /// the RDMA WRITE that left with it (`driver/round.rs`), after which the application,
+    /// its send complete, stopped polling to spin on its memory, and the WRITE waited for
+    /// the doorbell ([`super::unread::STALE`]).
     pub fn push(&mut self, key: (IpAddr, u16), pkts: &[OutPacket<'_>]) -> bool {
         let Some(Peer::Local(lane)) = self.peers.get_mut(&key) else {
             return false;
@@ -137,6 +165,7 @@ impl Outbox {
                 return false;
             }
         }
+        let mut unpublished = lane.tail;
         for p in pkts {
             let h = SlotHeader {
                 len: p.len(),
@@ -159,7 +188,14 @@ impl Outbox {
             lane.tail = lane.tail.wrapping_add(1);
             self.sent += 1;
             self.bytes += h.len as u64;
+            if lane.tail.wrapping_sub(unpublished) == PUBLISH_EVERY {
+                // SAFETY: this outbox is the lane's producer, and wrote these slots.
+                unsafe { lane.publish(unpublished) };
+                unpublished = lane.tail;
+            }
         }
+        // SAFETY: as above.
+        unsafe { lane.publish(unpublished) };
         lane.region
             .tail(lane.lane)
             .store(lane.tail, Ordering::Release);
@@ -276,14 +312,6 @@ impl Peer {
             }
         };
     }
-}
-
-/// Rings the doorbell `bell` (an eventfd).
-fn ring(bell: &OwnedFd) {
-    let one = 1u64;
-    // SAFETY: writes 8 bytes from `one` to the eventfd; a full counter (EAGAIN) is already
-    // rung.
-    let _ = unsafe { libc::write(bell.as_raw_fd(), (&raw const one).cast(), 8) };
 }
 
 /// The QP a packet is for (the BTH's DestQP), if its first piece holds the BTH.

@@ -260,6 +260,9 @@ fn a_slot_is_published_by_its_sequence_word_for_one_lap() {
     assert!(!r.published(3, 0), "fresh memory publishes nothing");
     // SAFETY: this test is the lane's only producer.
     unsafe { r.write_slot(3, 0, &h, |at| std::ptr::write_bytes(at, 1, 4)) };
+    assert!(!r.published(3, 0), "written, not yet published");
+    // SAFETY: as above.
+    unsafe { r.publish(3, 0) };
     assert!(r.published(3, 0));
     assert!(!r.published(3, 1), "the next slot is not");
     assert!(
@@ -268,7 +271,10 @@ fn a_slot_is_published_by_its_sequence_word_for_one_lap() {
     );
     assert!(!r.published(2, 0), "other lanes are not");
     // SAFETY: as above.
-    unsafe { r.write_slot(3, SLOTS, &h, |at| std::ptr::write_bytes(at, 2, 4)) };
+    unsafe {
+        r.write_slot(3, SLOTS, &h, |at| std::ptr::write_bytes(at, 2, 4));
+        r.publish(3, SLOTS);
+    }
     assert!(r.published(3, SLOTS) && !r.published(3, 0));
 }
 
@@ -302,12 +308,14 @@ fn a_malformed_slot_is_dropped_and_a_long_one_cut() {
     // SAFETY: this test is the lane's only producer and consumer.
     unsafe {
         r.write_slot(0, 0, &h, |at| std::ptr::write_bytes(at, 0xab, 100));
+        r.publish(0, 0);
         assert_eq!(r.read_slot(0, 0, &mut out), Some(h));
         assert_eq!(out, [0xab; 64], "cut to the buffer");
         // An unknown address family, then a length beyond the slot.
         r.slot(0, 1).add(8).write(9);
         assert_eq!(r.read_slot(0, 1, &mut out), None);
         r.write_slot(0, 2, &h, |at| std::ptr::write_bytes(at, 0, 100));
+        r.publish(0, 2);
         r.slot(0, 2)
             .cast::<u32>()
             .write_unaligned(SLOT_PAYLOAD as u32 + 1);

@@ -22,12 +22,16 @@ use std::time::{Duration, Instant};
 
 /// How long datagrams may wait with the receiver's `head` standing still before the sender
 /// rings: far beyond a polling receiver's reading (under a microsecond), and beyond most of
-/// the stretches a busy receiver is preempted for. At 10 us each of two `ib_write_lat`
-/// processes was rung some 1300 times a second on this 2-core VM, and nearly every woken
-/// thread found that the application's polls had taken the datagrams meanwhile: the ring
-/// only took a core from a polling application. Datagrams that nobody will read are rare,
-/// and 50 us is well under what they waited for the thread's looks before.
-pub const STALE: Duration = Duration::from_micros(50);
+/// the stretches a busy receiver is preempted for. A receiver that was only preempted reads
+/// its datagrams once it runs again, and its woken thread, which cannot help it, takes a
+/// core from somebody else: at 10 us each of two `ib_write_lat` processes on this 2-core VM
+/// was rung some 1300 times a second, at 50 us one to two hundred times (a round trip in a
+/// thousand), and the rounds of the woken threads preempted more iterations, whose peers
+/// rang in turn (some runs settled at 1400 wakes a second per thread). Datagrams nobody
+/// will read are rarer: with no ring at all, about one round trip in 10 000 waited for the
+/// thread's look (over 1 ms). At 250 us: 140-340 wakes a second per thread, p99 / median
+/// 2.3x-3.3x, against 290-1440 and 3.1x-3.4x at 50 us in alternating runs.
+pub const STALE: Duration = Duration::from_micros(250);
 
 /// What a look at a lane found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
