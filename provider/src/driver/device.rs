@@ -94,9 +94,11 @@ pub(super) struct Inner {
     /// path's, see [`crate::transport::RecvBatch::watched`]), counted: the progress thread
     /// looks often for those while the application polls (`watch.rs`).
     pub(super) unwatched_rx: AtomicU64,
-    /// When the application last polled, in nanoseconds since `epoch` (written every
-    /// [`STAMP_EVERY`]-th poll): the progress thread leaves the packets to an application
-    /// that polls (see [`run`]).
+    /// When the application last polled (written every [`STAMP_EVERY`]-th poll) or posted a
+    /// send, in nanoseconds since `epoch`: the progress thread leaves the packets to an
+    /// application that polls (see [`run`]). A busy poller that posts a burst of sends goes
+    /// as long without a poll (each post copies its message out: a few microseconds for
+    /// 64 KiB), and is no less busy.
     last_poll: AtomicU64,
     epoch: Instant,
     /// The clock read instead of the system's ([`Device::start_clocked`]): `epoch` plus its
@@ -346,7 +348,11 @@ impl Device {
             return r;
         }
         let mut io = lock(&inner.io);
-        guarded(inner, || transmit_qp(inner, &mut io, qpn, inner.now()));
+        let now = inner.now();
+        inner
+            .last_poll
+            .store(inner.since_epoch(now), Ordering::Relaxed);
+        guarded(inner, || transmit_qp(inner, &mut io, qpn, now));
         r
     }
 
@@ -569,7 +575,7 @@ impl Inner {
         t.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
-    /// Whether the application polled within `recent` before `now`.
+    /// Whether the application polled (or posted a send) within `recent` before `now`.
     pub(super) fn polled_within(&self, recent: Duration, now: Instant) -> bool {
         let last = self.last_poll.load(Ordering::Relaxed);
         last != 0 && self.since_epoch(now).saturating_sub(last) < recent.as_nanos() as u64
@@ -602,7 +608,7 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
     let mut watch = Watch::new();
     // A sender rang while the thread stayed away: packets wait that the polls leave unread
     // (`udp/local/unread.rs`), a round takes them, and the thread stays away again if the
-    // application still polls.
+    // application still polls. `was_away`: it stayed away since its last look.
     let (mut rung, mut was_away) = (false, false);
     // A packet over UDP woke the thread while it stayed away (see below).
     let mut socket_woke = false;
@@ -611,6 +617,12 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
         let polls = inner.polls.load(Ordering::Relaxed);
         let now = inner.now();
         let away_rung = std::mem::take(&mut rung);
+        // The thread stayed away (for a busy poller) since its last look, or made a round
+        // for a ring meanwhile: the application is taken to poll on for as long as it
+        // polls or posts at all. Counting its polls again at each such look took a busy
+        // poller in a burst of posts (64 KiB each: a few microseconds of copying) for one
+        // that had stopped, and the thread then made rounds beside it, a third of a core
+        // under `ib_write_bw -q 16`, contending for the transport.
         let after_away = std::mem::take(&mut was_away);
         // An application that armed a CQ since the last look waits for its event: it is
         // no busy poller now, however it polled until then (`Device::arm_cq`).
@@ -659,6 +671,7 @@ fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) 
                 }
             }
             inner.away.store(false, Ordering::Relaxed);
+            was_away = !rung;
             continue;
         }
         inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
