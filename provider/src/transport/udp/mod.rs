@@ -660,9 +660,10 @@ impl Transport for UdpTransport {
                         .iter()
                         .take_while(|q| route(outbox, q) == local::Route::Local(key))
                         .count();
-                    // A full lane drops the run, as a full socket buffer would: the
-                    // receiver is behind, and RC resends (waiting for room instead stalled
-                    // a thread that polls both devices, which alone could make it).
+                    // What a full lane has no room for is dropped, as a full socket buffer
+                    // drops it: the receiver is behind, and RC resends (waiting for room
+                    // instead stalled a thread that polls both devices, which alone could
+                    // make it).
                     outbox.push(key, &pkts[done..done + run]);
                     done += run;
                     continue;

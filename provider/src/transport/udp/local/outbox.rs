@@ -144,8 +144,8 @@ impl Outbox {
     }
 
     /// Writes the run `pkts` (consecutive packets of a batch, all routed to `key`) into its
-    /// lane, whole, or drops it if the lane has no room for all of it (counted); returns
-    /// whether it was written.
+    /// lane, as many as it has room for; the rest are dropped (counted), as a full socket
+    /// buffer drops them. Returns how many were written.
     ///
     /// The run is published whole (up to [`PUBLISH_EVERY`] slots at a time): its slots are
     /// written first, their sequence words stored after. Published one by one, a receiver
@@ -153,17 +153,19 @@ impl Outbox {
     /// the RDMA WRITE that left with it (`driver/round.rs`), after which the application,
     /// its send complete, stopped polling to spin on its memory, and the WRITE waited for
     /// the doorbell ([`super::unread::STALE`]).
-    pub fn push(&mut self, key: (IpAddr, u16), pkts: &[OutPacket<'_>]) -> bool {
+    pub fn push(&mut self, key: (IpAddr, u16), pkts: &[OutPacket<'_>]) -> usize {
         let Some(Peer::Local(lane)) = self.peers.get_mut(&key) else {
-            return false;
+            return 0;
         };
         let n = pkts.len() as u64;
         if lane.tail.wrapping_sub(lane.head) + n > SLOTS {
             lane.head = lane.region.head(lane.lane).load(Ordering::Acquire);
-            if lane.tail.wrapping_sub(lane.head) + n > SLOTS {
-                self.dropped += n;
-                return false;
-            }
+        }
+        let room = SLOTS - lane.tail.wrapping_sub(lane.head).min(SLOTS);
+        let (pkts, over) = pkts.split_at(room.min(n) as usize);
+        self.dropped += over.len() as u64;
+        if pkts.is_empty() {
+            return 0;
         }
         let mut unpublished = lane.tail;
         for p in pkts {
@@ -209,7 +211,7 @@ impl Outbox {
             lane.unread = Some(Unread::new(lane.head));
             self.unread_lanes += 1;
         }
-        true
+        pkts.len()
     }
 
     /// Looks at the lanes with datagrams not known to be read, and rings the receivers that

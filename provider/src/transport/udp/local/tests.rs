@@ -132,6 +132,57 @@ fn datagrams_go_through_the_inbox_once_the_lane_is_given() {
 }
 
 #[test]
+fn a_batch_for_a_lane_goes_in_as_far_as_there_is_room() {
+    let (mut a, mut b) = (local(lo(5)), local(lo(6)));
+    until_local(&mut a, &mut b);
+    let mut batch = RecvBatch::new(16, 4608);
+    while b.recv_batch(&mut batch).unwrap() > 0 {}
+    let filler = packet(lo(5), lo(6), 0, b"x");
+    for _ in 0..SLOTS - 3 {
+        send(&mut a, lo(6), &filler);
+    }
+    // Five packets in one batch (an ACK and a WRITE's segments, say): three fit.
+    let bodies: Vec<Vec<u8>> = (1000..1005)
+        .map(|psn| packet(lo(5), lo(6), psn, b"y"))
+        .collect();
+    let pieces: Vec<[Bytes<'_>; 1]> = bodies.iter().map(|b| [Bytes::from(&b[..])]).collect();
+    let pkts: Vec<OutPacket<'_>> = pieces
+        .iter()
+        .map(|p| OutPacket {
+            dst: SocketAddr::new(lo(6), 4791),
+            src_port: 0xc000,
+            pieces: p,
+            segment: 0,
+            ident: 0,
+        })
+        .collect();
+    let before = a.stats();
+    assert_eq!(a.send_batch(&pkts).unwrap(), 5, "a send never blocks");
+    let st = a.stats();
+    assert_eq!(
+        (
+            st.tx_local - before.tx_local,
+            st.tx_local_dropped - before.tx_local_dropped
+        ),
+        (3, 2)
+    );
+    let mut psns = Vec::new();
+    while b.recv_batch(&mut batch).unwrap() > 0 {
+        psns.extend(
+            batch
+                .iter()
+                .map(|p| bth::Packet::new_checked(p.payload).unwrap().psn().value()),
+        );
+    }
+    assert_eq!(psns.len() as u64, SLOTS);
+    assert_eq!(
+        psns[psns.len() - 3..],
+        [1000, 1001, 1002],
+        "the first three, in order"
+    );
+}
+
+#[test]
 fn a_full_lane_drops_what_it_cannot_hold() {
     let (mut a, mut b) = (local(lo(3)), local(lo(4)));
     until_local(&mut a, &mut b);
