@@ -29,7 +29,6 @@
 
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
@@ -38,7 +37,7 @@ use std::time::{Duration, Instant};
 use super::emit::Emitter;
 pub use super::round::Moved;
 use super::round::{progress, transmit_qp, Io, Round};
-use super::watch::{busy_polling, Watch, POLLING};
+use super::thread::run;
 use crate::counters::DeviceCounters;
 use crate::device::Gid;
 use crate::error::{Error, Result};
@@ -46,7 +45,7 @@ use crate::host::status::QpReport;
 use crate::mr::MrTable;
 use crate::nic::mcast::Membership;
 use crate::nic::{CqId, Nic};
-use crate::transport::{wait_readable, Clock, SleepGate, Transport};
+use crate::transport::{Clock, SleepGate, Transport};
 use crate::wc::WorkCompletion;
 
 /// How a device makes progress.
@@ -75,21 +74,18 @@ pub const WATCH_WHILE_POLLED: Duration = Duration::from_millis(8);
 /// added about 0.1 µs to the mean ping-pong round trip.
 pub const WATCH_WHILE_POLLED_MAX: Duration = Duration::from_millis(32);
 
-/// The longest the progress thread sleeps without a packet.
-const MAX_SLEEP: Duration = Duration::from_millis(1);
-
 pub(super) struct Inner {
     pub(super) nic: Mutex<Nic>,
     pub(super) io: Mutex<Io>,
     pub(super) mrs: Arc<MrTable>,
-    stop: AtomicBool,
+    pub(super) stop: AtomicBool,
     /// The NIC may have changed since a round of progress last looked at it (see the module
     /// comment).
     pub(super) dirty: AtomicBool,
     /// Rounds of progress that received, counted (the idle watchdog looks for a change).
     pub(super) rounds: AtomicU64,
     /// The application's polls (`poll_cq` finding its CQ empty), counted.
-    polls: AtomicU64,
+    pub(super) polls: AtomicU64,
     /// Packets received that no sender watches until they are read (all but the host-local
     /// path's, see [`crate::transport::RecvBatch::watched`]), counted: the progress thread
     /// looks often for those while the application polls (`watch.rs`).
@@ -105,22 +101,22 @@ pub(super) struct Inner {
     /// time.
     clock: Option<Clock>,
     /// Rounds the progress thread made, counted.
-    thread_rounds: AtomicU64,
+    pub(super) thread_rounds: AtomicU64,
     /// Packets handed to the transport, readable without the `io` lock (see
     /// [`Device::packets_sent`]).
     pub(super) packets_sent: AtomicU64,
     /// Packets the transport failed to send, or that were given up on a full socket.
     pub(super) send_errors: AtomicU64,
     /// A round of progress panicked: the device failed ([`guarded`]).
-    failed: AtomicBool,
+    pub(super) failed: AtomicBool,
     /// The progress thread stays away while the application polls ([`run`]).
-    away: AtomicBool,
+    pub(super) away: AtomicBool,
     /// CQs armed for an event (`ibv_req_notify_cq`), counted: the application is about to
     /// stop polling ([`Device::arm_cq`]).
-    arms: AtomicU64,
+    pub(super) arms: AtomicU64,
     /// How long the thread stays away each time while the packets come watched, in
     /// nanoseconds, if a test fixed it ([`Device::stay_away_for`]; 0: not fixed).
-    watched_for: AtomicU64,
+    pub(super) watched_for: AtomicU64,
     /// The next round panics ([`Device::inject_panic`]).
     pub(super) inject_panic: AtomicBool,
 }
@@ -586,153 +582,13 @@ impl Inner {
 /// takes a few hundred nanoseconds here, and a clock read costs a tenth of that.
 const STAMP_EVERY: u64 = 4;
 
-/// The progress thread. It sleeps until a packet comes or a deadline is due, then makes a
-/// round of progress; but while the application busy-polls the device (its `poll_cq` calls
-/// make the rounds: receive, timers, transmit), the thread keeps out of the way: it does
-/// not wake for packets and looks only now and then whether the application still polls
-/// (`watch.rs`). A wake per packet would put a context switch on a busy core (on two cores,
-/// a spinning application and its peer leave no core free), and a round the thread made
-/// would take the packets from under the application's polls (which then find nothing
-/// until the thread has run) and send the ACKs the application's next post would carry.
-/// Once the application stops polling (to spin on memory for an RDMA WRITE, to block on
-/// something else), packets wake the thread again. While it stays away the thread waits on
-/// the host-local path's doorbell, which a sender rings only for packets left unread
-/// (`udp/local/unread.rs`): it makes a round for them, and stays away again if the
-/// application still polls. The device rings it too when the application arms a CQ
-/// ([`Device::arm_cq`]): that application waits for an event now, and the thread takes
-/// over at once rather than at its next look.
-fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<SleepGate>>)) {
-    let mut seen = inner.polls.load(Ordering::Relaxed);
-    let mut looked = inner.now();
-    let mut unwatched_seen = inner.unwatched_rx.load(Ordering::Relaxed);
-    let mut watch = Watch::new();
-    // A sender rang while the thread stayed away: packets wait that the polls leave unread
-    // (`udp/local/unread.rs`), a round takes them, and the thread stays away again if the
-    // application still polls. `was_away`: it stayed away since its last look.
-    let (mut rung, mut was_away) = (false, false);
-    // A packet over UDP woke the thread while it stayed away (see below).
-    let mut socket_woke = false;
-    let mut arms_seen = inner.arms.load(Ordering::SeqCst);
-    while !inner.stop.load(Ordering::Acquire) {
-        let polls = inner.polls.load(Ordering::Relaxed);
-        let now = inner.now();
-        let away_rung = std::mem::take(&mut rung);
-        // The thread stayed away (for a busy poller) since its last look, or made a round
-        // for a ring meanwhile: the application is taken to poll on for as long as it
-        // polls or posts at all. Counting its polls again at each such look took a busy
-        // poller in a burst of posts (64 KiB each: a few microseconds of copying) for one
-        // that had stopped, and the thread then made rounds beside it, a third of a core
-        // under `ib_write_bw -q 16`, contending for the transport.
-        let after_away = std::mem::take(&mut was_away);
-        // An application that armed a CQ since the last look waits for its event: it is
-        // no busy poller now, however it polled until then (`Device::arm_cq`).
-        let arms = inner.arms.load(Ordering::SeqCst);
-        let armed = std::mem::replace(&mut arms_seen, arms) != arms;
-        let busy = if away_rung || armed {
-            false
-        } else if after_away {
-            inner.polled_within(POLLING, now)
-        } else {
-            busy_polling(
-                polls.wrapping_sub(seen),
-                now.saturating_duration_since(looked),
-            ) && inner.polled_within(POLLING, now)
-        };
-        (seen, looked) = (polls, now);
-        if busy {
-            let unwatched = inner.unwatched_rx.load(Ordering::Relaxed);
-            let watched = unwatched == unwatched_seen && !std::mem::take(&mut socket_woke);
-            let fixed = inner.watched_for.load(Ordering::Relaxed);
-            watch.watched_for = (fixed != 0).then(|| Duration::from_nanos(fixed));
-            let mut away = watch.stay_away(now, watched);
-            unwatched_seen = unwatched;
-            // A transmit the polls deferred (an ACK for the application's next post to
-            // carry, `round.rs`) is the polls' to send; but if the application stops
-            // polling, the thread sends it soon after its deadline, not a long look later.
-            // (Not waiting for the lock: the polls hold it often.)
-            let owed = inner.io.try_lock().ok().and_then(|io| io.deferred_until());
-            if let Some(t) = owed {
-                away = away.min(t.saturating_duration_since(now) + POLLING);
-            }
-            // Against `Device::arm_cq`: either it sees the thread away and rings, or the
-            // thread sees the count move and looks again at once.
-            inner.away.store(true, Ordering::SeqCst);
-            if inner.arms.load(Ordering::SeqCst) == arms_seen {
-                match &gate {
-                    Some(g) => {
-                        // While the packets come watched the looks are far apart: one over
-                        // UDP (the socket readable) ends the wait as a ring does. It stays
-                        // readable until a poll takes it, so the next wait leaves the
-                        // socket out, and its looks are the short ones.
-                        let socket = wait_fd.filter(|_| watched).unwrap_or(-1);
-                        (rung, socket_woke) = g.wait_rung(away, socket);
-                    }
-                    None => std::thread::park_timeout(away),
-                }
-            }
-            inner.away.store(false, Ordering::Relaxed);
-            was_away = !rung;
-            continue;
-        }
-        inner.thread_rounds.fetch_add(1, Ordering::Relaxed);
-        let (moved, unwatched, deferred) = {
-            let mut io = lock(&inner.io);
-            let before = inner.unwatched_rx.load(Ordering::Relaxed);
-            let moved = guarded(inner, || progress(inner, &mut io, Round::Thread)).packets;
-            let after = inner.unwatched_rx.load(Ordering::Relaxed);
-            (moved, after.wrapping_sub(before), io.deferred_until())
-        };
-        watch.round(unwatched as usize, now, away_rung);
-        if inner.failed.load(Ordering::Acquire) {
-            return; // nothing more to make progress on
-        }
-        if away_rung && !armed {
-            was_away = true;
-            continue;
-        }
-        // A deferred transmit waits for the application's post (see `round.rs`).
-        if deferred.is_none() && (moved > 0 || lock(&inner.nic).wants_transmit()) {
-            continue;
-        }
-        let now = inner.now();
-        let due = lock(&inner.nic).poll_timeout();
-        let sleep = [due, deferred]
-            .into_iter()
-            .flatten()
-            .min()
-            .map_or(MAX_SLEEP, |t| {
-                t.saturating_duration_since(now).min(MAX_SLEEP)
-            });
-        if sleep.is_zero() {
-            continue;
-        }
-        match wait_fd {
-            Some(fd) => {
-                // The host-local path's doorbell and inbox beside the socket (`udp/local/`);
-                // -1 is ignored.
-                let [bell, inbox] = gate.as_ref().map_or([-1, -1], |g| g.fds());
-                if gate.as_ref().is_some_and(|g| !g.sleep()) {
-                    continue; // a datagram came to the inbox meanwhile
-                }
-                // The transport is dropped after the thread is joined, the gate's
-                // descriptors are its own: all stay open while the thread waits.
-                let [_, rung, connecting] = wait_readable([fd, bell, inbox], sleep);
-                if let Some(g) = &gate {
-                    g.woke(rung, connecting);
-                }
-            }
-            None => std::thread::sleep(sleep.min(Duration::from_micros(50))),
-        }
-    }
-}
-
 /// Runs a round of progress, `round`. A panic in it is a bug in the engine, and the state it
 /// left cannot be trusted: the device *fails* instead of going on, or of losing its progress
 /// thread without a word. Every QP enters ERR, its outstanding WRs complete with
 /// `IBV_WC_WR_FLUSH_ERR`, every context gets `IBV_EVENT_DEVICE_FATAL` (`Nic::device_failed`),
 /// and no round runs again: polls find the flushed completions, posts complete with flush
 /// errors. (The panic's message goes to standard error, by the default hook.)
-fn guarded<R: Default>(inner: &Inner, round: impl FnOnce() -> R) -> R {
+pub(super) fn guarded<R: Default>(inner: &Inner, round: impl FnOnce() -> R) -> R {
     if inner.failed.load(Ordering::Acquire) {
         return R::default();
     }

@@ -7,6 +7,7 @@ pub mod emit;
 pub mod ingress;
 mod round;
 mod runs;
+mod thread;
 mod watch;
 
 pub use device::{Device, Progress, IDLE_ROUND};

@@ -1,5 +1,5 @@
-//! How long the progress thread stays away while the application busy-polls (see `run` in
-//! `device.rs`): its looks whether the application still polls.
+//! How long the progress thread stays away while the application busy-polls (see
+//! `thread.rs`): its looks whether the application still polls.
 //!
 //! Each look preempts a busy core for a moment (a few microseconds here), so the looks thin
 //! out while the application keeps polling: every [`WATCH_POLLING`] at first, twice as late
@@ -74,7 +74,7 @@ pub const WATCH_POLLING_MAX: Duration = Duration::from_micros(250);
 
 /// The same while every packet received since the last look was watched (see the module
 /// comment). Ten times the thread's longest sleep without packets (`MAX_SLEEP` in
-/// `device.rs`): what waits for the look is only what an application that stopped polling
+/// `thread.rs`): what waits for the look is only what an application that stopped polling
 /// without arming a CQ left to the polls.
 pub const WATCH_WATCHED_MAX: Duration = Duration::from_millis(10);
 
