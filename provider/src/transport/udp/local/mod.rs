@@ -6,11 +6,12 @@
 //! a sleeping receiver. softrnic's two ends of such a datagram are both user space, so they
 //! can hand it over through memory they share: the same RoCEv2 datagram (BTH through ICRC,
 //! the ICRC computed over the IP header it would have had), from the same source port to
-//! the same destination, written into a slot the receiver reads. The receiver does not check
-//! the ICRC of such a datagram (`RecvMeta::intact`): no link lies between, as none lies
-//! between the two ends of the kernel's loopback, which does not check checksums either; a
-//! fifth of the receiving thread's time under a stream of RDMA WRITEs went to it. No system call on either side while the receiver polls, which is what a
-//! ping-pong's latency is made of (`docs/performance.md`).
+//! the same destination, written into a slot the receiver reads. No system call on either
+//! side while the receiver polls, which is what a ping-pong's latency is made of
+//! (`docs/performance.md`). The receiver does not check the ICRC of such a datagram
+//! (`RecvMeta::intact`): no link lies between, as none lies between the two ends of the
+//! kernel's loopback, which does not check checksums either (the check was 16 % of a
+//! receiving thread's time under a stream of RDMA WRITEs).
 //!
 //! Only where the kernel itself would deliver locally: the receiver's *inbox* is found by an
 //! abstract Unix socket name, `softrnic/<address>/inbox` (a device that owns its address) or
@@ -36,8 +37,8 @@
 //! Identification its ICRC was computed for, then the UDP payload, and a sequence word on
 //! the header's cache line. The producer writes the slot, then publishes it by storing its
 //! sequence number plus one in that word (release), the slots of what it sends at once
-//! together (`Outbox::push`); the consumer polls the word of the next
-//! slot it expects in each lane that has a sender (acquire), copies each published datagram
+//! together (`Outbox::push`); the consumer polls the word of the next slot it expects in
+//! each lane that has a sender (acquire), copies each published datagram
 //! out into its receive batch (nothing is parsed in shared memory: a sender could change it
 //! under the reader) and publishes `head`, its count of slots read. So a datagram costs the
 //! consumer the cache lines of its slot and nothing else: a lane-wide `tail` and a word of
