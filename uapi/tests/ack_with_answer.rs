@@ -14,7 +14,7 @@ use common::{connect, signaled_send, Setup, Side};
 use softrnic_provider::transport::{Fabric, FabricConfig};
 use softrnic_uapi::{
     Access, Context, MemoryRegion, OpenOptions, Progress, RecvWr, RemoteAddr, SendFlags,
-    SendOpcode, SendWr, WcStatus,
+    SendOpcode, SendWr, Sge, WcStatus,
 };
 
 const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 34, 1));
@@ -39,13 +39,18 @@ fn pair(progress: Progress) -> (Side, MemoryRegion, Side, MemoryRegion) {
 
 /// A signaled RDMA WRITE of 8 bytes from `from` to `to`.
 fn write(s: &Side, id: u64, from: &MemoryRegion, to: &MemoryRegion) {
+    write_sge(s, id, from.sge(0, 8), to);
+}
+
+/// A signaled RDMA WRITE of `sge` to the start of `to`.
+fn write_sge(s: &Side, id: u64, sge: Sge, to: &MemoryRegion) {
     let wr = SendWr {
         flags: SendFlags::SIGNALED,
         remote: RemoteAddr {
             addr: to.addr(),
             rkey: to.rkey(),
         },
-        ..SendWr::new(id, SendOpcode::RdmaWrite, vec![from.sge(0, 8)])
+        ..SendWr::new(id, SendOpcode::RdmaWrite, vec![sge])
     };
     s.qp.post_send(&[wr]).unwrap();
 }
@@ -171,15 +176,7 @@ fn first_word(mr: &MemoryRegion) -> u64 {
 /// Writes `v` into bytes 8..16 of `from` and RDMA WRITEs them into the first 8 of `to`.
 fn write_word(s: &Side, v: u64, from: &MemoryRegion, to: &MemoryRegion) {
     from.write(8, &v.to_le_bytes()).unwrap();
-    let wr = SendWr {
-        flags: SendFlags::SIGNALED,
-        remote: RemoteAddr {
-            addr: to.addr(),
-            rkey: to.rkey(),
-        },
-        ..SendWr::new(v, SendOpcode::RdmaWrite, vec![from.sge(8, 8)])
-    };
-    s.qp.post_send(&[wr]).unwrap();
+    write_sge(s, v, from.sge(8, 8), to);
 }
 
 #[test]
