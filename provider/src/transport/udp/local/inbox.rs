@@ -36,6 +36,8 @@ pub(crate) struct Inbox {
     /// The lanes ever given to a sender, one bit each: those the receiver looks at (a gone
     /// sender's last datagrams are still read).
     given: u32,
+    /// The lanes whose pages are resident ([`Region::populate_lane`]), one bit each.
+    populated: u32,
     gate: Arc<SleepGate>,
     calls: u32,
     tended: Instant,
@@ -152,6 +154,7 @@ impl Inbox {
             senders: Default::default(),
             heads: [0; LANES],
             given: 0,
+            populated: 1, // lane 0, above
             gate,
             calls: 0,
             tended: Instant::now(),
@@ -243,8 +246,9 @@ impl Inbox {
         let Some(lane) = self.senders.iter().position(Option::is_none) else {
             return Err(io::ErrorKind::OutOfMemory.into());
         };
-        if self.given & (1 << lane) == 0 && lane != 0 {
+        if self.populated & (1 << lane) == 0 {
             self.region.populate_lane(lane);
+            self.populated |= 1 << lane;
         }
         // Whatever an earlier sender left unread goes: the new one starts at the tail.
         let tail = self.region.tail(lane).load(Ordering::Acquire);
