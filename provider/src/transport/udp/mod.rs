@@ -655,10 +655,14 @@ impl Transport for UdpTransport {
                 if let local::Route::Local(key) = route(outbox, &pkts[done]) {
                     // The packets from `done` on for the same lane go in together (and are
                     // published together, `Outbox::push`): an ACK with the answer it
-                    // left with, a message's segments.
+                    // left with, a message's segments. A segment after the first continues
+                    // the run of the packet before it, to the same destination: it needs
+                    // no route of its own.
                     let run = 1 + pkts[done + 1..]
                         .iter()
-                        .take_while(|q| route(outbox, q) == local::Route::Local(key))
+                        .take_while(|q| {
+                            q.segment > 0 || route(outbox, q) == local::Route::Local(key)
+                        })
                         .count();
                     // What a full lane has no room for is dropped, as a full socket buffer
                     // drops it: the receiver is behind, and RC resends (waiting for room
