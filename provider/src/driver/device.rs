@@ -316,9 +316,7 @@ impl Device {
         let polls = inner.polls.load(Ordering::Relaxed).wrapping_add(1);
         inner.polls.store(polls, Ordering::Relaxed);
         if polls % STAMP_EVERY == 0 {
-            inner
-                .last_poll
-                .store(inner.since_epoch(inner.now()), Ordering::Relaxed);
+            inner.stamp_activity(inner.now());
         }
         self.round(Round::Poll)
     }
@@ -345,9 +343,7 @@ impl Device {
         }
         let mut io = lock(&inner.io);
         let now = inner.now();
-        inner
-            .last_poll
-            .store(inner.since_epoch(now), Ordering::Relaxed);
+        inner.stamp_activity(now);
         guarded(inner, || transmit_qp(inner, &mut io, qpn, now));
         r
     }
@@ -569,6 +565,12 @@ impl Inner {
     /// `t` in nanoseconds since the device started.
     fn since_epoch(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// The application polled (or posted a send) at `now`.
+    fn stamp_activity(&self, now: Instant) {
+        self.last_poll
+            .store(self.since_epoch(now), Ordering::Relaxed);
     }
 
     /// Whether the application polled (or posted a send) within `recent` before `now`.
