@@ -194,7 +194,8 @@ enum Command {
         all: bool,
         /// Instead: perftest's ib_send_lat, ib_write_lat and ib_read_lat (64 B, through the
         /// drop-in library, default progress) next to the raw UDP ping-pong, in --rounds
-        /// rounds of --iters iterations.
+        /// rounds of --iters iterations; then ib_write_bw -s 65536 for --secs with 1, 4 and
+        /// 16 QPs and -b with 4, next to the raw UDP GSO+GRO limit, in as many rounds.
         #[arg(long, conflicts_with_all = ["host", "qps", "sizes", "all"])]
         perftest: bool,
         /// The two addresses (devices) of --perftest: server, client.
@@ -267,8 +268,9 @@ fn main() -> ExitCode {
             rounds,
             perftest: true,
             addrs,
+            secs,
             ..
-        } => run_perf_perftest(iters, rounds.unwrap_or(5), &addrs, json),
+        } => run_perf_perftest(iters, secs, rounds.unwrap_or(5), &addrs, json),
         Command::Perf {
             secs,
             iters,
@@ -552,6 +554,7 @@ fn run_perf_host(duration: Duration, iters: u64, rounds: u64, json: bool) -> io:
 
 fn run_perf_perftest(
     iters: u64,
+    secs: Duration,
     rounds: u64,
     addrs: &[std::net::IpAddr],
     json: bool,
@@ -562,6 +565,7 @@ fn run_perf_perftest(
         rounds: rounds as usize,
         server: addrs[0],
         client: addrs[1],
+        secs,
     };
     print_report(&perf::perftest::run(&std::env::current_exe()?, &o)?, json)
 }

@@ -335,8 +335,8 @@ fn perf_all_measures_every_set_in_one_run() {
 }
 
 #[test]
-fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
-    let test = "perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong";
+fn perf_perftest_judges_each_perftest_tool_against_its_raw_baseline() {
+    let test = "perf_perftest_judges_each_perftest_tool_against_its_raw_baseline";
     if !std::path::Path::new("/usr/bin/ib_send_lat").exists() {
         softrnic_testkit::skip(
             test,
@@ -352,6 +352,8 @@ fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
             "--iters",
             "200",
             "--rounds",
+            "1",
+            "--secs",
             "1",
             "--json",
         ])
@@ -388,5 +390,23 @@ fn perf_perftest_judges_each_perftest_tool_against_the_raw_ping_pong() {
         assert!((ratio - typical / base).abs() < 1e-9, "{line}");
         let tail = line["p99_over_typical"].as_f64().unwrap();
         assert!((tail - line["p99_us"].as_f64().unwrap() / typical).abs() < 1e-9);
+    }
+    // ib_write_bw: one QP against the kernel's GSO+GRO figure, more QPs against one QP.
+    let raw = v["raw_udp_gso_bw"]["gbit_per_s"].as_f64().unwrap();
+    let one = v["perftest_write_bw_q1"]["gbit_per_s"].as_f64().unwrap();
+    assert!(raw > 0.0 && one > 0.0, "{v}");
+    for (key, baseline, base) in [
+        ("perftest_write_bw_q1", "raw_udp_gso_bw", raw),
+        ("perftest_write_bw_q4", "perftest_write_bw_q1", one),
+        ("perftest_write_bw_q16", "perftest_write_bw_q1", one),
+        ("perftest_write_bw_b_q4", "perftest_write_bw_q1", one),
+    ] {
+        let line = &v[key];
+        assert_eq!(line["baseline"], baseline, "{line}");
+        let gbit = line["gbit_per_s"].as_f64().unwrap();
+        assert!(gbit > 0.0, "{line}");
+        assert_eq!(line["rounds_gbit_per_s"].as_array().unwrap().len(), 1);
+        let ratio = line["ratio"].as_f64().unwrap();
+        assert!((ratio - gbit / base).abs() < 1e-9, "{line}");
     }
 }

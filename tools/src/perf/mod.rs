@@ -21,6 +21,7 @@ pub mod host;
 pub mod machine;
 pub mod pair;
 pub mod perftest;
+pub mod perftest_bw;
 pub mod qps;
 pub mod raw_udp;
 pub mod rtt;

@@ -1,8 +1,9 @@
-//! `softrnic perf --perftest`: the latency a user of perftest sees. perftest's own
-//! `ib_send_lat`, `ib_write_lat` and `ib_read_lat` (RC, 64 bytes) run unmodified through the
-//! drop-in `libibverbs.so.1` (`softrnic run`), a server and a client on two addresses
-//! (127.0.0.1 and 127.0.0.2 by default), with the default progress; each is judged against the raw kernel UDP busy-poll
-//! ping-pong ([`super::raw_udp::udp_pingpong`]) measured in the same rounds.
+//! `softrnic perf --perftest`: what a user of perftest sees. perftest's own `ib_send_lat`,
+//! `ib_write_lat` and `ib_read_lat` (RC, 64 bytes) run unmodified through the drop-in
+//! `libibverbs.so.1` (`softrnic run`), a server and a client on two addresses (127.0.0.1
+//! and 127.0.0.2 by default), with the default progress; each is judged against the raw
+//! kernel UDP busy-poll ping-pong ([`super::raw_udp::udp_pingpong`]) measured in the same
+//! rounds. Then `ib_write_bw`, the same way (`perftest_bw.rs`).
 //!
 //! perftest prints, per tool, the minimum, the *typical* (the median), the mean and the 99th
 //! percentile. For SEND and WRITE that is a one-way latency (half a round trip), judged
@@ -23,7 +24,7 @@ use std::time::Duration;
 use serde_json::Map;
 
 use super::raw_udp;
-use super::{median, Measurement, Report, Unit};
+use super::{median, perftest_bw, Measurement, Report, Unit};
 
 /// What `softrnic perf --perftest` runs.
 #[derive(Clone, Debug)]
@@ -36,6 +37,8 @@ pub struct Options {
     pub server: IpAddr,
     /// The client's address (its device).
     pub client: IpAddr,
+    /// How long each bandwidth run sends (`ib_write_bw -D`, whole seconds, at least one).
+    pub secs: Duration,
 }
 
 /// A perftest latency tool, its report key, and whether its figure is a whole round trip.
@@ -87,19 +90,22 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
             "perftest is not installed (Debian: apt-get install perftest)",
         ));
     }
+    // A port of its own per run: a server that has just exited leaves its port in TIME_WAIT.
+    let mut runs_started = 0u16;
+    let mut next_port = || {
+        runs_started = runs_started.wrapping_add(1);
+        18_700 + runs_started % 10_000
+    };
     let mut raw_rtt = Vec::new();
     let mut runs: [Vec<Latency>; TOOLS.len()] = Default::default();
-    for round in 0..o.rounds {
+    for _ in 0..o.rounds {
         let raw = raw_udp::udp_pingpong(&raw_udp::LatConfig {
             iters: o.iters as usize,
             ..Default::default()
         })?;
         raw_rtt.push(raw.rtt.median_us);
-        for (i, tool) in TOOLS.iter().enumerate() {
-            // A port of its own per run: a server that has just exited leaves its port in
-            // TIME_WAIT.
-            let port = 18_700 + (round * TOOLS.len() + i) as u16;
-            runs[i].push(run_tool(bin, tool.program, port, o)?);
+        for (tool, runs) in TOOLS.iter().zip(&mut runs) {
+            runs.push(run_tool(bin, tool.program, next_port(), o)?);
         }
     }
     let rtt = median(&raw_rtt);
@@ -115,6 +121,7 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
     for (tool, runs) in TOOLS.iter().zip(&runs) {
         report.lines.push(tool_line(tool, runs));
     }
+    report.lines.extend(perftest_bw::run(bin, o, next_port)?);
     Ok(report)
 }
 
@@ -173,27 +180,41 @@ fn tool_line(tool: &Tool, runs: &[Latency]) -> Measurement {
     }
 }
 
-/// Runs `program` as server and client through `bin run`, each on its own address; the
+/// Runs latency tool `program` (64 bytes, `o.iters` iterations) as server and client; the
 /// client's figures.
 fn run_tool(bin: &Path, program: &str, port: u16, o: &Options) -> io::Result<Latency> {
-    let args = |addr: IpAddr| {
+    let args = ["-x", "1", "-s", "64", "-n", &o.iters.to_string()].map(str::to_owned);
+    let out = run_pair(bin, program, &args, port, o)?;
+    parse(&out).ok_or_else(|| io::Error::other(format!("{program}: no result line in {out:?}")))
+}
+
+/// Runs `program args -p port` through `bin run` as server and client, each on its own
+/// address, and returns what the client printed once both have exited. The client starts
+/// half a second after the server, which listens for perftest's TCP exchange once its
+/// device is open.
+pub(super) fn run_pair(
+    bin: &Path,
+    program: &str,
+    args: &[String],
+    port: u16,
+    o: &Options,
+) -> io::Result<String> {
+    let command = |addr: IpAddr| {
         let mut c = Command::new(bin);
         c.args(["run", "--addr", &addr.to_string(), "--", program])
-            .args(["-x", "1", "-s", "64", "-p", &port.to_string()])
-            .args(["-n", &o.iters.to_string()])
+            .args(args)
+            .args(["-p", &port.to_string()])
             .stdin(Stdio::null());
         c
     };
-    let mut server = args(o.server)
+    let mut server = command(o.server)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    // The server listens for the client's TCP exchange once its device is open.
     std::thread::sleep(Duration::from_millis(500));
-    let client = args(o.client).arg(o.server.to_string()).output();
+    let client = command(o.client).arg(o.server.to_string()).output();
     let served = server.wait()?;
     let client = client?;
-    let out = String::from_utf8_lossy(&client.stdout);
     if !client.status.success() || !served.success() {
         return Err(io::Error::other(format!(
             "{program} failed (client {}, server {served}): {}",
@@ -201,7 +222,7 @@ fn run_tool(bin: &Path, program: &str, port: u16, o: &Options) -> io::Result<Lat
             String::from_utf8_lossy(&client.stderr)
         )));
     }
-    parse(&out).ok_or_else(|| io::Error::other(format!("{program}: no result line in {out:?}")))
+    Ok(String::from_utf8_lossy(&client.stdout).into_owned())
 }
 
 /// The result line of perftest's latency report: the line after the header that names

@@ -1,0 +1,198 @@
+//! `softrnic perf --perftest`'s bandwidth lines: perftest's `ib_write_bw -s 65536` (RC RDMA
+//! WRITE, 64 KiB messages, for `--secs` seconds) through the drop-in library, with one QP,
+//! four and sixteen QPs, and four QPs each way at once (`-b`), as a user runs it.
+//!
+//! One QP is judged against what the kernel itself moves over loopback for the same packets:
+//! UDP GSO sends and GRO receives of a 64 KiB WRITE's 16 segments (at most 15 to a run,
+//! [`GsoConfig::for_message`]), measured in the same round with no device open. Several QPs
+//! are judged against one QP: more QPs must not cost throughput. perftest reports `-b` as
+//! the sum of both directions, and so does this line.
+//!
+//! The machine's speed drifts (single runs of the same library differ by a quarter here), so
+//! the runs take turns in rounds and each figure is the median of its rounds.
+
+use serde_json::Map;
+use std::io;
+use std::path::Path;
+
+use super::perftest::{run_pair, Options};
+use super::raw_udp::{udp_gso_bandwidth, GsoConfig};
+use super::{median, warmup, Measurement, Unit};
+
+/// The message size every run writes.
+pub const MESSAGE_LEN: usize = 64 << 10;
+
+/// One `ib_write_bw` run of the set: its arguments beside `-s`, its key, and the key of the
+/// line it is judged against.
+struct Variant {
+    args: &'static [&'static str],
+    key: &'static str,
+    baseline: &'static str,
+}
+
+/// The key of the raw kernel line.
+const RAW_KEY: &str = "raw_udp_gso_bw";
+
+const VARIANTS: [Variant; 4] = [
+    Variant {
+        args: &["-q", "1"],
+        key: "perftest_write_bw_q1",
+        baseline: RAW_KEY,
+    },
+    Variant {
+        args: &["-q", "4"],
+        key: "perftest_write_bw_q4",
+        baseline: "perftest_write_bw_q1",
+    },
+    Variant {
+        args: &["-q", "16"],
+        key: "perftest_write_bw_q16",
+        baseline: "perftest_write_bw_q1",
+    },
+    Variant {
+        args: &["-b", "-q", "4"],
+        key: "perftest_write_bw_b_q4",
+        baseline: "perftest_write_bw_q1",
+    },
+];
+
+/// Runs the raw baseline and every variant once per round, `next_port` giving each run its
+/// own TCP port; the lines, raw first.
+///
+/// # Errors
+/// A run that fails or prints no result line, or a raw test that fails other than by the
+/// kernel refusing GSO or GRO (then the raw line says so, with no figure).
+pub fn run(
+    bin: &Path,
+    o: &Options,
+    mut next_port: impl FnMut() -> u16,
+) -> io::Result<Vec<Measurement>> {
+    let cfg = GsoConfig {
+        duration: o.secs,
+        warmup: warmup(o.secs),
+        ..GsoConfig::for_message(MESSAGE_LEN)
+    };
+    let mut raw = Vec::new();
+    let mut runs: [Vec<f64>; VARIANTS.len()] = Default::default();
+    for _ in 0..o.rounds {
+        raw.push(match udp_gso_bandwidth(&cfg) {
+            Ok(r) => r.measurement(),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => cfg.refused(&e),
+            Err(e) => return Err(e),
+        });
+        for (v, runs) in VARIANTS.iter().zip(&mut runs) {
+            runs.push(run_variant(bin, v, next_port(), o)?);
+        }
+    }
+    let mut lines = vec![median_line(raw)];
+    lines.extend(VARIANTS.iter().zip(&runs).map(|(v, r)| variant_line(v, r)));
+    Ok(lines)
+}
+
+/// The raw round whose figure is the median (the lower middle one of an even count).
+fn median_line(mut rounds: Vec<Measurement>) -> Measurement {
+    rounds.sort_by(|a, b| a.value.total_cmp(&b.value));
+    let n = rounds.len();
+    let mut m = rounds.swap_remove((n - 1) / 2);
+    m.detail = format!("{}; median of {n} rounds", m.detail);
+    m
+}
+
+/// A variant's line: the median of its rounds' Gbit/s, every round's figure beside it.
+fn variant_line(v: &Variant, rounds: &[f64]) -> Measurement {
+    let gbit = median(rounds);
+    let each: Vec<String> = rounds.iter().map(|g| format!("{g:.1}")).collect();
+    Measurement {
+        key: v.key.to_owned(),
+        label: format!("perftest ib_write_bw -s 65536 {}", v.args.join(" ")),
+        value: gbit,
+        unit: Unit::GbitPerSec,
+        detail: format!("median of {} rounds: {}", rounds.len(), each.join(", ")),
+        baseline: Some(v.baseline.to_owned()),
+        fields: Map::from_iter([
+            ("gbit_per_s".to_owned(), gbit.into()),
+            ("rounds_gbit_per_s".to_owned(), rounds.to_vec().into()),
+            ("message_len".to_owned(), MESSAGE_LEN.into()),
+        ]),
+    }
+}
+
+/// One run of `v` for `o.secs`: the client's average, in Gbit/s.
+fn run_variant(bin: &Path, v: &Variant, port: u16, o: &Options) -> io::Result<f64> {
+    let secs = o.secs.as_secs_f64().ceil().max(1.0).to_string();
+    let mut args: Vec<String> = ["-s", "65536", "-D", &secs, "--report_gbits"]
+        .iter()
+        .chain(v.args)
+        .map(|a| (*a).to_owned())
+        .collect();
+    args.extend(["-x", "1"].map(str::to_owned));
+    let out = run_pair(bin, "ib_write_bw", &args, port, o)?;
+    parse(&out).ok_or_else(|| io::Error::other(format!("ib_write_bw: no result line in {out:?}")))
+}
+
+/// The average of perftest's bandwidth report, from the line after the header that names
+/// `BW average[Gb/sec]` (`#bytes #iterations BW peak BW average MsgRate`).
+pub fn parse(out: &str) -> Option<f64> {
+    let mut lines = out
+        .lines()
+        .skip_while(|l| !l.contains("BW average[Gb/sec]"));
+    lines.next()?;
+    let v: Vec<f64> = lines
+        .next()?
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    v.get(3).copied().filter(|g| g.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tail of `ib_write_bw -b -q 4 --report_gbits`'s report as perftest 4.5 prints it.
+    const REPORT: &str = "\
+ GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:18:01
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      74239            0.00               40.28  \t\t   0.076825
+---------------------------------------------------------------------------------------
+";
+
+    #[test]
+    fn the_average_follows_the_header() {
+        assert_eq!(parse(REPORT), Some(40.28));
+        assert_eq!(parse("no report"), None);
+        // MiB/s headers (no --report_gbits) are not taken for Gbit/s.
+        assert_eq!(
+            parse(" #bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]\n 65536 1 0.0 4000.0 0.1\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn several_qps_are_judged_against_one_and_one_against_the_kernel() {
+        assert_eq!(VARIANTS[0].baseline, RAW_KEY);
+        assert!(VARIANTS[1..].iter().all(|v| v.baseline == VARIANTS[0].key));
+        let line = variant_line(&VARIANTS[3], &[30.0, 10.0, 20.0]);
+        assert_eq!(line.value, 20.0);
+        assert_eq!(line.detail, "median of 3 rounds: 30.0, 10.0, 20.0");
+        assert_eq!(line.label, "perftest ib_write_bw -s 65536 -b -q 4");
+    }
+
+    #[test]
+    fn the_raw_line_is_the_median_round() {
+        let round = |g: f64| Measurement {
+            key: RAW_KEY.to_owned(),
+            label: "raw".to_owned(),
+            value: g,
+            unit: Unit::GbitPerSec,
+            detail: format!("round {g}"),
+            baseline: None,
+            fields: Map::new(),
+        };
+        let m = median_line(vec![round(3.0), round(1.0), round(2.0), round(4.0)]);
+        assert_eq!(m.value, 2.0);
+        assert_eq!(m.detail, "round 2; median of 4 rounds");
+    }
+}
