@@ -66,6 +66,45 @@ fn packets(path: &Path) -> Vec<(String, String, u8, u32)> {
         .collect()
 }
 
+/// Only the server captures: the client, capturing nothing, leaves the ICRC of what it
+/// writes into the server's lane zero (the host-local path checks none), and the server's
+/// capture still shows each packet with the ICRC it has on a link.
+#[test]
+fn a_capture_on_the_receiving_side_alone_shows_every_icrc() {
+    let test = "a_capture_on_the_receiving_side_alone_shows_every_icrc";
+    if !Path::new("/usr/bin/ibv_rc_pingpong").exists() {
+        softrnic_testkit::skip(
+            test,
+            "/usr/bin/ibv_rc_pingpong missing (apt-get install ibverbs-utils)",
+        );
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_pcap_receiver");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv_pcap = dir.join("server.pcapng");
+    let pingpong = ["ibv_rc_pingpong", "-g", "1", "-n", "50", "-p", "21787"];
+    let (server, client) = pair(
+        &pingpong,
+        ("127.0.23.5", Some(&srv_pcap)),
+        ("127.0.23.6", None),
+        &[],
+    );
+    let client_text = String::from_utf8_lossy(&client.stderr);
+    if client_text.contains("libsoftrnic_ibverbs.so is not in") {
+        softrnic_testkit::skip(test, "the drop-in library is not built");
+        return;
+    }
+    assert!(client.status.success(), "client: {client_text}");
+    assert!(server.status.success(), "server: {server:?}");
+    let on_server = packets(&srv_pcap);
+    let from_client = on_server.iter().filter(|p| p.0 == "127.0.23.6").count();
+    assert!(
+        from_client >= 50,
+        "the client's 50 SENDs and more: {on_server:?}"
+    );
+    independent_icrc_check(&srv_pcap, on_server.len());
+}
+
 /// `softrnic run --addr addr [--pcap pcap] -- program args [peer]`, on the library `cargo
 /// test` just built (in deps/: the copy beside the executable is refreshed only by `cargo
 /// build`), its output piped.

@@ -12,6 +12,11 @@
 //! their ICRCs cover the IPv4 Identification each will carry (see `runs.rs`). They also cover
 //! the UDP source port, which the transport names before a packet is built
 //! ([`Transport::source_port`]: the QP's own, unless another socket of the host holds it).
+//! A packet the transport will write into another device's memory on this host (the
+//! host-local path, whose receiver does not check ICRCs) goes with a zero ICRC
+//! ([`Transport::wants_icrc`]): the pass over the payload it saves was a fifth of a writer's
+//! time (`ib_write_bw -s 65536`, one QP: 4 500 to 5 800 MB/s with it skipped, against 3 500
+//! to 5 400 with it, alternating runs).
 //!
 //! Nothing here allocates per packet: the scratch vectors keep their capacity from batch to
 //! batch (the per-batch vectors of borrowed pieces are recycled through an empty `'static`
@@ -154,19 +159,26 @@ impl Emitter {
         self.spans.clear();
         let mut runs = Runs::new(transport.segment_limits());
         self.idents.clear();
-        // The last transmit's source port, and the port it leaves from: a QP's packets come
-        // one after another, and the transport is asked once for them.
-        let mut port: Option<(u16, IpAddr, u16)> = None;
+        // The last transmit's source port, destination and QP, the port it leaves from and
+        // whether its ICRC is wanted: a QP's packets come one after another, and the
+        // transport is asked once for them.
+        let mut port: Option<(u16, IpAddr, u32, u16, bool)> = None;
         // Pass 1: headers, pins and ICRCs, into scratch space.
         for (i, tx) in txs.iter().enumerate() {
             let p0 = pins.len();
-            let src_port = match port {
-                Some((wanted, dst, from)) if wanted == tx.src_port && dst == tx.dst => from,
+            let qpn = tx.roce.bth.dest_qp;
+            let (src_port, icrc) = match port {
+                Some((wanted, dst, q, from, icrc))
+                    if wanted == tx.src_port && dst == tx.dst && q == qpn =>
+                {
+                    (from, icrc)
+                }
                 _ => {
                     let dst = SocketAddr::new(tx.dst, ROCE_V2_UDP_PORT);
                     let from = transport.source_port(tx.src_port, dst);
-                    port = Some((tx.src_port, tx.dst, from));
-                    from
+                    let icrc = transport.wants_icrc(dst, qpn, tx.roce.buffer_len());
+                    port = Some((tx.src_port, tx.dst, qpn, from, icrc));
+                    (from, icrc)
                 }
             };
             let segment = runs.place(src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
@@ -179,7 +191,7 @@ impl Emitter {
                 ..Span::default()
             };
             match pin_payload(tx, mrs, &mut pins, i == 0) {
-                Ok(()) => match self.build(i, tx, &pins[p0..], src_port, ident) {
+                Ok(()) => match self.build(i, tx, &pins[p0..], (src_port, ident, icrc)) {
                     Ok((h0, h1, t)) => {
                         span = Span {
                             h0,
@@ -257,9 +269,10 @@ impl Emitter {
     }
 
     /// Writes packet `i`'s headers and trailer, from UDP source port `src_port` and for the
-    /// IPv4 Identification `ident` it will carry (see `transport/idents.rs`); returns (BTH
-    /// start, headers end, trailer len). A packet without a payload in registered memory is
-    /// written whole, the trailer length then 0.
+    /// IPv4 Identification `ident` it will carry (see `transport/idents.rs`), its ICRC
+    /// computed if `icrc` (else zero, [`Transport::wants_icrc`]); returns (BTH start,
+    /// headers end, trailer len). A packet without a payload in registered memory is written
+    /// whole, the trailer length then 0.
     ///
     /// The headers go in behind the ICRC's masked view of the IP and UDP headers (which only
     /// the ICRC reads: the transport sends from the BTH on), so that the ICRC runs over one
@@ -269,8 +282,7 @@ impl Emitter {
         i: usize,
         tx: &Transmit,
         payload: &[ReadPin<'_>],
-        src_port: u16,
-        ident: u16,
+        (src_port, ident, icrc): (u16, u16, bool),
     ) -> Result<(usize, usize, usize), ()> {
         let ip = IpHeader::udp_socket(self.local, tx.dst, HOP_LIMIT)
             .ok_or(())?
@@ -296,14 +308,19 @@ impl Emitter {
                 if payload.iter().map(|p| p.len()).sum::<usize>() != len {
                     return Err(());
                 }
-                let mut icrc = Icrc::start_masked(&mut buf[..n], h0).map_err(drop)?;
-                for p in payload {
-                    p.bytes().update_icrc(&mut icrc);
-                }
-                icrc.update(&[0; 3][..pad]);
+                let crc = if icrc {
+                    let mut c = Icrc::start_masked(&mut buf[..n], h0).map_err(drop)?;
+                    for p in payload {
+                        p.bytes().update_icrc(&mut c);
+                    }
+                    c.update(&[0; 3][..pad]);
+                    c.finish()
+                } else {
+                    0
+                };
                 let t = &mut self.trailers[i];
                 t[..pad].fill(0);
-                t[pad..pad + ICRC_LEN].copy_from_slice(&icrc.finish().to_le_bytes());
+                t[pad..pad + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
                 return Ok((h0, n, pad + ICRC_LEN));
             }
         };
@@ -313,10 +330,14 @@ impl Emitter {
         let end = n + len + pad;
         buf[n..n + len].copy_from_slice(inline);
         buf[n + len..end].fill(0);
-        let icrc = Icrc::start_masked(&mut buf[..end], h0)
-            .map_err(drop)?
-            .finish();
-        buf[end..end + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+        let crc = if icrc {
+            Icrc::start_masked(&mut buf[..end], h0)
+                .map_err(drop)?
+                .finish()
+        } else {
+            0
+        };
+        buf[end..end + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
         Ok((h0, end + ICRC_LEN, 0))
     }
 }
@@ -370,11 +391,15 @@ mod tests {
     const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 7));
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 8));
 
-    /// Keeps what it is asked to send: per packet, its pieces' count and its bytes.
+    /// Keeps what it is asked to send: per packet, its pieces' count and its bytes. Wants no
+    /// ICRC if `.1` (as the host-local path's lanes).
     #[derive(Default)]
-    struct Recorder(Vec<(usize, Vec<u8>)>);
+    struct Recorder(Vec<(usize, Vec<u8>)>, bool);
 
     impl Transport for Recorder {
+        fn wants_icrc(&mut self, _: SocketAddr, _: u32, _: usize) -> bool {
+            !self.1
+        }
         fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
             self.0.extend(pkts.iter().map(|p| {
                 let mut bytes = Vec::new();
@@ -504,5 +529,64 @@ mod tests {
             .unwrap();
         let from = d.ip.header_len() + UDP_HEADER_LEN;
         assert_eq!(sent[..], whole[from..n]);
+    }
+
+    /// A transport that wants no ICRC (a lane's receiver checks none) gets the same datagrams
+    /// with the ICRC left zero, whether the payload is inline or in registered memory.
+    #[test]
+    fn a_datagram_whose_icrc_is_not_wanted_goes_with_a_zero_one() {
+        use crate::mr::{Access, PinFor};
+        use crate::qp::Chunk;
+
+        let mut region: Vec<u8> = (0..2000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mrs = MrTable::new(4, 1).unwrap();
+        // SAFETY: `region` outlives the table's use of it (the table is dropped first).
+        let keys = unsafe {
+            mrs.register(
+                PdHandle(1),
+                region.as_mut_ptr(),
+                region.len(),
+                0x20_000,
+                Access::LOCAL_WRITE,
+            )
+        }
+        .unwrap();
+        let mut payload = Payload::None;
+        payload.set_memory(PdHandle(1), PinFor::Local).push(Chunk {
+            key: keys.lkey,
+            va: 0x20_000 + 10,
+            len: 1501,
+        });
+        let mut bytes = [0u8; MAX_INLINE];
+        bytes[..5].copy_from_slice(b"hello");
+        let txs = [
+            transmit(Opcode::RC_SEND_ONLY, payload, 1501),
+            transmit(Opcode::RC_SEND_ONLY, Payload::Inline { bytes, len: 5 }, 5),
+        ];
+        let [mut with, mut without] = [false, true].map(|skip| Recorder(Vec::new(), skip));
+        for out in [&mut with, &mut without] {
+            let mut e = Emitter::new(LOCAL, 4);
+            assert_eq!(e.send(&txs, &mrs, out).unwrap(), 2);
+        }
+        drop(mrs);
+        for (k, ((_, full), (_, bare))) in with.0.iter().zip(&without.0).enumerate() {
+            let body = full.len() - ICRC_LEN;
+            assert_eq!(bare.len(), full.len(), "packet {k}");
+            assert_eq!(bare[..body], full[..body], "packet {k}: all but the ICRC");
+            assert_eq!(bare[body..], [0; ICRC_LEN], "packet {k}");
+            assert_ne!(
+                full[body..],
+                [0; ICRC_LEN],
+                "packet {k}: computed when wanted"
+            );
+        }
+        // And with its ICRC the first is what the wire crate writes.
+        let d = datagram(&txs[0]);
+        let mut whole = vec![0u8; d.buffer_len()];
+        let n = d.emit(&mut whole, &[&region[10..1511]]).unwrap();
+        assert_eq!(
+            with.0[0].1[..],
+            whole[d.ip.header_len() + UDP_HEADER_LEN..n]
+        );
     }
 }

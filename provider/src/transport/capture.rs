@@ -23,8 +23,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use softrnic_wire::bth;
 use softrnic_wire::frame::{emit_outer, IpHeader, UdpHeader, ETHERNET_HEADER_LEN};
-use softrnic_wire::icrc::with_ipv4_ident;
+use softrnic_wire::icrc::{with_ipv4_ident, ICRC_LEN};
 use softrnic_wire::pcap::NgWriter;
 
 use super::idents::PortIdents;
@@ -215,9 +216,37 @@ impl<T: Transport> Capture<T> {
             hop_limit,
         };
         // Built where it waits: no copy of its own.
+        let start = self.held.bytes.len();
         if build_frame(d, &[Bytes::from(p.payload)], &mut self.held.bytes) {
+            if m.intact && !m.truncated {
+                // Through the host-local path its sender may have left the ICRC out (nobody
+                // checks it there, `Transport::wants_icrc`): the file shows the one it has
+                // on a link.
+                write_icrc(&mut self.held.bytes[start..], p.payload.len());
+            }
             self.held.frames.push((self.held.bytes.len(), now, comment));
         }
+    }
+}
+
+/// Writes into the last four bytes of `frame` (Ethernet, IP, UDP, then a RoCEv2 UDP payload
+/// of `udp_payload` bytes, ICRC last) the ICRC its headers and payload give.
+fn write_icrc(frame: &mut [u8], udp_payload: usize) {
+    let Some(ip_end) = frame.len().checked_sub(udp_payload + 8) else {
+        return;
+    };
+    let (head, payload) = frame.split_at_mut(ip_end + 8);
+    let Some(body_len) = payload.len().checked_sub(ICRC_LEN) else {
+        return;
+    };
+    let ip = &head[ETHERNET_HEADER_LEN..ip_end];
+    let src_port = u16::from_be_bytes([head[ip_end], head[ip_end + 1]]);
+    if body_len < bth::HEADER_LEN {
+        return;
+    }
+    let (body, icrc) = payload.split_at_mut(body_len);
+    if let Some(c) = super::icrc_under(ip, src_port, body) {
+        icrc.copy_from_slice(&c.to_le_bytes());
     }
 }
 

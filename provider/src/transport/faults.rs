@@ -267,6 +267,10 @@ impl<T: Transport> Transport for FaultInjector<T> {
         self.inner.poll(timeout)
     }
 
+    fn wants_icrc(&mut self, dst: SocketAddr, dest_qp: u32, len: usize) -> bool {
+        self.inner.wants_icrc(dst, dest_qp, len)
+    }
+
     fn source_port(&mut self, src_port: u16, dst: SocketAddr) -> u16 {
         self.inner.source_port(src_port, dst)
     }

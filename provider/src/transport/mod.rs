@@ -317,16 +317,7 @@ impl RecvPacket<'_> {
         let wanted = u32::from_le_bytes(icrc.try_into().expect("ICRC_LEN bytes"));
         let computed = match m.origin {
             IpHeaderOrigin::Received | IpHeaderOrigin::IdentUnknown => {
-                let (bth, rest) = body.split_at(bth::HEADER_LEN);
-                let mut u = [0u8; UDP_HEADER_LEN];
-                udp_header(m.src.port())
-                    .emit(UDP_HEADER_LEN + self.payload.len(), &mut u)
-                    .and_then(|_| Icrc::start(m.ip_header(), &u, bth))
-                    .ok()
-                    .map(|mut c| {
-                        c.update(rest);
-                        c.finish()
-                    })
+                icrc_under(m.ip_header(), m.src.port(), body)
             }
             IpHeaderOrigin::NotSeen => socket_icrc(m.src, m.dst, body),
         };
@@ -364,6 +355,22 @@ impl RecvPacket<'_> {
     fn too_short(&self) -> bool {
         self.meta.truncated || self.payload.len() < bth::HEADER_LEN + ICRC_LEN
     }
+}
+
+/// The ICRC of a RoCEv2 datagram under IP header `ip` from UDP port `src_port`, whose UDP
+/// payload is `body` (BTH on, at least a BTH long) and its ICRC; `None` if `ip` is no IP
+/// header.
+pub(crate) fn icrc_under(ip: &[u8], src_port: u16, body: &[u8]) -> Option<u32> {
+    let (bth, rest) = body.split_at(bth::HEADER_LEN);
+    let mut u = [0u8; UDP_HEADER_LEN];
+    udp_header(src_port)
+        .emit(UDP_HEADER_LEN + body.len() + ICRC_LEN, &mut u)
+        .and_then(|_| Icrc::start(ip, &u, bth))
+        .ok()
+        .map(|mut c| {
+            c.update(rest);
+            c.finish()
+        })
 }
 
 /// The UDP header of a RoCEv2 datagram from `src_port`, as the ICRC sees it (checksum
@@ -628,6 +635,17 @@ pub trait Transport {
     /// or not at all: `send_batch` never returns in the middle of a run.
     fn segment_limits(&self) -> SegmentLimits {
         SegmentLimits::NONE
+    }
+
+    /// Whether a datagram of `len` bytes for `dst` whose BTH names QP `dest_qp` needs its
+    /// ICRC computed: by default yes. The host-local path's datagrams need none (their
+    /// receiver does not check it, see the module comment): a transport that will write
+    /// this one into a lane says no, and the emitter leaves its ICRC zero, saving a pass
+    /// over the payload in registered memory. A capture says yes (its file shows the ICRC).
+    /// Asked right before the datagram is built and handed to [`Transport::send_batch`].
+    fn wants_icrc(&mut self, dst: SocketAddr, dest_qp: u32, len: usize) -> bool {
+        let _ = (dst, dest_qp, len);
+        true
     }
 
     /// The UDP source port a packet meant to leave from `src_port` for `dst` leaves from: the

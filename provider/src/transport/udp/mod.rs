@@ -811,6 +811,18 @@ impl Transport for UdpTransport {
         self.resolve_source_port(src_port, dst)
     }
 
+    /// A datagram for a lane needs none: its receiver does not check it. (Between this
+    /// answer and `send_batch`, microseconds, a lane may turn out gone only if its
+    /// receiver closed it in that moment; the datagram then leaves over UDP with a zero
+    /// ICRC, is dropped by whoever now has the address, and RC sends it again.)
+    fn wants_icrc(&mut self, dst: SocketAddr, dest_qp: u32, len: usize) -> bool {
+        let Some(outbox) = &mut self.outbox else {
+            return true;
+        };
+        let now = std::time::Instant::now();
+        outbox.route_to(dst, dest_qp, len, now) == local::Route::Udp
+    }
+
     fn ipv4_ident(&self, src_port: u16) -> Option<u16> {
         self.tx.get(&src_port).and_then(|t| t.next_ident)
     }

@@ -3,7 +3,7 @@
 //! doorbell rung for those left unread (`local/unread.rs`).
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixStream};
@@ -120,18 +120,23 @@ impl Outbox {
     /// gave this device one, and it fits a slot; else over UDP. Looks for the inbox the first
     /// time a destination is seen (and again after [`LOOK_AGAIN`]).
     pub fn route(&mut self, p: &OutPacket<'_>, now: Instant) -> Route {
-        let Some(qpn) = dest_qp(p) else {
-            return Route::Udp;
-        };
-        let dst = p.dst.ip();
-        if p.dst.port() != ROCE_V2_UDP_PORT
-            || dst.is_multicast()
-            || dst.is_ipv4() != self.local.is_ipv4()
-            || p.len() > SLOT_PAYLOAD
+        match dest_qp(p) {
+            Some(qpn) => self.route_to(p.dst, qpn, p.len(), now),
+            None => Route::Udp,
+        }
+    }
+
+    /// [`Outbox::route`] for a datagram of `len` bytes to `dst` whose BTH names `qpn`.
+    pub fn route_to(&mut self, dst: SocketAddr, qpn: u32, len: usize, now: Instant) -> Route {
+        let ip = dst.ip();
+        if dst.port() != ROCE_V2_UDP_PORT
+            || ip.is_multicast()
+            || ip.is_ipv4() != self.local.is_ipv4()
+            || len > SLOT_PAYLOAD
         {
             return Route::Udp;
         }
-        let key = (dst, QpnBlock::of(qpn).0);
+        let key = (ip, QpnBlock::of(qpn).0);
         let peer = self
             .peers
             .entry(key)

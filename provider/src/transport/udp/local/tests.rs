@@ -378,3 +378,24 @@ fn a_malformed_slot_is_dropped_and_a_long_one_cut() {
     unsafe { r.at(0).cast::<u64>().write(0) };
     assert!(Region::open(fd).is_err());
 }
+
+#[test]
+fn a_datagram_for_a_lane_wants_no_icrc_and_one_over_udp_does() {
+    let (mut a, mut b) = (local(lo(7)), local(lo(8)));
+    let to = |ip| SocketAddr::new(ip, 4791);
+    // Before the lane: over UDP, with its ICRC.
+    assert!(a.wants_icrc(to(lo(8)), 0x4011, 100));
+    until_local(&mut a, &mut b);
+    assert!(!a.wants_icrc(to(lo(8)), 0x4011, 100), "into b's lane");
+    assert!(
+        a.wants_icrc(to(lo(8)), 0x4011, SLOT_PAYLOAD + 1),
+        "longer than a slot: over UDP"
+    );
+    assert!(
+        a.wants_icrc(to(lo(9)), 0x4011, 100),
+        "no inbox on 127.0.91.9"
+    );
+    assert!(a.wants_icrc(SocketAddr::new(lo(8), 4792), 0x4011, 100));
+    let group = IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3));
+    assert!(a.wants_icrc(to(group), 0xff_ffff, 100), "multicast");
+}
