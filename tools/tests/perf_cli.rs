@@ -373,6 +373,10 @@ fn perf_perftest_judges_each_perftest_tool_against_its_raw_baseline() {
     let rtt = v["raw_udp_rtt"]["median_us"].as_f64().unwrap();
     let one_way = v["raw_udp_one_way"]["median_us"].as_f64().unwrap();
     assert_eq!(one_way, rtt / 2.0);
+    // The raw ping-pong's own tail, beside which the tools' are read.
+    let raw_tail = v["raw_udp_rtt"]["p99_over_median"].as_f64().unwrap();
+    assert!(raw_tail >= 1.0, "{v}");
+    assert_eq!(v["raw_udp_one_way"]["p99_over_median"], raw_tail);
     for (key, baseline) in [
         ("perftest_send_lat", "raw_udp_one_way"),
         ("perftest_write_lat", "raw_udp_one_way"),

@@ -96,7 +96,7 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
         runs_started = runs_started.wrapping_add(1);
         18_700 + runs_started % 10_000
     };
-    let mut raw_rtt = Vec::new();
+    let (mut raw_rtt, mut raw_tail) = (Vec::new(), Vec::new());
     let mut runs: [Vec<Latency>; TOOLS.len()] = Default::default();
     for _ in 0..o.rounds {
         let raw = raw_udp::udp_pingpong(&raw_udp::LatConfig {
@@ -104,19 +104,21 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
             ..Default::default()
         })?;
         raw_rtt.push(raw.rtt.median_us);
+        raw_tail.push(raw.rtt.p99_us / raw.rtt.median_us);
         for (tool, runs) in TOOLS.iter().zip(&mut runs) {
             runs.push(run_tool(bin, tool.program, next_port(), o)?);
         }
     }
-    let rtt = median(&raw_rtt);
+    let (rtt, tail) = (median(&raw_rtt), median(&raw_tail));
     let mut report = Report::default();
     report
         .lines
-        .push(raw_line("raw_udp_rtt", "round trip", rtt));
+        .push(raw_line("raw_udp_rtt", "round trip", rtt, tail));
     report.lines.push(raw_line(
         "raw_udp_one_way",
         "one way (half the round trip)",
         rtt / 2.0,
+        tail,
     ));
     for (tool, runs) in TOOLS.iter().zip(&runs) {
         report.lines.push(tool_line(tool, runs));
@@ -125,16 +127,21 @@ pub fn run(bin: &Path, o: &Options) -> io::Result<Report> {
     Ok(report)
 }
 
-/// A raw UDP baseline line: the median of the rounds' median round trips, or half of it.
-fn raw_line(key: &'static str, what: &str, us: f64) -> Measurement {
+/// A raw UDP baseline line: the median of the rounds' median round trips, or half of it;
+/// `tail` is the median of the rounds' p99 / median, the machine's own tail, beside which
+/// a tool's `p99_over_typical` is read.
+fn raw_line(key: &'static str, what: &str, us: f64, tail: f64) -> Measurement {
     Measurement {
         key: key.to_owned(),
         label: format!("raw UDP 64 B busy-poll ping-pong, {what}"),
         value: us,
         unit: Unit::Us,
-        detail: "median".to_owned(),
+        detail: format!("median; p99 = {tail:.1}x the median"),
         baseline: None,
-        fields: Map::from_iter([("median_us".to_owned(), us.into())]),
+        fields: Map::from_iter([
+            ("median_us".to_owned(), us.into()),
+            ("p99_over_median".to_owned(), tail.into()),
+        ]),
     }
 }
 
@@ -301,7 +308,7 @@ mod tests {
         let mut report = Report::default();
         report
             .lines
-            .push(raw_line("raw_udp_rtt", "round trip", 4.0));
+            .push(raw_line("raw_udp_rtt", "round trip", 4.0, 2.5));
         report.lines.push(m);
         assert_eq!(report.ratio_to_baseline(&report.lines[1]), Some(1.25));
         assert_eq!(
