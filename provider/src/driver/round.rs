@@ -27,7 +27,7 @@
 //! NIC keeps in a heap, `nic/deadlines.rs`) and those waiting for room in the send window
 //! (`nic/turns.rs`). Every QP is looked at (a full pass: timers, completions, transmit,
 //! deadlines) only after a change through the API (the dirty mark), for a multicast packet,
-//! by the progress thread and before a QP is destroyed. So a round trip costs the same with
+//! before a QP is destroyed, and by the progress thread once every [`SWEEP_EVERY`]. So a round trip costs the same with
 //! one QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`), and a
 //! round of 1024 busy QPs' ACKs costs what its packets do.
 
@@ -63,6 +63,13 @@ const DEFER_LIMIT: Duration = Duration::from_micros(50);
 /// progress thread defers the transmit of a round as a poll round does.
 const ANSWERING: Duration = Duration::from_micros(200);
 
+/// How often the progress thread's rounds look at every QP when nothing else asks for it
+/// (see the module comment): in between they look, as a poll's round does, at the QPs their
+/// packets went to and those with a due timer or a turn. A full pass in every round made
+/// the thread of a target of 1024 QPs spend a quarter of its time walking the QPs
+/// (`softrnic perf --qps`); once a millisecond it is the same safety net at no cost.
+const SWEEP_EVERY: Duration = Duration::from_millis(1);
+
 /// While a timer is armed, a poll round that receives nothing reads the clock (to see whether
 /// the timer is due) only every this-many rounds: an empty round is then a receive call and
 /// little else. A deadline is so met a few microseconds late at most (8 empty polls), short
@@ -90,6 +97,8 @@ pub(super) struct Io {
     touched: QpSet,
     /// The QPs whose transmit the poll rounds deferred (`tx_deferred` rounds in a row).
     owed: QpSet,
+    /// When the progress thread's rounds last made a full pass (see [`SWEEP_EVERY`]).
+    swept: Option<Instant>,
 }
 
 /// A few QPNs (those one batch or a few deferred rounds concern), or all of them: a set with
@@ -166,6 +175,7 @@ impl Io {
             unclocked: 0,
             touched: QpSet::new(),
             owed: QpSet::new(),
+            swept: None,
         }
     }
 }
@@ -378,7 +388,15 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         }
     }
     let now = clock.unwrap_or_else(|| inner.now());
-    if round == Round::Poll && !inner.dirty.load(Ordering::Acquire) {
+    let swept = io
+        .swept
+        .is_some_and(|t| now.saturating_duration_since(t) < SWEEP_EVERY);
+    let targeted = match round {
+        Round::Poll => true,
+        Round::Thread => swept,
+        Round::Flush => false,
+    };
+    if targeted && !inner.dirty.load(Ordering::Acquire) {
         // Nothing changed but the QPs packets went to and those whose timers are due: they
         // alone may have something to send (an ACK, a READ response, a retransmission), and
         // their deadlines join the device's.
@@ -402,6 +420,7 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
     inner.dirty.store(false, Ordering::Release);
     io.end_deferral();
     io.owed.clear();
+    io.swept = Some(now);
     if round == Round::Flush {
         // Before a QP is destroyed: the ACKs it holds leave now (else the peer retries
         // against a QP that is gone).
