@@ -27,9 +27,10 @@
 //! NIC keeps in a heap, `nic/deadlines.rs`) and those waiting for room in the send window
 //! (`nic/turns.rs`). Every QP is looked at (a full pass: timers, completions, transmit,
 //! deadlines) only after a change through the API (the dirty mark), for a multicast packet,
-//! before a QP is destroyed, and by the progress thread once every [`SWEEP_EVERY`]. So a round trip costs the same with
-//! one QP as with many idle ones (`cargo bench -p softrnic-uapi --bench engine_rtt`), and a
-//! round of 1024 busy QPs' ACKs costs what its packets do.
+//! before a QP is destroyed, and by the progress thread once every [`SWEEP_EVERY`]. So a
+//! round trip costs the same with one QP as with many idle ones (`cargo bench -p
+//! softrnic-uapi --bench engine_rtt`), and a round of 1024 busy QPs' ACKs costs what its
+//! packets do.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

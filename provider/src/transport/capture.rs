@@ -235,6 +235,9 @@ fn write_icrc(frame: &mut [u8], udp_payload: usize) {
     let Some(ip_end) = frame.len().checked_sub(udp_payload + 8) else {
         return;
     };
+    if ip_end < ETHERNET_HEADER_LEN {
+        return;
+    }
     let (head, payload) = frame.split_at_mut(ip_end + 8);
     let Some(body_len) = payload.len().checked_sub(ICRC_LEN) else {
         return;
