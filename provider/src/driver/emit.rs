@@ -481,37 +481,44 @@ mod tests {
         }
     }
 
-    /// A payload in registered memory goes out as its own pieces, read through the pin's
-    /// pointer, with the ICRC computed over them; the datagram is the one the wire crate
-    /// writes from a copy of the same bytes.
-    #[test]
-    fn a_payload_in_registered_memory_goes_as_pieces_with_its_icrc() {
-        use crate::mr::{Access, PinFor};
-        use crate::qp::Chunk;
-
-        let mut region: Vec<u8> = (0..3000u32).map(|i| (i * 13 + 1) as u8).collect();
+    /// A table with `region` registered at `va` in PD 1 for local access, and its L_Key. The
+    /// table must be dropped before `region`.
+    fn registered(region: &mut [u8], va: u64) -> (MrTable, u32) {
         let mrs = MrTable::new(4, 1).unwrap();
-        // SAFETY: `region` outlives the table's use of it (the table is dropped first).
+        // SAFETY: the caller drops the table before `region`.
         let keys = unsafe {
             mrs.register(
                 PdHandle(1),
                 region.as_mut_ptr(),
                 region.len(),
-                0x10_000,
-                Access::LOCAL_WRITE,
+                va,
+                crate::mr::Access::LOCAL_WRITE,
             )
         }
         .unwrap();
+        (mrs, keys.lkey)
+    }
+
+    /// A payload in registered memory goes out as its own pieces, read through the pin's
+    /// pointer, with the ICRC computed over them; the datagram is the one the wire crate
+    /// writes from a copy of the same bytes.
+    #[test]
+    fn a_payload_in_registered_memory_goes_as_pieces_with_its_icrc() {
+        use crate::mr::PinFor;
+        use crate::qp::Chunk;
+
+        let mut region: Vec<u8> = (0..3000u32).map(|i| (i * 13 + 1) as u8).collect();
+        let (mrs, lkey) = registered(&mut region, 0x10_000);
         // Two chunks, 7 + 1290 bytes: the payload needs 3 bytes of pad.
         let mut payload = Payload::None;
         let chunks = payload.set_memory(PdHandle(1), PinFor::Local);
         chunks.push(Chunk {
-            key: keys.lkey,
+            key: lkey,
             va: 0x10_000 + 5,
             len: 7,
         });
         chunks.push(Chunk {
-            key: keys.lkey,
+            key: lkey,
             va: 0x10_000 + 1001,
             len: 1290,
         });
@@ -535,25 +542,14 @@ mod tests {
     /// with the ICRC left zero, whether the payload is inline or in registered memory.
     #[test]
     fn a_datagram_whose_icrc_is_not_wanted_goes_with_a_zero_one() {
-        use crate::mr::{Access, PinFor};
+        use crate::mr::PinFor;
         use crate::qp::Chunk;
 
         let mut region: Vec<u8> = (0..2000u32).map(|i| (i * 7 + 3) as u8).collect();
-        let mrs = MrTable::new(4, 1).unwrap();
-        // SAFETY: `region` outlives the table's use of it (the table is dropped first).
-        let keys = unsafe {
-            mrs.register(
-                PdHandle(1),
-                region.as_mut_ptr(),
-                region.len(),
-                0x20_000,
-                Access::LOCAL_WRITE,
-            )
-        }
-        .unwrap();
+        let (mrs, lkey) = registered(&mut region, 0x20_000);
         let mut payload = Payload::None;
         payload.set_memory(PdHandle(1), PinFor::Local).push(Chunk {
-            key: keys.lkey,
+            key: lkey,
             va: 0x20_000 + 10,
             len: 1501,
         });

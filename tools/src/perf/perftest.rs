@@ -232,17 +232,24 @@ pub(super) fn run_pair(
     Ok(String::from_utf8_lossy(&client.stdout).into_owned())
 }
 
-/// The result line of perftest's latency report: the line after the header that names
-/// `t_typical` (`#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%`).
-pub fn parse(out: &str) -> Option<Latency> {
-    let mut lines = out.lines().skip_while(|l| !l.contains("t_typical"));
+/// The numbers of the line after the first line of perftest's report `out` that contains
+/// `header` (perftest prints its result as a header line and a line of figures); `None` if
+/// there is no such line or it is not all numbers.
+pub(super) fn figures_after(out: &str, header: &str) -> Option<Vec<f64>> {
+    let mut lines = out.lines().skip_while(|l| !l.contains(header));
     lines.next()?;
-    let v: Vec<f64> = lines
+    lines
         .next()?
         .split_whitespace()
         .map(str::parse)
         .collect::<Result<_, _>>()
-        .ok()?;
+        .ok()
+}
+
+/// The result line of perftest's latency report: the line after the header that names
+/// `t_typical` (`#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%`).
+pub fn parse(out: &str) -> Option<Latency> {
+    let v = figures_after(out, "t_typical")?;
     (v.len() >= 8).then(|| Latency {
         min: v[2],
         typical: v[4],

@@ -15,7 +15,7 @@ use serde_json::Map;
 use std::io;
 use std::path::Path;
 
-use super::perftest::{run_pair, Options};
+use super::perftest::{figures_after, run_pair, Options};
 use super::raw_udp::{udp_gso_bandwidth, GsoConfig};
 use super::{median, warmup, Measurement, Unit};
 
@@ -133,16 +133,7 @@ fn run_variant(bin: &Path, v: &Variant, port: u16, o: &Options) -> io::Result<f6
 /// The average of perftest's bandwidth report, from the line after the header that names
 /// `BW average[Gb/sec]` (`#bytes #iterations BW peak BW average MsgRate`).
 pub fn parse(out: &str) -> Option<f64> {
-    let mut lines = out
-        .lines()
-        .skip_while(|l| !l.contains("BW average[Gb/sec]"));
-    lines.next()?;
-    let v: Vec<f64> = lines
-        .next()?
-        .split_whitespace()
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
+    let v = figures_after(out, "BW average[Gb/sec]")?;
     v.get(3).copied().filter(|g| g.is_finite())
 }
 
