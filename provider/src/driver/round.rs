@@ -389,12 +389,11 @@ pub(super) fn progress(inner: &Inner, io: &mut Io, round: Round) -> Moved {
         }
     }
     let now = clock.unwrap_or_else(|| inner.now());
-    let swept = io
-        .swept
-        .is_some_and(|t| now.saturating_duration_since(t) < SWEEP_EVERY);
     let targeted = match round {
         Round::Poll => true,
-        Round::Thread => swept,
+        Round::Thread => io
+            .swept
+            .is_some_and(|t| now.saturating_duration_since(t) < SWEEP_EVERY),
         Round::Flush => false,
     };
     if targeted && !inner.dirty.load(Ordering::Acquire) {

@@ -46,8 +46,9 @@
 //! A datagram of the host-local path (`udp/local/`) went through no link, only through
 //! memory shared by two processes of one user: it is not checked at all
 //! ([`RecvMeta::intact`]), as the kernel does not check the checksums of a packet that went
-//! through its loopback device (`CHECKSUM_UNNECESSARY`). Its sender computed the ICRC as for
-//! any packet, so a capture shows it; its headers are parsed and checked as any packet's.
+//! through its loopback device (`CHECKSUM_UNNECESSARY`). Its sender leaves the ICRC zero
+//! ([`Transport::wants_icrc`]) unless it captures, and a capture on the receiving side
+//! writes the ICRC it has on a link; its headers are parsed and checked as any packet's.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

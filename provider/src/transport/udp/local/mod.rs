@@ -4,14 +4,15 @@
 //! Between two addresses of one host the kernel delivers a UDP datagram locally, through the
 //! loopback device: a system call, an skb and two copies for every packet, and a wake-up of
 //! a sleeping receiver. softrnic's two ends of such a datagram are both user space, so they
-//! can hand it over through memory they share: the same RoCEv2 datagram (BTH through ICRC,
-//! the ICRC computed over the IP header it would have had), from the same source port to
-//! the same destination, written into a slot the receiver reads. No system call on either
-//! side while the receiver polls, which is what a ping-pong's latency is made of
-//! (`docs/performance.md`). The receiver does not check the ICRC of such a datagram
-//! (`RecvMeta::intact`): no link lies between, as none lies between the two ends of the
-//! kernel's loopback, which does not check checksums either (the check was 16 % of a
-//! receiving thread's time under a stream of RDMA WRITEs).
+//! can hand it over through memory they share: the same RoCEv2 datagram (BTH through ICRC),
+//! from the same source port to the same destination, written into a slot the receiver
+//! reads. No system call on either side while the receiver polls, which is what a
+//! ping-pong's latency is made of (`docs/performance.md`). The receiver does not check the
+//! ICRC of such a datagram (`RecvMeta::intact`): no link lies between, as none lies between
+//! the two ends of the kernel's loopback, which does not check checksums either (the check
+//! was 16 % of a receiving thread's time under a stream of RDMA WRITEs). So the sender does
+//! not compute it either (`Transport::wants_icrc`) and leaves it zero, unless it captures;
+//! a capture on the receiving side writes the ICRC the datagram has on a link.
 //!
 //! Only where the kernel itself would deliver locally: the receiver's *inbox* is found by an
 //! abstract Unix socket name, `softrnic/<address>/inbox` (a device that owns its address) or
@@ -38,9 +39,9 @@
 //! the header's cache line. The producer writes the slot, then publishes it by storing its
 //! sequence number plus one in that word (release), the slots of what it sends at once
 //! together (`Outbox::push`); the consumer polls the word of the next slot it expects in
-//! each lane that has a sender (acquire), copies each published datagram
-//! out into its receive batch (nothing is parsed in shared memory: a sender could change it
-//! under the reader) and publishes `head`, its count of slots read. So a datagram costs the
+//! each lane that has a sender (acquire), copies each published datagram out into its
+//! receive batch (nothing is parsed in shared memory: a sender could change it under the
+//! reader) and publishes `head`, its count of slots read. So a datagram costs the
 //! consumer the cache lines of its slot and nothing else: a lane-wide `tail` and a word of
 //! pending lanes, which the first version polled, were two more lines to move between the
 //! cores for every datagram, about 0.25 us each on this VM. The producer still writes
