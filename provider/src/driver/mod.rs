@@ -7,6 +7,7 @@ pub mod emit;
 pub mod ingress;
 mod round;
 mod runs;
+mod spin;
 mod thread;
 mod watch;
 

@@ -15,6 +15,10 @@
 //! application still polls. The device rings it too when the application arms a CQ
 //! ([`Device::arm_cq`](super::device::Device::arm_cq)): that application waits for an
 //! event now, and the thread takes over at once rather than at its next look.
+//!
+//! For an application that makes no verbs calls at all (a passive side), the thread spins
+//! for a moment after packets rather than sleep (`spin.rs`): the next request is likely
+//! near, and waking a sleeping thread cost more than answering it.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
@@ -23,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::device::{guarded, lock, try_lock, Inner};
 use super::round::{progress, Round};
+use super::spin::{Spin, PASSIVE};
 use super::watch::{busy_polling, Watch, POLLING};
 use crate::transport::{wait_readable, SleepGate};
 
@@ -69,11 +74,21 @@ pub(super) fn run(inner: &Inner, (wait_fd, gate): (Option<RawFd>, Option<Arc<Sle
             t.was_away = true;
             continue;
         }
+        // The spin's time is the real one, not a test's clock: it is about the CPU.
+        if moved > 0 {
+            t.spin.moved(Instant::now());
+        }
         // A deferred transmit waits for the application's post (see `round.rs`).
         if deferred.is_none() && (moved > 0 || lock(&inner.nic).wants_transmit()) {
             continue;
         }
         let now = inner.now();
+        let real = Instant::now();
+        if t.spin.spins(real, inner.polled_within(PASSIVE, now)) {
+            std::thread::yield_now();
+            t.spin.yielded(real.elapsed());
+            continue;
+        }
         let due = lock(&inner.nic).poll_timeout();
         let sleep = [due, deferred]
             .into_iter()
@@ -121,6 +136,8 @@ struct Thread<'a> {
     was_away: bool,
     /// A packet over UDP woke the thread while it stayed away (see [`Thread::stay_away`]).
     socket_woke: bool,
+    /// Whether it spins rather than sleeps (`spin.rs`).
+    spin: Spin,
 }
 
 impl<'a> Thread<'a> {
@@ -137,6 +154,7 @@ impl<'a> Thread<'a> {
             rung: false,
             was_away: false,
             socket_woke: false,
+            spin: Spin::default(),
         }
     }
 
