@@ -9,7 +9,11 @@
 //! the sum of both directions, and so does this line.
 //!
 //! The machine's speed drifts (single runs of the same library differ by a quarter here), so
-//! the runs take turns in rounds and each figure is the median of its rounds.
+//! the runs take turns in rounds and each figure is the median of its rounds. The ratio the
+//! report prints is of two such medians; each line also gives the median of its rounds'
+//! ratios to its baseline's figure of the same round (`paired_ratio`): on a machine whose
+//! phases change within a run, two medians may come from different phases, while a round's
+//! two figures were measured seconds apart.
 
 use serde_json::Map;
 use std::io;
@@ -84,9 +88,27 @@ pub fn run(
             runs.push(run_variant(bin, v, next_port(), o)?);
         }
     }
+    let raw_rounds: Vec<f64> = raw.iter().map(|m| m.value).collect();
     let mut lines = vec![median_line(raw)];
-    lines.extend(VARIANTS.iter().zip(&runs).map(|(v, r)| variant_line(v, r)));
+    lines.extend(VARIANTS.iter().zip(&runs).map(|(v, r)| {
+        let baseline = VARIANTS
+            .iter()
+            .position(|b| b.key == v.baseline)
+            .map_or(&raw_rounds, |i| &runs[i]);
+        variant_line(v, r, baseline)
+    }));
     Ok(lines)
+}
+
+/// The median of each round's figure over its `baseline` figure of the same round; `None`
+/// if a baseline round has no figure.
+fn paired_ratio(rounds: &[f64], baseline: &[f64]) -> Option<f64> {
+    let ratios: Option<Vec<f64>> = rounds
+        .iter()
+        .zip(baseline)
+        .map(|(r, b)| (b.is_finite() && *b > 0.0).then(|| r / b))
+        .collect();
+    ratios.filter(|r| !r.is_empty()).map(|r| median(&r))
 }
 
 /// The raw round whose figure is the median (the lower middle one of an even count).
@@ -98,22 +120,30 @@ fn median_line(mut rounds: Vec<Measurement>) -> Measurement {
     m
 }
 
-/// A variant's line: the median of its rounds' Gbit/s, every round's figure beside it.
-fn variant_line(v: &Variant, rounds: &[f64]) -> Measurement {
+/// A variant's line: the median of its rounds' Gbit/s, every round's figure beside it, and
+/// the median of the rounds' ratios to `baseline`'s rounds (see the module comment).
+fn variant_line(v: &Variant, rounds: &[f64], baseline: &[f64]) -> Measurement {
     let gbit = median(rounds);
     let each: Vec<String> = rounds.iter().map(|g| format!("{g:.1}")).collect();
+    let paired = paired_ratio(rounds, baseline);
+    let mut detail = format!("median of {} rounds: {}", rounds.len(), each.join(", "));
+    let mut fields = Map::from_iter([
+        ("gbit_per_s".to_owned(), gbit.into()),
+        ("rounds_gbit_per_s".to_owned(), rounds.to_vec().into()),
+        ("message_len".to_owned(), MESSAGE_LEN.into()),
+    ]);
+    if let Some(p) = paired {
+        detail = format!("{detail}; round by round {p:.2}x {}", v.baseline);
+        fields.insert("paired_ratio".to_owned(), p.into());
+    }
     Measurement {
         key: v.key.to_owned(),
         label: format!("perftest ib_write_bw -s 65536 {}", v.args.join(" ")),
         value: gbit,
         unit: Unit::GbitPerSec,
-        detail: format!("median of {} rounds: {}", rounds.len(), each.join(", ")),
+        detail,
         baseline: Some(v.baseline.to_owned()),
-        fields: Map::from_iter([
-            ("gbit_per_s".to_owned(), gbit.into()),
-            ("rounds_gbit_per_s".to_owned(), rounds.to_vec().into()),
-            ("message_len".to_owned(), MESSAGE_LEN.into()),
-        ]),
+        fields,
     }
 }
 
@@ -165,10 +195,28 @@ mod tests {
     fn several_qps_are_judged_against_one_and_one_against_the_kernel() {
         assert_eq!(VARIANTS[0].baseline, RAW_KEY);
         assert!(VARIANTS[1..].iter().all(|v| v.baseline == VARIANTS[0].key));
-        let line = variant_line(&VARIANTS[3], &[30.0, 10.0, 20.0]);
+        let line = variant_line(&VARIANTS[3], &[30.0, 10.0, 20.0], &[30.0, 20.0, 10.0]);
         assert_eq!(line.value, 20.0);
-        assert_eq!(line.detail, "median of 3 rounds: 30.0, 10.0, 20.0");
+        assert_eq!(
+            line.detail,
+            "median of 3 rounds: 30.0, 10.0, 20.0; round by round 1.00x perftest_write_bw_q1"
+        );
         assert_eq!(line.label, "perftest ib_write_bw -s 65536 -b -q 4");
+    }
+
+    /// Each round against its own baseline: the medians alone (20 over 20) would say 1.0x
+    /// where every round but one was twice its baseline.
+    #[test]
+    fn the_paired_ratio_is_the_median_of_each_rounds_ratio() {
+        let rounds = [20.0, 40.0, 100.0, 10.0];
+        let baseline = [10.0, 20.0, 50.0, 100.0];
+        assert_eq!(paired_ratio(&rounds, &baseline), Some(2.0));
+        assert_eq!(paired_ratio(&rounds, &[10.0, f64::NAN, 50.0, 100.0]), None);
+        assert_eq!(paired_ratio(&[], &[]), None);
+        let line = variant_line(&VARIANTS[1], &rounds, &baseline);
+        assert_eq!(line.fields["paired_ratio"], 2.0);
+        let refused = variant_line(&VARIANTS[0], &rounds, &[0.0; 4]);
+        assert!(!refused.fields.contains_key("paired_ratio"));
     }
 
     #[test]
