@@ -204,7 +204,7 @@ mod tests {
         assert_eq!(line.label, "perftest ib_write_bw -s 65536 -b -q 4");
     }
 
-    /// Each round against its own baseline: the medians alone (20 over 20) would say 1.0x
+    /// Each round against its own baseline: the medians alone (30 over 35) would say 0.86x
     /// where every round but one was twice its baseline.
     #[test]
     fn the_paired_ratio_is_the_median_of_each_rounds_ratio() {
@@ -215,8 +215,11 @@ mod tests {
         assert_eq!(paired_ratio(&[], &[]), None);
         let line = variant_line(&VARIANTS[1], &rounds, &baseline);
         assert_eq!(line.fields["paired_ratio"], 2.0);
-        let refused = variant_line(&VARIANTS[0], &rounds, &[0.0; 4]);
+        // A raw round the kernel refused has no figure (`GsoConfig::refused`: NaN).
+        let refused = variant_line(&VARIANTS[0], &rounds, &[f64::NAN; 4]);
         assert!(!refused.fields.contains_key("paired_ratio"));
+        let zero = variant_line(&VARIANTS[0], &rounds, &[0.0; 4]);
+        assert!(!zero.fields.contains_key("paired_ratio"));
     }
 
     #[test]
