@@ -22,6 +22,7 @@ pub mod machine;
 pub mod pair;
 pub mod perftest;
 pub mod perftest_bw;
+pub mod phase;
 pub mod qps;
 pub mod raw_udp;
 pub mod rtt;
@@ -117,6 +118,7 @@ fn rc_write_line(key: &str, msg: usize, gbit: f64, baseline: &str) -> Measuremen
         unit: Unit::GbitPerSec,
         detail: "16 outstanding, one thread polls both devices".to_owned(),
         baseline: Some(baseline.to_owned()),
+        phase: None,
         fields: Map::from_iter([
             ("message_len".to_owned(), msg.into()),
             ("gbit_per_s".to_owned(), gbit.into()),
@@ -199,6 +201,10 @@ pub struct Measurement {
     pub detail: String,
     /// The key of the line this one is compared with: the raw UDP line for an RC line.
     pub baseline: Option<String>,
+    /// For a bandwidth figure measured in rounds with the machine's phase probed around each
+    /// run ([`phase`]): its ratio to the baseline within one phase, which is then the ratio
+    /// the report gives; the ratio of the two figures is printed beside it.
+    pub phase: Option<phase::PhaseRatio>,
     /// Every figure of the measurement, for `--json`.
     pub fields: Map<String, Value>,
 }
@@ -223,8 +229,17 @@ impl Report {
         self.lines.iter().find(|m| m.key == key)
     }
 
-    /// `m`'s figure over that of its baseline line, if it has one and it was measured.
+    /// `m`'s ratio to its baseline line, if it has one: the ratio within one phase where
+    /// `m` has one, else its figure over the baseline's, if both were measured.
     pub fn ratio_to_baseline(&self, m: &Measurement) -> Option<f64> {
+        match m.phase {
+            Some(p) => Some(p.ratio),
+            None => self.ratio_of_figures(m),
+        }
+    }
+
+    /// `m`'s figure over that of its baseline line, if it has one and both were measured.
+    pub fn ratio_of_figures(&self, m: &Measurement) -> Option<f64> {
         ratio(m.value, self.get(m.baseline.as_deref()?)?.value)
     }
 
@@ -243,9 +258,20 @@ impl Report {
                 m.detail
             )?;
             if let Some(b) = &m.baseline {
-                match self.ratio_to_baseline(m) {
-                    Some(r) => write!(out, "  = {r:.2}x {b}")?,
-                    None => write!(out, "  (no {b} to compare with)")?,
+                match (m.phase, self.ratio_of_figures(m)) {
+                    (Some(p), figures) => {
+                        write!(
+                            out,
+                            "  = {:.2}x {b} in one phase ({} rounds, copy {:.1} GB/s",
+                            p.ratio, p.rounds, p.copy_gb_per_s
+                        )?;
+                        if let Some(f) = figures {
+                            write!(out, "; figures {f:.2}x")?;
+                        }
+                        write!(out, ")")?;
+                    }
+                    (None, Some(r)) => write!(out, "  = {r:.2}x {b}")?,
+                    (None, None) => write!(out, "  (no {b} to compare with)")?,
                 }
             }
             writeln!(out)?;
@@ -254,7 +280,8 @@ impl Report {
     }
 
     /// One object: per line, its key mapped to its label and fields, and for a line with a
-    /// baseline, `baseline` (the key) and `ratio`.
+    /// baseline, `baseline` (the key) and `ratio` (for a line judged within one phase, also
+    /// `ratio_of_figures`, `phase_rounds` and `phase_copy_gb_per_s`).
     pub fn to_json(&self) -> Value {
         let mut all = Map::new();
         for m in &self.lines {
@@ -264,6 +291,11 @@ impl Report {
             if let Some(b) = &m.baseline {
                 o.insert("baseline".into(), b.clone().into());
                 o.insert("ratio".into(), self.ratio_to_baseline(m).into());
+                if let Some(p) = m.phase {
+                    o.insert("ratio_of_figures".into(), self.ratio_of_figures(m).into());
+                    o.insert("phase_rounds".into(), p.rounds.into());
+                    o.insert("phase_copy_gb_per_s".into(), p.copy_gb_per_s.into());
+                }
             }
             all.insert(m.key.clone(), Value::Object(o));
         }

@@ -9,17 +9,18 @@
 //! the sum of both directions, and so does this line.
 //!
 //! The machine's speed drifts (single runs of the same library differ by a quarter here), so
-//! the runs take turns in rounds and each figure is the median of its rounds. The ratio the
-//! report prints is of two such medians; each line also gives the median of its rounds'
-//! ratios to its baseline's figure of the same round (`paired_ratio`): on a machine whose
-//! phases change within a run, two medians may come from different phases, while a round's
-//! two figures were measured seconds apart.
+//! the runs take turns in rounds and each figure is the median of its rounds. But on a
+//! machine whose phases change within a run two medians may come from different phases,
+//! and even a round's two figures, seconds apart (`paired_ratio`, in every phase). So the
+//! machine's copy speed is probed between runs ([`super::phase`]), and the ratio judged is
+//! the median of the rounds' ratios taken where both runs' probes agree.
 
 use serde_json::Map;
 use std::io;
 use std::path::Path;
 
 use super::perftest::{figures_after, run_pair, Options};
+use super::phase::{phase_ratio, Prober, Span};
 use super::raw_udp::{udp_gso_bandwidth, GsoConfig};
 use super::{median, warmup, Measurement, Unit};
 
@@ -77,18 +78,21 @@ pub fn run(
         ..GsoConfig::for_message(MESSAGE_LEN)
     };
     let mut raw = Vec::new();
-    let mut runs: [Vec<f64>; VARIANTS.len()] = Default::default();
+    let mut raw_rounds = Vec::new();
+    let mut runs: [Vec<(f64, Span)>; VARIANTS.len()] = Default::default();
+    let mut prober = Prober::new()?;
     for _ in 0..o.rounds {
-        raw.push(match udp_gso_bandwidth(&cfg) {
-            Ok(r) => r.measurement(),
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => cfg.refused(&e),
-            Err(e) => return Err(e),
-        });
+        let (m, span) = prober.measure(|| match udp_gso_bandwidth(&cfg) {
+            Ok(r) => Ok(r.measurement()),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => Ok(cfg.refused(&e)),
+            Err(e) => Err(e),
+        })?;
+        raw_rounds.push((m.value, span));
+        raw.push(m);
         for (v, runs) in VARIANTS.iter().zip(&mut runs) {
-            runs.push(run_variant(bin, v, next_port(), o)?);
+            runs.push(prober.measure(|| run_variant(bin, v, next_port(), o))?);
         }
     }
-    let raw_rounds: Vec<f64> = raw.iter().map(|m| m.value).collect();
     let mut lines = vec![median_line(raw)];
     lines.extend(VARIANTS.iter().zip(&runs).map(|(v, r)| {
         let baseline = VARIANTS
@@ -100,13 +104,13 @@ pub fn run(
     Ok(lines)
 }
 
-/// The median of each round's figure over its `baseline` figure of the same round; `None`
-/// if a baseline round has no figure.
-fn paired_ratio(rounds: &[f64], baseline: &[f64]) -> Option<f64> {
+/// The median of each round's figure over its `baseline` figure of the same round, in every
+/// phase; `None` if a baseline round has no figure.
+fn paired_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<f64> {
     let ratios: Option<Vec<f64>> = rounds
         .iter()
         .zip(baseline)
-        .map(|(r, b)| (b.is_finite() && *b > 0.0).then(|| r / b))
+        .map(|((r, _), (b, _))| (b.is_finite() && *b > 0.0).then(|| r / b))
         .collect();
     ratios.filter(|r| !r.is_empty()).map(|r| median(&r))
 }
@@ -120,16 +124,27 @@ fn median_line(mut rounds: Vec<Measurement>) -> Measurement {
     m
 }
 
-/// A variant's line: the median of its rounds' Gbit/s, every round's figure beside it, and
-/// the median of the rounds' ratios to `baseline`'s rounds (see the module comment).
-fn variant_line(v: &Variant, rounds: &[f64], baseline: &[f64]) -> Measurement {
-    let gbit = median(rounds);
-    let each: Vec<String> = rounds.iter().map(|g| format!("{g:.1}")).collect();
+/// A variant's line: the median of its rounds' Gbit/s, every round's figure beside it (with
+/// the copy speed probed before and after it), the median of the rounds' ratios to
+/// `baseline`'s rounds, and the same within one phase (see the module comment).
+fn variant_line(v: &Variant, rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Measurement {
+    let figures: Vec<f64> = rounds.iter().map(|(g, _)| *g).collect();
+    let gbit = median(&figures);
+    let each: Vec<String> = rounds
+        .iter()
+        .map(|(g, s)| format!("{g:.1} [{:.1}-{:.1}]", s.before, s.after))
+        .collect();
     let paired = paired_ratio(rounds, baseline);
-    let mut detail = format!("median of {} rounds: {}", rounds.len(), each.join(", "));
+    let mut detail = format!(
+        "median of {} rounds, copy GB/s before-after: {}",
+        rounds.len(),
+        each.join(", ")
+    );
+    let probes: Vec<[f64; 2]> = rounds.iter().map(|(_, s)| [s.before, s.after]).collect();
     let mut fields = Map::from_iter([
         ("gbit_per_s".to_owned(), gbit.into()),
-        ("rounds_gbit_per_s".to_owned(), rounds.to_vec().into()),
+        ("rounds_gbit_per_s".to_owned(), figures.into()),
+        ("rounds_copy_gb_per_s".to_owned(), serde_json::json!(probes)),
         ("message_len".to_owned(), MESSAGE_LEN.into()),
     ]);
     if let Some(p) = paired {
@@ -143,6 +158,7 @@ fn variant_line(v: &Variant, rounds: &[f64], baseline: &[f64]) -> Measurement {
         unit: Unit::GbitPerSec,
         detail,
         baseline: Some(v.baseline.to_owned()),
+        phase: phase_ratio(rounds, baseline),
         fields,
     }
 }
@@ -195,31 +211,95 @@ mod tests {
     fn several_qps_are_judged_against_one_and_one_against_the_kernel() {
         assert_eq!(VARIANTS[0].baseline, RAW_KEY);
         assert!(VARIANTS[1..].iter().all(|v| v.baseline == VARIANTS[0].key));
-        let line = variant_line(&VARIANTS[3], &[30.0, 10.0, 20.0], &[30.0, 20.0, 10.0]);
+        let line = variant_line(
+            &VARIANTS[3],
+            &in_phase(&[30.0, 10.0, 20.0]),
+            &in_phase(&[30.0, 20.0, 10.0]),
+        );
         assert_eq!(line.value, 20.0);
         assert_eq!(
             line.detail,
-            "median of 3 rounds: 30.0, 10.0, 20.0; round by round 1.00x perftest_write_bw_q1"
+            "median of 3 rounds, copy GB/s before-after: 30.0 [12.0-12.5], 10.0 [12.0-12.5], \
+             20.0 [12.0-12.5]; round by round 1.00x perftest_write_bw_q1"
         );
+        assert_eq!(line.phase.map(|p| (p.ratio, p.rounds)), Some((1.0, 3)));
         assert_eq!(line.label, "perftest ib_write_bw -s 65536 -b -q 4");
+    }
+
+    /// Rounds whose probes all said 12-12.5 GB/s.
+    fn in_phase(figures: &[f64]) -> Vec<(f64, Span)> {
+        let s = Span {
+            before: 12.0,
+            after: 12.5,
+        };
+        figures.iter().map(|&g| (g, s)).collect()
     }
 
     /// Each round against its own baseline: the medians alone (30 over 35) would say 0.86x
     /// where every round but one was twice its baseline.
     #[test]
     fn the_paired_ratio_is_the_median_of_each_rounds_ratio() {
-        let rounds = [20.0, 40.0, 100.0, 10.0];
-        let baseline = [10.0, 20.0, 50.0, 100.0];
+        let rounds = in_phase(&[20.0, 40.0, 100.0, 10.0]);
+        let baseline = in_phase(&[10.0, 20.0, 50.0, 100.0]);
         assert_eq!(paired_ratio(&rounds, &baseline), Some(2.0));
-        assert_eq!(paired_ratio(&rounds, &[10.0, f64::NAN, 50.0, 100.0]), None);
+        let nan = in_phase(&[10.0, f64::NAN, 50.0, 100.0]);
+        assert_eq!(paired_ratio(&rounds, &nan), None);
         assert_eq!(paired_ratio(&[], &[]), None);
         let line = variant_line(&VARIANTS[1], &rounds, &baseline);
         assert_eq!(line.fields["paired_ratio"], 2.0);
         // A raw round the kernel refused has no figure (`GsoConfig::refused`: NaN).
-        let refused = variant_line(&VARIANTS[0], &rounds, &[f64::NAN; 4]);
+        let refused = variant_line(&VARIANTS[0], &rounds, &in_phase(&[f64::NAN; 4]));
         assert!(!refused.fields.contains_key("paired_ratio"));
-        let zero = variant_line(&VARIANTS[0], &rounds, &[0.0; 4]);
+        assert_eq!(refused.phase, None);
+        let zero = variant_line(&VARIANTS[0], &rounds, &in_phase(&[0.0; 4]));
         assert!(!zero.fields.contains_key("paired_ratio"));
+    }
+
+    /// The report judges the line by its ratio within one phase: here the one round whose
+    /// four probes agree (2.0x), not the medians' 0.86x nor every round's 2.0x and 0.1x.
+    #[test]
+    fn the_ratio_judged_is_the_one_within_one_phase() {
+        let fast = Span {
+            before: 12.0,
+            after: 12.5,
+        };
+        let slow = Span {
+            before: 2.1,
+            after: 2.2,
+        };
+        let rounds = [(20.0, fast), (40.0, slow), (10.0, fast)];
+        let baseline = [(10.0, fast), (35.0, fast), (100.0, slow)];
+        let line = variant_line(&VARIANTS[1], &rounds, &baseline);
+        let p = line.phase.unwrap();
+        assert_eq!((p.ratio, p.rounds), (2.0, 1));
+        let report = super::super::Report {
+            lines: vec![
+                Measurement {
+                    key: VARIANTS[0].key.to_owned(),
+                    label: "q1".to_owned(),
+                    value: 35.0,
+                    unit: Unit::GbitPerSec,
+                    detail: String::new(),
+                    baseline: None,
+                    phase: None,
+                    fields: Map::new(),
+                },
+                line,
+            ],
+        };
+        assert_eq!(report.ratio_to_baseline(&report.lines[1]), Some(2.0));
+        let r = report.ratio_of_figures(&report.lines[1]).unwrap();
+        assert!((r - 20.0 / 35.0).abs() < 1e-9);
+        let json = report.to_json();
+        assert_eq!(json[VARIANTS[1].key]["ratio"], 2.0);
+        assert_eq!(json[VARIANTS[1].key]["phase_rounds"], 1);
+        let mut text = Vec::new();
+        report.print(&mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("= 2.00x perftest_write_bw_q1 in one phase (1 rounds, copy 12.2 GB/s; figures 0.57x)"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -231,6 +311,7 @@ mod tests {
             unit: Unit::GbitPerSec,
             detail: format!("round {g}"),
             baseline: None,
+            phase: None,
             fields: Map::new(),
         };
         let m = median_line(vec![round(3.0), round(1.0), round(2.0), round(4.0)]);

@@ -28,6 +28,7 @@ use softrnic_uapi::{
     SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
+use super::phase::{phase_ratio, PhaseRatio, Prober, Span};
 use super::{parse_list, Measurement, Unit};
 use crate::rig::{err, wr};
 
@@ -62,6 +63,9 @@ pub struct Scaling {
     pub recovery: Recovery,
     /// The rounds this count ran; the figures are those of the median one.
     pub rounds: usize,
+    /// Beyond the first count: its ratio to the first count's figure, round by round, in the
+    /// rounds where the machine stayed in one phase ([`super::phase`]).
+    pub phase: Option<PhaseRatio>,
 }
 
 /// The recovery the two devices went through during a count: packets sent, packets the
@@ -102,25 +106,39 @@ impl Recovery {
 }
 
 /// Runs every count of `counts` for `dur` each, on two fresh devices per count, in `rounds`
-/// rounds (each round every count once, in order: a slow phase of the machine touches every
-/// count alike), and returns each count's median round, in order.
+/// rounds (each round every count once, in order), with the machine's copy speed probed
+/// between runs, and returns each count's median round, in order, each count after the
+/// first with its ratio to the first within one phase.
 ///
 /// Why rounds: the figures of one run moved by a third from run to run on this 2-core VM,
 /// the one-QP baseline as much as the others, so that one run's ratio at 1024 QPs ranged
-/// 0.57x to 0.98x.
+/// 0.57x to 0.98x; and why phases: the machine's own copy speed changes by up to 6x for
+/// seconds at a time.
 ///
 /// # Errors
 /// Opening the devices or a QP, or a WRITE that fails.
 pub fn run(counts: &[usize], dur: Duration, rounds: usize) -> io::Result<Vec<Scaling>> {
     let a: IpAddr = "127.0.0.1".parse().expect("literal");
     let b: IpAddr = "127.0.0.2".parse().expect("literal");
-    let mut runs: Vec<Vec<Scaling>> = vec![Vec::new(); counts.len()];
+    let mut runs: Vec<Vec<(Scaling, Span)>> = vec![Vec::new(); counts.len()];
+    let mut prober = Prober::new()?;
     for _ in 0..rounds.max(1) {
         for (i, &n) in counts.iter().enumerate() {
-            runs[i].push(one_count(a, b, n, dur)?);
+            runs[i].push(prober.measure(|| one_count(a, b, n, dur))?);
         }
     }
-    Ok(runs.into_iter().map(median_round).collect())
+    let figures = |runs: &[(Scaling, Span)]| -> Vec<(f64, Span)> {
+        runs.iter().map(|(s, p)| (s.gbit_per_s, *p)).collect()
+    };
+    let first = figures(&runs[0]);
+    Ok(runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Scaling {
+            phase: (i > 0).then(|| phase_ratio(&figures(r), &first)).flatten(),
+            ..median_round(r.iter().map(|(s, _)| *s).collect())
+        })
+        .collect())
 }
 
 /// The round of median throughput (of an even number, the lower of the middle two): its
@@ -164,6 +182,7 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
                 s.recovery.lane_drops
             ),
             baseline: (i > 0).then(|| key(0)),
+            phase: s.phase,
             fields: serde_json::Map::from_iter([
                 ("qps".to_owned(), json!(s.qps)),
                 ("rounds".to_owned(), json!(s.rounds)),
@@ -369,6 +388,7 @@ fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scalin
         max_per_qp: done.iter().copied().max().unwrap_or(0),
         recovery,
         rounds: 1,
+        phase: None,
     })
 }
 
@@ -409,6 +429,7 @@ mod tests {
             max_per_qp: 2,
             recovery: Recovery::default(),
             rounds: 1,
+            phase: None,
         }
     }
 
@@ -448,5 +469,25 @@ mod tests {
         let report = super::super::Report { lines };
         let r = report.ratio_to_baseline(&report.lines[1]).unwrap();
         assert!((r - 0.9).abs() < 1e-9);
+    }
+
+    /// A count measured with probes around its runs is judged by its ratio within one phase.
+    #[test]
+    fn a_count_with_rounds_in_one_phase_is_judged_by_them() {
+        let phase = PhaseRatio {
+            ratio: 0.5,
+            rounds: 3,
+            copy_gb_per_s: 8.5,
+        };
+        let lines = lines(&[
+            scaling(1, 36.0, 10),
+            Scaling {
+                phase: Some(phase),
+                ..scaling(1024, 45.0, 10)
+            },
+        ]);
+        assert_eq!(lines[1].phase, Some(phase));
+        let report = super::super::Report { lines };
+        assert_eq!(report.ratio_to_baseline(&report.lines[1]), Some(0.5));
     }
 }

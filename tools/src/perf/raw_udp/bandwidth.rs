@@ -117,6 +117,7 @@ impl BwResult {
                 self.loss_ratio() * 100.0
             ),
             baseline: None,
+            phase: None,
             fields: into_map(fields),
         }
     }

@@ -64,6 +64,7 @@ impl LatResult {
             unit: Unit::MeanRttUs,
             detail: self.rtt.detail(),
             baseline: None,
+            phase: None,
             fields,
         }
     }
