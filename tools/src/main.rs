@@ -182,6 +182,11 @@ enum Command {
         /// count's figure.
         #[arg(long, value_parser = perf::qps::parse_counts, conflicts_with = "host")]
         qps: Option<perf::qps::QpCounts>,
+        /// With --qps: one pair of devices for all the counts, which take turns writing in
+        /// slices of 200 ms until each has had --secs; each count judged against the first
+        /// slice by slice (steadier than --rounds on a machine whose speed changes by phases).
+        #[arg(long, requires = "qps", conflicts_with = "rounds")]
+        interleave: bool,
         /// Instead (or with --qps or --all): RC WRITE throughput for each of these message
         /// sizes in bytes (e.g. 4096,16384,65536,262144,1048576), one QP, each next to the
         /// raw UDP GSO+GRO limit for the same packets, measured right before it.
@@ -287,6 +292,7 @@ fn main() -> ExitCode {
             sizes,
             all,
             rounds,
+            interleave,
             ..
         } => perf_options(
             secs,
@@ -295,6 +301,7 @@ fn main() -> ExitCode {
             qps.map(|c| c.0),
             all,
             rounds,
+            interleave,
         )
         .and_then(|o| print_report(&perf::run(&o)?, json)),
         Command::PerfPair { role, bind, secs } => {
@@ -522,6 +529,7 @@ fn perf_options(
     qps: Option<Vec<usize>>,
     all: bool,
     rounds: Option<u64>,
+    interleave: bool,
 ) -> io::Result<perf::Options> {
     let iters = usize::try_from(iters)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
@@ -539,6 +547,7 @@ fn perf_options(
         qps: or_default(qps, &perf::qps::DEFAULT_COUNTS),
         qps_rounds: usize::try_from(rounds.unwrap_or(1))
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--rounds is too large"))?,
+        qps_interleave: interleave,
     })
 }
 

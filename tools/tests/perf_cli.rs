@@ -210,6 +210,50 @@ fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
         .output()
         .unwrap();
     assert!(!bad.status.success(), "a count of 0 is refused");
+    // Every run is probed for the machine's phase; a ratio within one phase says how.
+    let probes = four["rounds_copy_gb_per_s"].as_array().unwrap();
+    assert_eq!(probes.len(), 3, "{four}");
+    if four.get("paired_rounds").is_some() {
+        assert!(
+            four["phase_copy_gb_per_s"].as_f64().unwrap() > 0.0,
+            "{four}"
+        );
+    }
+}
+
+#[test]
+fn perf_qps_interleaved_judges_each_slice_against_the_first_count_s() {
+    let _one = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args([
+            "perf",
+            "--qps",
+            "1,4",
+            "--secs",
+            "0.4",
+            "--interleave",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (one, four) = (&v["rc_write_qps_0"], &v["rc_write_qps_1"]);
+    // 0.4 s in slices of 200 ms: two turns each.
+    assert_eq!(
+        one["rounds_gbit_per_s"].as_array().unwrap().len(),
+        2,
+        "{one}"
+    );
+    assert_eq!(four["paired_rounds"], 2, "{four}");
+    assert_eq!(four["slice_ms"], 200, "{four}");
+    assert!(four["ratio"].as_f64().is_some_and(|r| r > 0.0), "{four}");
+    assert!(four["min_per_qp"].as_u64().is_some_and(|n| n > 0), "{four}");
+    let both = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--qps", "1,4", "--interleave", "--rounds", "2"])
+        .output()
+        .unwrap();
+    assert!(!both.status.success(), "--interleave takes no --rounds");
 }
 
 /// Checks the two `--sizes` lines of `size` in `v`: both name the size, RC WRITE moved data

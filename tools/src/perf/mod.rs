@@ -53,6 +53,9 @@ pub struct Options {
     pub qps: Vec<usize>,
     /// Rounds of the [`qps`] set (each count's figure is its median round).
     pub qps_rounds: usize,
+    /// Whether the [`qps`] counts take turns in slices on one pair of devices
+    /// ([`qps::interleave`]) rather than a run each on fresh devices, in rounds.
+    pub qps_interleave: bool,
 }
 
 impl Default for Options {
@@ -65,6 +68,7 @@ impl Default for Options {
             sizes: Vec::new(),
             qps: Vec::new(),
             qps_rounds: 1,
+            qps_interleave: false,
         }
     }
 }
@@ -81,11 +85,12 @@ pub fn run(opts: &Options) -> io::Result<Report> {
         report.lines.extend(sizes::run(&opts.sizes, opts.duration)?);
     }
     if !opts.qps.is_empty() {
-        report.lines.extend(qps::lines(&qps::run(
-            &opts.qps,
-            opts.duration,
-            opts.qps_rounds,
-        )?));
+        let counts = if opts.qps_interleave {
+            qps::interleave::run(&opts.qps, opts.duration)?
+        } else {
+            qps::run(&opts.qps, opts.duration, opts.qps_rounds)?
+        };
+        report.lines.extend(qps::lines(&counts));
     }
     Ok(report)
 }
@@ -201,10 +206,10 @@ pub struct Measurement {
     pub detail: String,
     /// The key of the line this one is compared with: the raw UDP line for an RC line.
     pub baseline: Option<String>,
-    /// For a bandwidth figure measured in rounds with the machine's phase probed around each
-    /// run ([`phase`]): its ratio to the baseline within one phase, which is then the ratio
-    /// the report gives; the ratio of the two figures is printed beside it.
-    pub phase: Option<phase::PhaseRatio>,
+    /// For a bandwidth figure measured in rounds within one phase of the machine ([`phase`]):
+    /// its ratio to the baseline round by round, which is then the ratio the report gives;
+    /// the ratio of the two figures is printed beside it.
+    pub phase: Option<phase::PairedRatio>,
     /// Every figure of the measurement, for `--json`.
     pub fields: Map<String, Value>,
 }
@@ -260,11 +265,20 @@ impl Report {
             if let Some(b) = &m.baseline {
                 match (m.phase, self.ratio_of_figures(m)) {
                     (Some(p), figures) => {
-                        write!(
-                            out,
-                            "  = {:.2}x {b} in one phase ({} rounds, copy {:.1} GB/s",
-                            p.ratio, p.rounds, p.copy_gb_per_s
-                        )?;
+                        write!(out, "  = {:.2}x {b} ", p.ratio)?;
+                        match p.pairing {
+                            phase::Pairing::Probed { copy_gb_per_s } => write!(
+                                out,
+                                "in one phase ({} rounds, copy {copy_gb_per_s:.1} GB/s",
+                                p.rounds
+                            )?,
+                            phase::Pairing::Slices { slice } => write!(
+                                out,
+                                "slice by slice ({} slices of {} ms",
+                                p.rounds,
+                                slice.as_millis()
+                            )?,
+                        }
                         if let Some(f) = figures {
                             write!(out, "; figures {f:.2}x")?;
                         }
@@ -281,7 +295,7 @@ impl Report {
 
     /// One object: per line, its key mapped to its label and fields, and for a line with a
     /// baseline, `baseline` (the key) and `ratio` (for a line judged within one phase, also
-    /// `ratio_of_figures`, `phase_rounds` and `phase_copy_gb_per_s`).
+    /// `ratio_of_figures`, `paired_rounds`, and `phase_copy_gb_per_s` or `slice_ms`).
     pub fn to_json(&self) -> Value {
         let mut all = Map::new();
         for m in &self.lines {
@@ -293,8 +307,15 @@ impl Report {
                 o.insert("ratio".into(), self.ratio_to_baseline(m).into());
                 if let Some(p) = m.phase {
                     o.insert("ratio_of_figures".into(), self.ratio_of_figures(m).into());
-                    o.insert("phase_rounds".into(), p.rounds.into());
-                    o.insert("phase_copy_gb_per_s".into(), p.copy_gb_per_s.into());
+                    o.insert("paired_rounds".into(), p.rounds.into());
+                    match p.pairing {
+                        phase::Pairing::Probed { copy_gb_per_s } => {
+                            o.insert("phase_copy_gb_per_s".into(), copy_gb_per_s.into())
+                        }
+                        phase::Pairing::Slices { slice } => {
+                            o.insert("slice_ms".into(), (slice.as_millis() as u64).into())
+                        }
+                    };
                 }
             }
             all.insert(m.key.clone(), Value::Object(o));

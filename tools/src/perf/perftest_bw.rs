@@ -292,7 +292,7 @@ mod tests {
         assert!((r - 20.0 / 35.0).abs() < 1e-9);
         let json = report.to_json();
         assert_eq!(json[VARIANTS[1].key]["ratio"], 2.0);
-        assert_eq!(json[VARIANTS[1].key]["phase_rounds"], 1);
+        assert_eq!(json[VARIANTS[1].key]["paired_rounds"], 1);
         let mut text = Vec::new();
         report.print(&mut text).unwrap();
         let text = String::from_utf8(text).unwrap();

@@ -170,22 +170,39 @@ pub fn one_phase(spans: &[Span]) -> bool {
     lo > 0.0 && hi <= lo * AGREE
 }
 
-/// A figure judged against its baseline round by round, within one phase.
+/// A figure judged against its baseline round by round, within one phase of the machine.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PhaseRatio {
-    /// The median, over the rounds in one phase, of the figure over the baseline's figure of
-    /// the same round.
+pub struct PairedRatio {
+    /// The median, over the rounds judged, of the figure over the baseline's figure of the
+    /// same round.
     pub ratio: f64,
-    /// Rounds in one phase.
+    /// Rounds judged.
     pub rounds: usize,
-    /// The copy speed of those rounds (the median of their probes), GB/s.
-    pub copy_gb_per_s: f64,
+    /// How those rounds were kept within one phase.
+    pub pairing: Pairing,
+}
+
+/// How a [`PairedRatio`]'s rounds were kept within one phase of the machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pairing {
+    /// Runs of whole seconds, judged only where the probes around both agreed.
+    Probed {
+        /// The copy speed of those rounds (the median of their probes), GB/s.
+        copy_gb_per_s: f64,
+    },
+    /// Slices taking turns on the same devices, each judged against the baseline's slice of
+    /// the same turn, at most a few slices earlier: shorter than the machine's phases, so
+    /// rarely in another (`qps/interleave.rs`).
+    Slices {
+        /// How long each slice kept posting.
+        slice: Duration,
+    },
 }
 
 /// The figure `rounds[i].0` over `baseline[i].0` in each round `i` whose two runs' probes are
 /// in one phase, and the median of those ratios; `None` when no round was (or a baseline
 /// figure there is not a positive number).
-pub fn phase_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<PhaseRatio> {
+pub fn phase_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<PairedRatio> {
     let mut ratios = Vec::new();
     let mut probes = Vec::new();
     for (&(v, vs), &(b, bs)) in rounds.iter().zip(baseline) {
@@ -198,10 +215,12 @@ pub fn phase_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<P
         ratios.push(v / b);
         probes.extend([vs.before, vs.after, bs.before, bs.after]);
     }
-    (!ratios.is_empty()).then(|| PhaseRatio {
+    (!ratios.is_empty()).then(|| PairedRatio {
         ratio: median(&ratios),
         rounds: ratios.len(),
-        copy_gb_per_s: median(&probes),
+        pairing: Pairing::Probed {
+            copy_gb_per_s: median(&probes),
+        },
     })
 }
 
@@ -236,7 +255,12 @@ mod tests {
         let baseline = [(100.0, fast), (20.0, slow), (95.0, fast), (100.0, fast)];
         let p = phase_ratio(&rounds, &baseline).unwrap();
         assert_eq!((p.ratio, p.rounds), (0.95, 2));
-        assert_eq!(p.copy_gb_per_s, 12.25);
+        assert_eq!(
+            p.pairing,
+            Pairing::Probed {
+                copy_gb_per_s: 12.25
+            }
+        );
         assert_eq!(phase_ratio(&rounds[1..2], &baseline[1..2]), None);
         let refused = [(f64::NAN, fast)];
         assert_eq!(phase_ratio(&rounds[..1], &refused), None);

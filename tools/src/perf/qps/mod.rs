@@ -17,20 +17,19 @@
 //! send window, `provider/src/nic/turns.rs`) is what the figure measures. Every QP writes to
 //! the same 64 KiB of the target, as perftest's do.
 
-use std::collections::HashMap;
+pub mod interleave;
+mod pairs;
+
 use std::io;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
-use softrnic_uapi::{
-    Access, ConnectAttr, Context, OpenOptions, Progress, QpCaps, QpInitAttr, QueuePair, RemoteAddr,
-    SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
-};
+use softrnic_uapi::Context;
 
-use super::phase::{phase_ratio, PhaseRatio, Prober, Span};
+use super::phase::{phase_ratio, PairedRatio, Prober, Span};
 use super::{parse_list, Measurement, Unit};
-use crate::rig::{err, wr};
+use pairs::Pairs;
 
 /// Bytes per WRITE.
 const MSG: usize = 65536;
@@ -47,7 +46,7 @@ pub fn depth(qps: usize) -> usize {
 pub const MAX_QPS: usize = 1024;
 
 /// One count's result.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Scaling {
     /// QPs writing at once.
     pub qps: usize,
@@ -65,7 +64,11 @@ pub struct Scaling {
     pub rounds: usize,
     /// Beyond the first count: its ratio to the first count's figure, round by round, in the
     /// rounds where the machine stayed in one phase ([`super::phase`]).
-    pub phase: Option<PhaseRatio>,
+    pub phase: Option<PairedRatio>,
+    /// Every round's figure (Gbit/s), in order.
+    pub each_round: Vec<f64>,
+    /// The copy speed probed before and after each round, where it was.
+    pub probes: Vec<Span>,
 }
 
 /// The recovery the two devices went through during a count: packets sent, packets the
@@ -103,6 +106,18 @@ impl Recovery {
             lane_drops: w.local_dropped + t.local_dropped,
         }
     }
+
+    /// What was counted between `before` and `self` (both read from the same devices),
+    /// added to `total`.
+    fn add_since(self, before: Recovery, total: &mut Recovery) {
+        total.sent_pkts += self.sent_pkts - before.sent_pkts;
+        total.acks += self.acks - before.acks;
+        total.timeout_resends += self.timeout_resends - before.timeout_resends;
+        total.retries += self.retries - before.retries;
+        total.seq_naks += self.seq_naks - before.seq_naks;
+        total.duplicate_request += self.duplicate_request - before.duplicate_request;
+        total.lane_drops += self.lane_drops - before.lane_drops;
+    }
 }
 
 /// Runs every count of `counts` for `dur` each, on two fresh devices per count, in `rounds`
@@ -136,7 +151,9 @@ pub fn run(counts: &[usize], dur: Duration, rounds: usize) -> io::Result<Vec<Sca
         .enumerate()
         .map(|(i, r)| Scaling {
             phase: (i > 0).then(|| phase_ratio(&figures(r), &first)).flatten(),
-            ..median_round(r.iter().map(|(s, _)| *s).collect())
+            each_round: r.iter().map(|(s, _)| s.gbit_per_s).collect(),
+            probes: r.iter().map(|(_, p)| *p).collect(),
+            ..median_round(r.iter().map(|(s, _)| s.clone()).collect())
         })
         .collect())
 }
@@ -148,7 +165,7 @@ fn median_round(mut rounds: Vec<Scaling>) -> Scaling {
     let rounds_run = rounds.len();
     Scaling {
         rounds: rounds_run,
-        ..rounds[(rounds_run - 1) / 2]
+        ..rounds.swap_remove((rounds_run - 1) / 2)
     }
 }
 
@@ -186,6 +203,15 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
             fields: serde_json::Map::from_iter([
                 ("qps".to_owned(), json!(s.qps)),
                 ("rounds".to_owned(), json!(s.rounds)),
+                ("rounds_gbit_per_s".to_owned(), json!(s.each_round)),
+                (
+                    "rounds_copy_gb_per_s".to_owned(),
+                    json!(s
+                        .probes
+                        .iter()
+                        .map(|p| [p.before, p.after])
+                        .collect::<Vec<_>>()),
+                ),
                 ("gbit_per_s".to_owned(), json!(s.gbit_per_s)),
                 ("messages".to_owned(), json!(s.messages)),
                 ("min_per_qp".to_owned(), json!(s.min_per_qp)),
@@ -226,181 +252,23 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// One side's device and its QPs.
-struct Side {
-    ctx: Context,
-    qps: Vec<QueuePair>,
-}
-
-fn open(addr: IpAddr, seed: u64, progress: Progress) -> io::Result<Context> {
-    Context::open(
-        addr,
-        OpenOptions {
-            progress,
-            key_seed: seed,
-        },
-    )
-}
-
-/// `n` QP pairs streaming WRITEs from `a` to `b` for `dur`.
+/// `n` QP pairs streaming WRITEs from `a` to `b` for `dur`, on two fresh devices.
 fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scaling> {
-    if n == 0 || n > MAX_QPS {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("--qps counts are 1 to {MAX_QPS}, not {n}"),
-        ));
-    }
     let d = depth(n);
-    let (ca, cb) = (
-        open(a, 11, Progress::Polling)?,
-        open(b, 12, Progress::Thread)?,
-    );
-    let (pa, pb) = (ca.alloc_pd(), cb.alloc_pd());
-    let src = pa.reg_mr(1 << 20, Access::LOCAL_WRITE).map_err(err)?;
-    let dst = pb
-        .reg_mr(MSG, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-        .map_err(err)?;
-    let cq_a = ca.create_cq((2 * n * d).max(256)).map_err(err)?;
-    let cq_b = cb.create_cq(256).map_err(err)?;
-    let cap = QpCaps {
-        max_send_wr: d as u32,
-        max_recv_wr: 1,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let mut sa = Side {
-        ctx: ca.clone(),
-        qps: Vec::with_capacity(n),
-    };
-    let mut sb = Side {
-        ctx: cb.clone(),
-        qps: Vec::with_capacity(n),
-    };
-    for _ in 0..n {
-        sa.qps
-            .push(pa.create_qp(&QpInitAttr::rc(&cq_a, cap)).map_err(err)?);
-        sb.qps
-            .push(pb.create_qp(&QpInitAttr::rc(&cq_b, cap)).map_err(err)?);
-    }
-    let mtu = ca.query_port().active_mtu.min(cb.query_port().active_mtu);
-    for (qa, qb) in sa.qps.iter().zip(&sb.qps) {
-        let attr = ConnectAttr {
-            path_mtu: mtu,
-            ..ConnectAttr::default()
-        };
-        qa.connect(&ConnectAttr {
-            dest: b,
-            dest_qp_num: qb.qp_num(),
-            sq_psn: 0x1234,
-            rq_psn: 0x5678,
-            ..attr
-        })
-        .map_err(err)?;
-        qb.connect(&ConnectAttr {
-            dest: a,
-            dest_qp_num: qa.qp_num(),
-            sq_psn: 0x5678,
-            rq_psn: 0x1234,
-            ..attr
-        })
-        .map_err(err)?;
-    }
-    let remote = RemoteAddr {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
-    // One WR per QP, built once; each QP reads its own 64 KiB of the source (16 of them).
-    let mut wrs: Vec<SendWr> = (0..n)
-        .map(|i| {
-            wr(
-                0,
-                SendOpcode::RdmaWrite,
-                vec![src.sge((i % 16) * MSG, MSG as u32)],
-                remote,
-            )
-        })
-        .collect();
-    let index: HashMap<u32, usize> = sa
-        .qps
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.qp_num(), i))
-        .collect();
-    let mut done = vec![0u64; n];
-    let mut outstanding = 0usize;
-    let post = |i: usize, wrs: &mut [SendWr], qps: &[QueuePair]| -> io::Result<()> {
-        wrs[i].wr_id = i as u64;
-        qps[i]
-            .post_send(std::slice::from_ref(&wrs[i]))
-            .map_err(|(_, e)| err(e))
-    };
-    let start = Instant::now();
-    for i in 0..n {
-        for _ in 0..d {
-            post(i, &mut wrs, &sa.qps)?;
-            outstanding += 1;
-        }
-    }
-    let mut wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::RdmaWrite, 0); 64];
-    let mut last_progress = Instant::now();
-    while outstanding > 0 {
-        let got = cq_a.poll(&mut wcs).map_err(err)?;
-        if got > 0 {
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > Duration::from_secs(10) {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("{n} QPs: no completion in 10 s"),
-            ));
-        }
-        let sending = start.elapsed() < dur;
-        for wc in &wcs[..got] {
-            if wc.status != WcStatus::Success {
-                return Err(io::Error::other(format!(
-                    "{n} QPs: a WRITE ended in {:?} (writer: {}; target: {})",
-                    wc.status,
-                    nonzero_counters(&sa.ctx),
-                    nonzero_counters(&sb.ctx),
-                )));
-            }
-            let i = *index.get(&wc.qp_num).ok_or_else(|| {
-                io::Error::other(format!("a completion of unknown QP {:#x}", wc.qp_num))
-            })?;
-            done[i] += 1;
-            outstanding -= 1;
-            if sending {
-                post(i, &mut wrs, &sa.qps)?;
-                outstanding += 1;
-            }
-        }
-    }
-    let took = start.elapsed();
-    let recovery = Recovery::of(&sa.ctx, &sb.ctx);
-    let messages: u64 = done.iter().sum();
-    drop(sa);
-    drop(sb);
+    let mut pairs = Pairs::open(a, b, n, d)?;
+    let s = pairs.stream(n, d, dur)?;
     Ok(Scaling {
         qps: n,
-        gbit_per_s: messages as f64 * MSG as f64 * 8.0 / took.as_secs_f64() / 1e9,
-        messages,
-        min_per_qp: done.iter().copied().min().unwrap_or(0),
-        max_per_qp: done.iter().copied().max().unwrap_or(0),
-        recovery,
+        gbit_per_s: s.gbit_per_s(),
+        messages: s.messages(),
+        min_per_qp: s.done.iter().copied().min().unwrap_or(0),
+        max_per_qp: s.done.iter().copied().max().unwrap_or(0),
+        recovery: pairs.recovery(),
         rounds: 1,
         phase: None,
+        each_round: Vec::new(),
+        probes: Vec::new(),
     })
-}
-
-/// A device's counters that are not zero, as `name=value` (what a failure report shows).
-fn nonzero_counters(ctx: &Context) -> String {
-    let (c, _) = ctx.device().observe();
-    let named: Vec<String> = c
-        .values()
-        .filter(|&(_, v)| v != 0)
-        .map(|(name, v)| format!("{name}={v}"))
-        .collect();
-    named.join(" ")
 }
 
 /// The QP counts of `--qps`, in order.
@@ -430,6 +298,8 @@ mod tests {
             recovery: Recovery::default(),
             rounds: 1,
             phase: None,
+            each_round: Vec::new(),
+            probes: Vec::new(),
         }
     }
 
@@ -474,10 +344,11 @@ mod tests {
     /// A count measured with probes around its runs is judged by its ratio within one phase.
     #[test]
     fn a_count_with_rounds_in_one_phase_is_judged_by_them() {
-        let phase = PhaseRatio {
+        use crate::perf::phase::Pairing;
+        let phase = PairedRatio {
             ratio: 0.5,
             rounds: 3,
-            copy_gb_per_s: 8.5,
+            pairing: Pairing::Probed { copy_gb_per_s: 8.5 },
         };
         let lines = lines(&[
             scaling(1, 36.0, 10),
