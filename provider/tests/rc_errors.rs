@@ -1488,6 +1488,49 @@ fn a_lost_last_packet_is_resent_after_the_round_trip_not_the_timeout() {
     );
 }
 
+/// An early resend goes back to the oldest unacknowledged PSN and resends only it (the
+/// probe whose ACK says how far the peer got), while the rest of the message may still wait
+/// unread at the peer: the QP keeps counting all of it in its device's send window until
+/// the peer makes progress, so that other QPs do not fill a receiver that holds it.
+#[test]
+fn an_early_resend_keeps_what_it_went_back_over_in_the_device_window() {
+    let mut p = Pair::new(
+        FabricConfig {
+            delay_ns: 20_000,
+            ..FabricConfig::default()
+        },
+        43,
+        Connect::default(),
+    );
+    let window = softrnic_provider::rc::DeviceWindow::new();
+    p.a.qp.share_window(window.clone());
+    let a_mem = p.a.region(4096, ALL);
+    let b_mem = p.b.region(4096, ALL);
+    // A first WRITE measures the round trip (40 µs).
+    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
+    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
+    assert_eq!(window.in_flight(), 0);
+    // Four packets (PMTU 1024) to a peer that now answers 10 ms later: past the early
+    // interval (a few round trips, at least MIN_RTO), short of the 67 ms timeout.
+    p.fabric.set_config(FabricConfig {
+        delay_ns: 5_000_000,
+        ..FabricConfig::default()
+    });
+    p.a.post_write(2, sge_of(&a_mem, 0, 4096), remote_of(&b_mem, 0));
+    p.step();
+    assert_eq!(window.in_flight(), 4);
+    p.run_until(10_000, |p| p.a.qp.counters().timeout_resends == 1);
+    assert_eq!(p.a.qp.counters().completer_retry_err, 0, "an early resend");
+    assert_eq!(
+        window.in_flight(),
+        4,
+        "the four packets still count while only the first was resent"
+    );
+    p.run_until(100_000, |p| p.a.send_wcs.len() == 2);
+    assert_eq!(wc_statuses(&p.a.send_wcs)[1], (2, WcStatus::Success));
+    assert_eq!(window.in_flight(), 0, "acknowledged: nothing counts");
+}
+
 /// Packets a link swaps with their neighbour are held by the responder and executed in
 /// order once the late one arrives (`responder/reorder.rs`): no NAK, nothing resent, and
 /// the data lands whole. SENDs and WRITEs of four packets each, a third of the packets

@@ -37,11 +37,13 @@ impl Qp {
         self.count_window();
     }
 
-    /// Counts the requester's outstanding PSNs in the device's window: none outside RTS and
-    /// SQD, nor for a transport without ACKs.
+    /// Counts the requester's outstanding PSNs in the device's window: from the oldest
+    /// unacknowledged one to the furthest sent, also after an early resend went back (those
+    /// packets may still wait at the peer); none outside RTS and SQD, nor for a transport
+    /// without ACKs.
     pub(super) fn count_window(&mut self) {
         let n = if matches!(self.state, QpState::Rts | QpState::Sqd) && self.ctx.is_reliable() {
-            self.req.next_psn.distance_from(self.req.una)
+            self.req.sent_through().distance_from(self.req.una)
         } else {
             0
         };

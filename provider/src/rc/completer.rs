@@ -203,8 +203,10 @@ impl Requester {
             let unasked = self.rc.unasked.packets;
             debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = una.value(), next = self.next_psn.value(), max = self.max_psn.value(), waits = self.seat.waits(), unasked, counted, srtt_us, rttvar_us, "local ACK timeout");
             let resent = if counted {
+                self.rc.held = None;
                 self.retry_from(ctx, una, ev)
             } else {
+                self.rc.held = Some(self.sent_through());
                 self.go_back(ctx, una);
                 true
             };
@@ -434,6 +436,7 @@ impl Requester {
     pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
         self.rc.resend_probe = None;
+        self.rc.held = None;
         self.rc.rto.progress(self.una, now);
         match ctx.ack_timeout {
             Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rc.rto.arm(now, d)),

@@ -67,6 +67,11 @@ pub(crate) struct RcState {
     /// READ responses of the front WQE that arrived ahead of `una` and were placed: bit `i`
     /// is PSN `una + i` (`completer.rs`).
     pub read_ahead: u64,
+    /// After an early resend (`requester/rto.rs`): the furthest PSN sent before going back.
+    /// The packets before it may still wait unread at the peer, so they stay counted in the
+    /// device's send window (`qp/window.rs`) until the peer makes progress or a counted
+    /// timeout says they were lost.
+    pub held: Option<Psn>,
 }
 
 impl RcState {
@@ -83,6 +88,7 @@ impl RcState {
             resend_probe: None,
             ask_next: false,
             read_ahead: 0,
+            held: None,
         }
     }
 }
@@ -179,6 +185,15 @@ impl Requester {
             if let Some(d) = ctx.ack_timeout {
                 timers.set(Timer::Retransmit, self.rc.rto.arm(now, d));
             }
+        }
+    }
+
+    /// The PSN after the furthest one sent: `next_psn`, or where it was before an early
+    /// resend went back from it, if further.
+    pub fn sent_through(&self) -> Psn {
+        match self.rc.held {
+            Some(h) if h.cmp_modular(self.next_psn) == std::cmp::Ordering::Greater => h,
+            _ => self.next_psn,
         }
     }
 

@@ -27,9 +27,15 @@
 //!   offer, and the device puts it first ([`Seat::resumes`]): its peer is waiting for those
 //!   packets, and behind a thousand others its retransmit timer would run out.
 //!
-//! A QP counts the PSNs from its oldest unacknowledged one to its next one to send: after a
-//! retransmit timeout it goes back to resend from the oldest, and counts none until it has
-//! resent them, so a QP whose peer died holds up the others for one timeout at most. A QP in
+//! A QP counts the PSNs from its oldest unacknowledged one to the furthest it has sent. An
+//! early resend (`rto.rs`, before the local ACK timeout) goes back to the oldest and resends
+//! it alone as a probe, while what followed may still wait unread at the peer: those PSNs
+//! stay counted until the peer makes progress. (Counting only up to the next PSN to send
+//! freed them at once; with 1024 QPs timing out together on a target whose thread had not
+//! run, the others refilled the window behind them and overran the target's lanes by
+//! thousands of packets a run.) After a counted timeout (a whole local ACK timeout without
+//! progress) it counts none until it has resent them, so a QP whose peer died holds up the
+//! others for one timeout at most. A QP in
 //! any state but RTS and SQD counts none. The count lives in one atomic the device's
 //! requesters share ([`DeviceWindow`]); each holds its part in a [`Seat`] and gives it back
 //! when it is dropped.
