@@ -1531,6 +1531,45 @@ fn an_early_resend_keeps_what_it_went_back_over_in_the_device_window() {
     assert_eq!(window.in_flight(), 0, "acknowledged: nothing counts");
 }
 
+/// A dead peer behind a whole window: the early resend keeps the window's 512 PSNs counted
+/// (above), and its probe still leaves (it takes no room), so the retries run their course
+/// and the WR ends in `IBV_WC_RETRY_EXC_ERR` rather than waiting for room forever.
+#[test]
+fn an_early_resend_of_a_whole_window_to_a_dead_peer_still_ends_in_retry_exceeded() {
+    let c = Connect {
+        timeout: 10, // 4 ms
+        retry_cnt: 1,
+        ..Connect::default()
+    };
+    let mut p = Pair::new(
+        FabricConfig {
+            delay_ns: 20_000,
+            ..FabricConfig::default()
+        },
+        44,
+        c,
+    );
+    let window = softrnic_provider::rc::DeviceWindow::new();
+    p.a.qp.share_window(window.clone());
+    let len = softrnic_provider::rc::DEVICE_WINDOW_PSNS as usize * 1024;
+    let a_mem = p.a.region(len, ALL);
+    let b_mem = p.b.region(len, ALL);
+    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
+    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
+    p.fabric.set_config(FabricConfig {
+        loss: 1.0,
+        ..FabricConfig::default()
+    });
+    p.a.post_write(2, sge_of(&a_mem, 0, len as u32), remote_of(&b_mem, 0));
+    p.run_until(100_000, |p| p.a.send_wcs.len() == 2);
+    assert_eq!(wc_statuses(&p.a.send_wcs)[1], (2, WcStatus::RetryExcErr));
+    let c = p.a.qp.counters();
+    assert!(
+        c.timeout_resends > c.completer_retry_err,
+        "early resends came first: {c:?}"
+    );
+}
+
 /// Packets a link swaps with their neighbour are held by the responder and executed in
 /// order once the late one arrives (`responder/reorder.rs`): no NAK, nothing resent, and
 /// the data lands whole. SENDs and WRITEs of four packets each, a third of the packets
