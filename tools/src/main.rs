@@ -182,10 +182,11 @@ enum Command {
         /// count's figure.
         #[arg(long, value_parser = perf::qps::parse_counts, conflicts_with = "host")]
         qps: Option<perf::qps::QpCounts>,
-        /// With --qps: one pair of devices for all the counts, which take turns writing in
-        /// slices of 200 ms until each has had --secs; each count judged against the first
-        /// slice by slice (steadier than --rounds on a machine whose speed changes by phases).
-        #[arg(long, requires = "qps", conflicts_with = "rounds")]
+        /// With --qps or --all: one pair of devices for all the QP counts, which take turns
+        /// writing in slices of 200 ms until each has had --secs; each count judged against
+        /// the first slice by slice (steadier than --rounds on a machine whose speed changes
+        /// by phases).
+        #[arg(long, conflicts_with_all = ["rounds", "host", "perftest"])]
         interleave: bool,
         /// Instead (or with --qps or --all): RC WRITE throughput for each of these message
         /// sizes in bytes (e.g. 4096,16384,65536,262144,1048576), one QP, each next to the
@@ -533,6 +534,12 @@ fn perf_options(
 ) -> io::Result<perf::Options> {
     let iters = usize::try_from(iters)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--iters is too large"))?;
+    if interleave && qps.is_none() && !all {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--interleave is for QP counts: give --qps or --all",
+        ));
+    }
     let standard = all || (sizes.is_none() && qps.is_none());
     let or_default = |given: Option<Vec<usize>>, default: &[usize]| {
         given

@@ -254,6 +254,15 @@ fn perf_qps_interleaved_judges_each_slice_against_the_first_count_s() {
         .output()
         .unwrap();
     assert!(!both.status.success(), "--interleave takes no --rounds");
+    let alone = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["perf", "--interleave"])
+        .output()
+        .unwrap();
+    assert!(!alone.status.success(), "--interleave needs QP counts");
+    assert!(
+        String::from_utf8_lossy(&alone.stderr).contains("--qps or --all"),
+        "{alone:?}"
+    );
 }
 
 /// Checks the two `--sizes` lines of `size` in `v`: both name the size, RC WRITE moved data
