@@ -2,7 +2,6 @@
 //! and a target at the other, N RC QPs connected pairwise, and the loop that keeps the first
 //! `k` of them writing for a while.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -29,11 +28,10 @@ pub struct Pairs {
     _src: MemoryRegion,
     _dst: MemoryRegion,
     cq: Cq,
-    /// One WRITE per QP, built once; each QP reads its own 64 KiB of the source (16 of them)
-    /// and every QP writes the same 64 KiB of the target, as perftest's do.
+    /// One WRITE per QP, built once, its wr_id the QP's index; each QP reads its own 64 KiB
+    /// of the source (16 of them) and every QP writes the same 64 KiB of the target, as
+    /// perftest's do.
     wrs: Vec<SendWr>,
-    /// A writer QP's index by its number.
-    index: HashMap<u32, usize>,
 }
 
 impl Pairs {
@@ -105,11 +103,6 @@ impl Pairs {
                 wr(i as u64, SendOpcode::RdmaWrite, vec![sge], remote)
             })
             .collect();
-        let index = qas
-            .iter()
-            .enumerate()
-            .map(|(i, q)| (q.qp_num(), i))
-            .collect();
         Ok(Pairs {
             writer: ca,
             target: cb,
@@ -120,7 +113,6 @@ impl Pairs {
             _dst: dst,
             cq: cq_a,
             wrs,
-            index,
         })
     }
 
@@ -168,15 +160,15 @@ impl Pairs {
                         nonzero_counters(&self.target),
                     )));
                 }
-                let i = match self.index.get(&wc.qp_num) {
-                    Some(&i) if i < k => i,
-                    _ => {
-                        return Err(io::Error::other(format!(
-                            "a completion of QP {:#x}, not one of the {k} writing",
-                            wc.qp_num
-                        )))
-                    }
-                };
+                // Each QP's WRITE carries the QP's index as its wr_id (as perftest's do),
+                // which its completion gives back.
+                let i = wc.wr_id as usize;
+                if i >= k || self.writer_qps[i].qp_num() != wc.qp_num {
+                    return Err(io::Error::other(format!(
+                        "a completion of QP {:#x} (wr_id {}), not one of the {k} writing",
+                        wc.qp_num, wc.wr_id
+                    )));
+                }
                 done[i] += 1;
                 outstanding -= 1;
                 if sending {
