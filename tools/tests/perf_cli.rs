@@ -180,17 +180,22 @@ fn perf_host_json_has_every_pair_count_and_the_pingpong_pair() {
     );
 }
 
-#[test]
-fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
-    let _one = serial();
+/// `softrnic perf ARGS --json`, which must succeed: its report.
+fn perf_json(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
-        .args([
-            "perf", "--qps", "1,4", "--secs", "0.2", "--rounds", "3", "--json",
-        ])
+        .arg("perf")
+        .args(args)
+        .arg("--json")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
+    let _one = serial();
+    let v = perf_json(&["--qps", "1,4", "--secs", "0.2", "--rounds", "3"]);
     let (one, four) = (&v["rc_write_qps_0"], &v["rc_write_qps_1"]);
     assert_eq!(
         (one["qps"].as_u64(), four["qps"].as_u64()),
@@ -224,20 +229,7 @@ fn perf_qps_gives_a_line_per_count_judged_against_the_first() {
 #[test]
 fn perf_qps_interleaved_judges_each_slice_against_the_first_count_s() {
     let _one = serial();
-    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
-        .args([
-            "perf",
-            "--qps",
-            "1,4",
-            "--secs",
-            "0.4",
-            "--interleave",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = perf_json(&["--qps", "1,4", "--secs", "0.4", "--interleave"]);
     let (one, four) = (&v["rc_write_qps_0"], &v["rc_write_qps_1"]);
     // 0.4 s in slices of 200 ms: two turns each.
     assert_eq!(
