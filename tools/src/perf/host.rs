@@ -173,7 +173,7 @@ fn median_line(
         unit,
         detail: detail.replace("{}", &runs.len().to_string()),
         baseline: baseline.map(str::to_owned),
-        phase: None,
+        paired: None,
         fields: Map::from_iter([
             (field.to_owned(), value.into()),
             (format!("rounds_{field}"), runs.to_vec().into()),

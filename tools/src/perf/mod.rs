@@ -123,7 +123,7 @@ fn rc_write_line(key: &str, msg: usize, gbit: f64, baseline: &str) -> Measuremen
         unit: Unit::GbitPerSec,
         detail: "16 outstanding, one thread polls both devices".to_owned(),
         baseline: Some(baseline.to_owned()),
-        phase: None,
+        paired: None,
         fields: Map::from_iter([
             ("message_len".to_owned(), msg.into()),
             ("gbit_per_s".to_owned(), gbit.into()),
@@ -209,7 +209,7 @@ pub struct Measurement {
     /// For a bandwidth figure measured in rounds within one phase of the machine ([`phase`]):
     /// its ratio to the baseline round by round, which is then the ratio the report gives;
     /// the ratio of the two figures is printed beside it.
-    pub phase: Option<phase::PairedRatio>,
+    pub paired: Option<phase::PairedRatio>,
     /// Every figure of the measurement, for `--json`.
     pub fields: Map<String, Value>,
 }
@@ -237,7 +237,7 @@ impl Report {
     /// `m`'s ratio to its baseline line, if it has one: the ratio within one phase where
     /// `m` has one, else its figure over the baseline's, if both were measured.
     pub fn ratio_to_baseline(&self, m: &Measurement) -> Option<f64> {
-        match m.phase {
+        match m.paired {
             Some(p) => Some(p.ratio),
             None => self.ratio_of_figures(m),
         }
@@ -263,7 +263,7 @@ impl Report {
                 m.detail
             )?;
             if let Some(b) = &m.baseline {
-                match (m.phase, self.ratio_of_figures(m)) {
+                match (m.paired, self.ratio_of_figures(m)) {
                     (Some(p), figures) => {
                         write!(out, "  = {:.2}x {b} ", p.ratio)?;
                         match p.pairing {
@@ -305,7 +305,7 @@ impl Report {
             if let Some(b) = &m.baseline {
                 o.insert("baseline".into(), b.clone().into());
                 o.insert("ratio".into(), self.ratio_to_baseline(m).into());
-                if let Some(p) = m.phase {
+                if let Some(p) = m.paired {
                     o.insert("ratio_of_figures".into(), self.ratio_of_figures(m).into());
                     o.insert("paired_rounds".into(), p.rounds.into());
                     match p.pairing {

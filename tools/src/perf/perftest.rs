@@ -138,7 +138,7 @@ fn raw_line(key: &'static str, what: &str, us: f64, tail: f64) -> Measurement {
         unit: Unit::Us,
         detail: format!("median; p99 = {tail:.1}x the median"),
         baseline: None,
-        phase: None,
+        paired: None,
         fields: Map::from_iter([
             ("median_us".to_owned(), us.into()),
             ("p99_over_median".to_owned(), tail.into()),
@@ -177,7 +177,7 @@ fn tool_line(tool: &Tool, runs: &[Latency]) -> Measurement {
             }
             .to_owned(),
         ),
-        phase: None,
+        paired: None,
         fields: Map::from_iter([
             ("min_us".to_owned(), l.min.into()),
             ("typical_us".to_owned(), l.typical.into()),

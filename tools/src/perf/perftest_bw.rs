@@ -158,7 +158,7 @@ fn variant_line(v: &Variant, rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -
         unit: Unit::GbitPerSec,
         detail,
         baseline: Some(v.baseline.to_owned()),
-        phase: phase_ratio(rounds, baseline),
+        paired: phase_ratio(rounds, baseline),
         fields,
     }
 }
@@ -222,7 +222,7 @@ mod tests {
             "median of 3 rounds, copy GB/s before-after: 30.0 [12.0-12.5], 10.0 [12.0-12.5], \
              20.0 [12.0-12.5]; round by round 1.00x perftest_write_bw_q1"
         );
-        assert_eq!(line.phase.map(|p| (p.ratio, p.rounds)), Some((1.0, 3)));
+        assert_eq!(line.paired.map(|p| (p.ratio, p.rounds)), Some((1.0, 3)));
         assert_eq!(line.label, "perftest ib_write_bw -s 65536 -b -q 4");
     }
 
@@ -250,7 +250,7 @@ mod tests {
         // A raw round the kernel refused has no figure (`GsoConfig::refused`: NaN).
         let refused = variant_line(&VARIANTS[0], &rounds, &in_phase(&[f64::NAN; 4]));
         assert!(!refused.fields.contains_key("paired_ratio"));
-        assert_eq!(refused.phase, None);
+        assert_eq!(refused.paired, None);
         let zero = variant_line(&VARIANTS[0], &rounds, &in_phase(&[0.0; 4]));
         assert!(!zero.fields.contains_key("paired_ratio"));
     }
@@ -270,7 +270,7 @@ mod tests {
         let rounds = [(20.0, fast), (40.0, slow), (10.0, fast)];
         let baseline = [(10.0, fast), (35.0, fast), (100.0, slow)];
         let line = variant_line(&VARIANTS[1], &rounds, &baseline);
-        let p = line.phase.unwrap();
+        let p = line.paired.unwrap();
         assert_eq!((p.ratio, p.rounds), (2.0, 1));
         let report = super::super::Report {
             lines: vec![
@@ -281,7 +281,7 @@ mod tests {
                     unit: Unit::GbitPerSec,
                     detail: String::new(),
                     baseline: None,
-                    phase: None,
+                    paired: None,
                     fields: Map::new(),
                 },
                 line,
@@ -311,7 +311,7 @@ mod tests {
             unit: Unit::GbitPerSec,
             detail: format!("round {g}"),
             baseline: None,
-            phase: None,
+            paired: None,
             fields: Map::new(),
         };
         let m = median_line(vec![round(3.0), round(1.0), round(2.0), round(4.0)]);

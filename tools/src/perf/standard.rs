@@ -115,7 +115,7 @@ fn rc_pingpong_line(key: &str, label: &str, rtt: &rtt::Rtt, how: &str) -> Measur
         unit: Unit::MeanRttUs,
         detail: format!("{how}; {}", rtt.detail()),
         baseline: Some("raw_udp_pingpong".into()),
-        phase: None,
+        paired: None,
         fields: rtt.fields(),
     }
 }

@@ -12,7 +12,7 @@ fn line(key: &str, label: &str, value: f64, baseline: Option<&str>) -> Measureme
         unit: Unit::GbitPerSec,
         detail: "d".into(),
         baseline: baseline.map(str::to_owned),
-        phase: None,
+        paired: None,
         fields: Map::new(),
     }
 }

@@ -73,7 +73,7 @@ pub fn run(counts: &[usize], dur: Duration) -> io::Result<Vec<Scaling>> {
             max_per_qp: s.done.iter().copied().max().unwrap_or(0),
             recovery: s.recovery,
             rounds: turns,
-            phase: (i > 0).then(|| slice_ratio(&s.gbit_per_s, &first)),
+            paired: (i > 0).then(|| slice_ratio(&s.gbit_per_s, &first)),
             each_round: s.gbit_per_s,
             probes: Vec::new(),
         })
@@ -113,8 +113,8 @@ mod tests {
         assert_eq!(r[1].each_round.len(), 2);
         assert!(r[1].min_per_qp > 0, "{:?}", r[1]);
         assert!(r.iter().all(|s| s.gbit_per_s > 0.0), "{r:?}");
-        let p = r[1].phase.unwrap();
+        let p = r[1].paired.unwrap();
         assert_eq!(p, slice_ratio(&r[1].each_round, &r[0].each_round));
-        assert!(r[0].phase.is_none());
+        assert!(r[0].paired.is_none());
     }
 }

@@ -64,7 +64,7 @@ pub struct Scaling {
     pub rounds: usize,
     /// Beyond the first count: its ratio to the first count's figure, round by round, in the
     /// rounds where the machine stayed in one phase ([`super::phase`]).
-    pub phase: Option<PairedRatio>,
+    pub paired: Option<PairedRatio>,
     /// Every round's figure (Gbit/s), in order.
     pub each_round: Vec<f64>,
     /// The copy speed probed before and after each round, where it was.
@@ -150,7 +150,7 @@ pub fn run(counts: &[usize], dur: Duration, rounds: usize) -> io::Result<Vec<Sca
         .iter()
         .enumerate()
         .map(|(i, r)| Scaling {
-            phase: (i > 0).then(|| phase_ratio(&figures(r), &first)).flatten(),
+            paired: (i > 0).then(|| phase_ratio(&figures(r), &first)).flatten(),
             each_round: r.iter().map(|(s, _)| s.gbit_per_s).collect(),
             probes: r.iter().map(|(_, p)| *p).collect(),
             ..median_round(r.iter().map(|(s, _)| s.clone()).collect())
@@ -199,7 +199,7 @@ pub fn lines(results: &[Scaling]) -> Vec<Measurement> {
                 s.recovery.lane_drops
             ),
             baseline: (i > 0).then(|| key(0)),
-            phase: s.phase,
+            paired: s.paired,
             fields: serde_json::Map::from_iter([
                 ("qps".to_owned(), json!(s.qps)),
                 ("rounds".to_owned(), json!(s.rounds)),
@@ -265,7 +265,7 @@ fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scalin
         max_per_qp: s.done.iter().copied().max().unwrap_or(0),
         recovery: pairs.recovery(),
         rounds: 1,
-        phase: None,
+        paired: None,
         each_round: Vec::new(),
         probes: Vec::new(),
     })
@@ -297,7 +297,7 @@ mod tests {
             max_per_qp: 2,
             recovery: Recovery::default(),
             rounds: 1,
-            phase: None,
+            paired: None,
             each_round: Vec::new(),
             probes: Vec::new(),
         }
@@ -353,11 +353,11 @@ mod tests {
         let lines = lines(&[
             scaling(1, 36.0, 10),
             Scaling {
-                phase: Some(phase),
+                paired: Some(phase),
                 ..scaling(1024, 45.0, 10)
             },
         ]);
-        assert_eq!(lines[1].phase, Some(phase));
+        assert_eq!(lines[1].paired, Some(phase));
         let report = super::super::Report { lines };
         assert_eq!(report.ratio_to_baseline(&report.lines[1]), Some(0.5));
     }

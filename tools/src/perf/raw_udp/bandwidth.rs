@@ -117,7 +117,7 @@ impl BwResult {
                 self.loss_ratio() * 100.0
             ),
             baseline: None,
-            phase: None,
+            paired: None,
             fields: into_map(fields),
         }
     }

@@ -121,7 +121,7 @@ impl GsoConfig {
             unit: Unit::GbitPerSec,
             detail: format!("not measured: {why}"),
             baseline: None,
-            phase: None,
+            paired: None,
             fields: into_map(json!({
                 "segment_len": self.segment_len,
                 "segments_per_run": self.segments,
@@ -205,7 +205,7 @@ impl GsoResult {
                 self.loss_ratio() * 100.0
             ),
             baseline: None,
-            phase: None,
+            paired: None,
             fields: into_map(fields),
         }
     }

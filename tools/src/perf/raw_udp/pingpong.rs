@@ -64,7 +64,7 @@ impl LatResult {
             unit: Unit::MeanRttUs,
             detail: self.rtt.detail(),
             baseline: None,
-            phase: None,
+            paired: None,
             fields,
         }
     }

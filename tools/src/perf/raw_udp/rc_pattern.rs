@@ -77,7 +77,7 @@ impl PatternResult {
             unit: Unit::MeanRttUs,
             detail: format!("sendmmsg/recvmmsg as softrnic; {}", self.rtt.detail()),
             baseline: Some("raw_udp_pingpong".into()),
-            phase: None,
+            paired: None,
             fields: self.rtt.fields(),
         }
     }
