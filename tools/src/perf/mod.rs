@@ -15,7 +15,9 @@
 //! ([`host`], `softrnic perf --host`, measures what sharing a device among processes costs, on
 //! its own.) Every line is a [`Measurement`] whose `baseline` names the line it is compared
 //! with; [`Report::print`] and [`Report::to_json`] show the [`ratio`] beside it, and
-//! [`machine`] says in the JSON what the run ran on.
+//! [`machine`] says in the JSON what the run ran on. Bandwidth lines measured in rounds on a
+//! machine whose speed changes by phases are judged round by round within one phase
+//! ([`phase`]).
 
 pub mod host;
 pub mod machine;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::median;
 
-/// How long one probe copies (after [`PROBE_WARMUP`]).
+/// How long one probe copies, after a warm-up of 50 ms.
 pub const PROBE_TIME: Duration = Duration::from_millis(200);
 
 /// How long a probe copies before it starts counting: the threads' start, first faults.
