@@ -931,7 +931,8 @@ impl Nic {
             ..
         } = self;
         let mut due = None;
-        turns.pass(|qpn, quantum, waited| {
+        let full = senders.window().is_full();
+        turns.pass(full, |qpn, quantum, waited| {
             let mut gave = 0;
             let Some(e) = qps.get_mut(&qpn) else {
                 return Turn {

@@ -201,9 +201,10 @@ impl Turns {
     /// One pass: offers turns to the ready QPs, then to the waiting ones (see the module
     /// comment), by calling `turn(qpn, quantum, waited)` (`waited`: the QP comes from the
     /// waiting queue, and is offered room); stops when the batch is full or nobody is left to
-    /// offer one to.
-    pub(super) fn pass(&mut self, mut turn: impl FnMut(u32, usize, bool) -> Turn) {
-        let mut waiting_open = true;
+    /// offer one to. A device whose window is `full` when the pass begins has no room to
+    /// offer (a pass only sends, so it stays full): the waiting QPs are not looked at.
+    pub(super) fn pass(&mut self, full: bool, mut turn: impl FnMut(u32, usize, bool) -> Turn) {
+        let mut waiting_open = !full;
         loop {
             let (qpn, waited) = if let Some(q) = self.ready.pop_front() {
                 (q, false)
@@ -287,7 +288,7 @@ mod tests {
         /// One pass of a batch of `batch` packets: the QPNs of the packets given, in order.
         fn pass(&mut self, turns: &mut Turns, batch: usize) -> Vec<u32> {
             let mut out = Vec::new();
-            turns.pass(|qpn, quantum, _| {
+            turns.pass(self.room == 0, |qpn, quantum, _| {
                 self.looks.push(qpn);
                 let left = &mut self.have[qpn as usize];
                 let gave = (*left).min(quantum).min(batch - out.len()).min(self.room);
@@ -395,16 +396,17 @@ mod tests {
         sim.room = 16;
         assert_eq!(runs(&sim.pass(&mut t, 32)), [(0, 16)]);
         // The other four looked once each and now wait, in order; the first of them is
-        // looked at once more, as a waiting QP, and finds no room.
+        // looked at once more, as a waiting QP, and finds no room (the window filled during
+        // the pass).
         assert_eq!(sim.looks, [0, 1, 2, 3, 4, 1]);
         assert!(!t.is_idle());
         sim.looks.clear();
         assert!(sim.pass(&mut t, 32).is_empty());
-        assert_eq!(
-            sim.looks,
-            [1],
-            "no room: the first waiting QP alone is looked at"
+        assert!(
+            sim.looks.is_empty(),
+            "a full window: no waiting QP is looked at"
         );
+
         // An ACK makes room for two quanta: the first two waiting QPs send, and the third
         // finds none.
         sim.looks.clear();

@@ -96,6 +96,12 @@ impl DeviceWindow {
         self.0.in_flight.load(Ordering::Relaxed)
     }
 
+    /// Whether the QPs have the whole [`DEVICE_WINDOW_PSNS`] outstanding: none may send a
+    /// new packet.
+    pub fn is_full(&self) -> bool {
+        self.in_flight() >= DEVICE_WINDOW_PSNS
+    }
+
     /// Whether a QP with nothing out waits for room (the device should give it a turn).
     pub fn has_waiting(&self) -> bool {
         self.0.waiting.load(Ordering::Relaxed) > 0
@@ -157,7 +163,7 @@ impl Seat {
         if outstanding >= self.window() {
             return false;
         }
-        let full = self.device.in_flight() >= DEVICE_WINDOW_PSNS;
+        let full = self.device.is_full();
         let others_wait = self.state != Turn::Waiting && self.device.has_waiting();
         let may = !full
             && match self.state {
