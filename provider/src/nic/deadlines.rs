@@ -58,9 +58,13 @@ impl Deadlines {
         }
     }
 
-    /// QP `qpn`'s earliest deadline is now `at`.
+    /// QP `qpn`'s earliest deadline is now `at`. A QP with none (a responder's, mostly) costs
+    /// no lookup: the rounds note every QP they look at.
     pub(super) fn note(&mut self, qpn: u32, at: Option<Instant>) {
-        let (Some(at), Some(e)) = (at, self.qps.get_mut(&qpn)) else {
+        let Some(at) = at else {
+            return;
+        };
+        let Some(e) = self.qps.get_mut(&qpn) else {
             return;
         };
         if e.live.is_none_or(|live| at < live) {
