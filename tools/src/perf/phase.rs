@@ -3,7 +3,7 @@
 //! On the 2-core VMs this project is measured on, the speed at which one core's writes reach
 //! the other changes abruptly and stays for seconds to tens of seconds: a plain copy between
 //! two threads through a ring moves 12-13 GB/s in one phase, 9-10 or 2-3 in others, with no
-//! other load. Every host-local bandwidth figure follows it (one QP's `ib_write_bw` gave 105
+//! other load. Every host-local bandwidth figure follows it (one QP's 64 KiB WRITEs moved 105
 //! and 19 Gbit/s a minute apart), so the ratio of two figures says mostly which phase each
 //! fell in. [`Prober`] measures that copy ([`copy_speed`], a quarter of a second) before the
 //! first run and after every run, and [`phase_ratio`] judges a figure against its baseline
