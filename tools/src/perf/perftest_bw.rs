@@ -20,7 +20,7 @@ use std::io;
 use std::path::Path;
 
 use super::perftest::{figures_after, run_pair, Options};
-use super::phase::{phase_ratio, Prober, Span};
+use super::phase::{phase_ratio, ratios, Prober, Span};
 use super::raw_udp::{udp_gso_bandwidth, GsoConfig};
 use super::{median, warmup, Measurement, Unit};
 
@@ -107,12 +107,8 @@ pub fn run(
 /// The median of each round's figure over its `baseline` figure of the same round, in every
 /// phase; `None` if a baseline round has no figure.
 fn paired_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<f64> {
-    let ratios: Option<Vec<f64>> = rounds
-        .iter()
-        .zip(baseline)
-        .map(|((r, _), (b, _))| (b.is_finite() && *b > 0.0).then(|| r / b))
-        .collect();
-    ratios.filter(|r| !r.is_empty()).map(|r| median(&r))
+    let pairs = rounds.iter().zip(baseline).map(|((r, _), (b, _))| (*r, *b));
+    ratios(pairs).map(|r| median(&r))
 }
 
 /// The raw round whose figure is the median (the lower middle one of an even count).

@@ -199,23 +199,31 @@ pub enum Pairing {
     },
 }
 
+/// Each figure over its baseline figure, pair by pair: `None` when there is no pair, or a
+/// baseline figure is not a positive number (a raw round the kernel refused is NaN).
+pub fn ratios(pairs: impl IntoIterator<Item = (f64, f64)>) -> Option<Vec<f64>> {
+    let ratios: Option<Vec<f64>> = pairs
+        .into_iter()
+        .map(|(v, b)| (b.is_finite() && b > 0.0).then(|| v / b))
+        .collect();
+    ratios.filter(|r| !r.is_empty())
+}
+
 /// The figure `rounds[i].0` over `baseline[i].0` in each round `i` whose two runs' probes are
 /// in one phase, and the median of those ratios; `None` when no round was (or a baseline
 /// figure there is not a positive number).
 pub fn phase_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<PairedRatio> {
-    let mut ratios = Vec::new();
-    let mut probes = Vec::new();
-    for (&(v, vs), &(b, bs)) in rounds.iter().zip(baseline) {
-        if !one_phase(&[vs, bs]) {
-            continue;
-        }
-        if !(b.is_finite() && b > 0.0) {
-            return None;
-        }
-        ratios.push(v / b);
-        probes.extend([vs.before, vs.after, bs.before, bs.after]);
-    }
-    (!ratios.is_empty()).then(|| PairedRatio {
+    let in_phase: Vec<_> = rounds
+        .iter()
+        .zip(baseline)
+        .filter(|((_, vs), (_, bs))| one_phase(&[*vs, *bs]))
+        .collect();
+    let ratios = ratios(in_phase.iter().map(|((v, _), (b, _))| (*v, *b)))?;
+    let probes: Vec<f64> = in_phase
+        .iter()
+        .flat_map(|((_, vs), (_, bs))| [vs.before, vs.after, bs.before, bs.after])
+        .collect();
+    Some(PairedRatio {
         ratio: median(&ratios),
         rounds: ratios.len(),
         pairing: Pairing::Probed {

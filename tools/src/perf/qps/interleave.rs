@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::pairs::Pairs;
 use super::{depth, Recovery, Scaling};
 use crate::perf::median;
-use crate::perf::phase::{PairedRatio, Pairing};
+use crate::perf::phase::{ratios, PairedRatio, Pairing};
 
 /// How long each slice keeps posting: far shorter than the machine's phases (seconds), far
 /// longer than a slice's start and drain (the 1024 QPs' 64 MiB take ~6 ms at 90 Gbit/s).
@@ -73,21 +73,24 @@ pub fn run(counts: &[usize], dur: Duration) -> io::Result<Vec<Scaling>> {
             max_per_qp: s.done.iter().copied().max().unwrap_or(0),
             recovery: s.recovery,
             rounds: turns,
-            paired: (i > 0).then(|| slice_ratio(&s.gbit_per_s, &first)),
+            paired: (i > 0)
+                .then(|| slice_ratio(&s.gbit_per_s, &first))
+                .flatten(),
             each_round: s.gbit_per_s,
             probes: Vec::new(),
         })
         .collect())
 }
 
-/// The median of each slice's figure over the baseline's slice of the same turn.
-fn slice_ratio(slices: &[f64], baseline: &[f64]) -> PairedRatio {
-    let ratios: Vec<f64> = slices.iter().zip(baseline).map(|(s, b)| s / b).collect();
-    PairedRatio {
+/// The median of each slice's figure over the baseline's slice of the same turn (`None`, as
+/// [`ratios`] says, for no slice or a baseline slice that moved nothing).
+fn slice_ratio(slices: &[f64], baseline: &[f64]) -> Option<PairedRatio> {
+    let ratios = ratios(slices.iter().copied().zip(baseline.iter().copied()))?;
+    Some(PairedRatio {
         ratio: median(&ratios),
         rounds: ratios.len(),
         pairing: Pairing::Slices { slice: SLICE },
-    }
+    })
 }
 
 #[cfg(test)]
@@ -98,9 +101,15 @@ mod tests {
     /// its own pair, so the count is judged by the middle of 0.5, 0.5, 0.25 and 0.5.
     #[test]
     fn each_slice_is_judged_against_the_baseline_slice_of_its_turn() {
-        let p = slice_ratio(&[50.0, 10.0, 5.0, 45.0], &[100.0, 20.0, 20.0, 90.0]);
+        let p = slice_ratio(&[50.0, 10.0, 5.0, 45.0], &[100.0, 20.0, 20.0, 90.0]).unwrap();
         assert_eq!((p.ratio, p.rounds), (0.5, 4));
         assert_eq!(p.pairing, Pairing::Slices { slice: SLICE });
+        assert_eq!(
+            slice_ratio(&[1.0], &[0.0]),
+            None,
+            "a baseline slice of nothing"
+        );
+        assert_eq!(slice_ratio(&[], &[]), None);
     }
 
     /// Two counts on real devices: every turn measured, every QP of the larger count wrote,
@@ -114,7 +123,7 @@ mod tests {
         assert!(r[1].min_per_qp > 0, "{:?}", r[1]);
         assert!(r.iter().all(|s| s.gbit_per_s > 0.0), "{r:?}");
         let p = r[1].paired.unwrap();
-        assert_eq!(p, slice_ratio(&r[1].each_round, &r[0].each_round));
+        assert_eq!(Some(p), slice_ratio(&r[1].each_round, &r[0].each_round));
         assert!(r[0].paired.is_none());
     }
 }
