@@ -12,7 +12,6 @@
 //! (first touches of the QPs' state and memory) and is not counted.
 
 use std::io;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use super::pairs::Pairs;
@@ -39,10 +38,8 @@ struct Slices {
 /// # Errors
 /// Opening the devices or a QP, or a WRITE that fails.
 pub fn run(counts: &[usize], dur: Duration) -> io::Result<Vec<Scaling>> {
-    let a: IpAddr = "127.0.0.1".parse().expect("literal");
-    let b: IpAddr = "127.0.0.2".parse().expect("literal");
     let most = counts.iter().copied().max().unwrap_or(1);
-    let mut pairs = Pairs::open(a, b, most, depth(1))?;
+    let mut pairs = Pairs::open(most, depth(1))?;
     for &k in counts {
         pairs.stream(k, depth(k), SLICE)?;
     }
@@ -65,19 +62,16 @@ pub fn run(counts: &[usize], dur: Duration) -> io::Result<Vec<Scaling>> {
         .iter()
         .zip(all)
         .enumerate()
-        .map(|(i, (&k, s))| Scaling {
-            qps: k,
-            gbit_per_s: median(&s.gbit_per_s),
-            messages: s.done.iter().sum(),
-            min_per_qp: s.done.iter().copied().min().unwrap_or(0),
-            max_per_qp: s.done.iter().copied().max().unwrap_or(0),
-            recovery: s.recovery,
-            rounds: turns,
-            paired: (i > 0)
-                .then(|| slice_ratio(&s.gbit_per_s, &first))
-                .flatten(),
-            each_round: s.gbit_per_s,
-            probes: Vec::new(),
+        .map(|(i, (&k, s))| {
+            let one = Scaling::of(k, median(&s.gbit_per_s), &s.done, s.recovery);
+            Scaling {
+                rounds: turns,
+                paired: (i > 0)
+                    .then(|| slice_ratio(&s.gbit_per_s, &first))
+                    .flatten(),
+                each_round: s.gbit_per_s,
+                ..one
+            }
         })
         .collect())
 }

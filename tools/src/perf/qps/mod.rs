@@ -21,7 +21,6 @@ pub mod interleave;
 mod pairs;
 
 use std::io;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use serde_json::json;
@@ -69,6 +68,25 @@ pub struct Scaling {
     pub each_round: Vec<f64>,
     /// The copy speed probed before and after each round, where it was.
     pub probes: Vec<Span>,
+}
+
+impl Scaling {
+    /// One run of `qps` QPs that moved `gbit_per_s`, each QP completing `done[i]` WRITEs,
+    /// through `recovery`.
+    fn of(qps: usize, gbit_per_s: f64, done: &[u64], recovery: Recovery) -> Scaling {
+        Scaling {
+            qps,
+            gbit_per_s,
+            messages: done.iter().sum(),
+            min_per_qp: done.iter().copied().min().unwrap_or(0),
+            max_per_qp: done.iter().copied().max().unwrap_or(0),
+            recovery,
+            rounds: 1,
+            paired: None,
+            each_round: Vec::new(),
+            probes: Vec::new(),
+        }
+    }
 }
 
 /// The recovery the two devices went through during a count: packets sent, packets the
@@ -133,13 +151,11 @@ impl Recovery {
 /// # Errors
 /// Opening the devices or a QP, or a WRITE that fails.
 pub fn run(counts: &[usize], dur: Duration, rounds: usize) -> io::Result<Vec<Scaling>> {
-    let a: IpAddr = "127.0.0.1".parse().expect("literal");
-    let b: IpAddr = "127.0.0.2".parse().expect("literal");
     let mut runs: Vec<Vec<(Scaling, Span)>> = vec![Vec::new(); counts.len()];
     let mut prober = Prober::new()?;
     for _ in 0..rounds.max(1) {
         for (i, &n) in counts.iter().enumerate() {
-            runs[i].push(prober.measure(|| one_count(a, b, n, dur))?);
+            runs[i].push(prober.measure(|| one_count(n, dur))?);
         }
     }
     let figures = |runs: &[(Scaling, Span)]| -> Vec<(f64, Span)> {
@@ -253,22 +269,11 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// `n` QP pairs streaming WRITEs from `a` to `b` for `dur`, on two fresh devices.
-fn one_count(a: IpAddr, b: IpAddr, n: usize, dur: Duration) -> io::Result<Scaling> {
+fn one_count(n: usize, dur: Duration) -> io::Result<Scaling> {
     let d = depth(n);
-    let mut pairs = Pairs::open(a, b, n, d)?;
+    let mut pairs = Pairs::open(n, d)?;
     let s = pairs.stream(n, d, dur)?;
-    Ok(Scaling {
-        qps: n,
-        gbit_per_s: s.gbit_per_s(),
-        messages: s.messages(),
-        min_per_qp: s.done.iter().copied().min().unwrap_or(0),
-        max_per_qp: s.done.iter().copied().max().unwrap_or(0),
-        recovery: pairs.recovery(),
-        rounds: 1,
-        paired: None,
-        each_round: Vec::new(),
-        probes: Vec::new(),
-    })
+    Ok(Scaling::of(n, s.gbit_per_s(), &s.done, pairs.recovery()))
 }
 
 /// The QP counts of `--qps`, in order.

@@ -3,7 +3,7 @@
 //! `k` of them writing for a while.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use softrnic_uapi::{
@@ -13,6 +13,12 @@ use softrnic_uapi::{
 
 use super::{Recovery, MAX_QPS, MSG};
 use crate::rig::{err, wr};
+
+/// The writer device's address.
+pub const WRITER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+
+/// The target device's address.
+pub const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
 /// `n` RC QP pairs from a writer device to a target device, connected.
 ///
@@ -35,12 +41,13 @@ pub struct Pairs {
 }
 
 impl Pairs {
-    /// Opens the two devices (`a` writes to `b`) and connects `n` QP pairs, each able to
-    /// keep `depth` WRITEs outstanding.
+    /// Opens the two devices ([`WRITER`] writes to [`TARGET`]) and connects `n` QP pairs,
+    /// each able to keep `depth` WRITEs outstanding.
     ///
     /// # Errors
     /// `n` is 0 or above [`MAX_QPS`]; opening a device, a QP, or connecting it.
-    pub fn open(a: IpAddr, b: IpAddr, n: usize, depth: usize) -> io::Result<Pairs> {
+    pub fn open(n: usize, depth: usize) -> io::Result<Pairs> {
+        let (a, b) = (WRITER, TARGET);
         if n == 0 || n > MAX_QPS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
