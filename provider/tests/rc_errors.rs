@@ -1436,6 +1436,25 @@ fn a_receive_buffer_with_a_bad_lkey_fails_at_the_responder() {
     assert_eq!(p.b.read(&b_mem, 0, PAGE), before);
 }
 
+/// The link of the early-resend tests: 20 µs each way, `len` bytes registered on each side,
+/// and the round trip (40 µs) measured by a first WRITE of 64 bytes, completed.
+fn pair_with_a_measured_round_trip(seed: u64, c: Connect, len: usize) -> (Pair, Region, Region) {
+    let mut p = Pair::new(
+        FabricConfig {
+            delay_ns: 20_000,
+            ..FabricConfig::default()
+        },
+        seed,
+        c,
+    );
+    let a_mem = p.a.region(len, ALL);
+    let b_mem = p.b.region(len, ALL);
+    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
+    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
+    assert_eq!(wc_statuses(&p.a.send_wcs), [(1, WcStatus::Success)]);
+    (p, a_mem, b_mem)
+}
+
 /// A lost packet that nothing follows is resent once no ACK came within the measured round
 /// trip (at least `MIN_RTO`), not a whole local ACK timeout later, and the early resend
 /// costs no retry: with `retry_cnt` 0 the WR still succeeds. A dead peer is still reported
@@ -1448,20 +1467,8 @@ fn a_lost_last_packet_is_resent_after_the_round_trip_not_the_timeout() {
         retry_cnt: 0,
         ..Connect::default()
     };
-    let mut p = Pair::new(
-        FabricConfig {
-            delay_ns: 20_000,
-            ..FabricConfig::default()
-        },
-        41,
-        c,
-    );
-    let a_mem = p.a.region(4096, ALL);
-    let b_mem = p.b.region(4096, ALL);
-    // A first WRITE measures the round trip (40 µs).
-    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
-    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
-    // The second is lost once.
+    let (mut p, a_mem, b_mem) = pair_with_a_measured_round_trip(41, c, 4096);
+    // The second WRITE is lost once.
     p.fabric.set_config(FabricConfig {
         loss: 1.0,
         delay_ns: 20_000,
@@ -1494,21 +1501,9 @@ fn a_lost_last_packet_is_resent_after_the_round_trip_not_the_timeout() {
 /// the peer makes progress, so that other QPs do not fill a receiver that holds it.
 #[test]
 fn an_early_resend_keeps_what_it_went_back_over_in_the_device_window() {
-    let mut p = Pair::new(
-        FabricConfig {
-            delay_ns: 20_000,
-            ..FabricConfig::default()
-        },
-        43,
-        Connect::default(),
-    );
+    let (mut p, a_mem, b_mem) = pair_with_a_measured_round_trip(43, Connect::default(), 4096);
     let window = softrnic_provider::rc::DeviceWindow::new();
     p.a.qp.share_window(window.clone());
-    let a_mem = p.a.region(4096, ALL);
-    let b_mem = p.b.region(4096, ALL);
-    // A first WRITE measures the round trip (40 µs).
-    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
-    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
     assert_eq!(window.in_flight(), 0);
     // Four packets (PMTU 1024) to a peer that now answers 10 ms later: past the early
     // interval (a few round trips, at least MIN_RTO), short of the 67 ms timeout.
@@ -1541,21 +1536,10 @@ fn an_early_resend_of_a_whole_window_to_a_dead_peer_still_ends_in_retry_exceeded
         retry_cnt: 1,
         ..Connect::default()
     };
-    let mut p = Pair::new(
-        FabricConfig {
-            delay_ns: 20_000,
-            ..FabricConfig::default()
-        },
-        44,
-        c,
-    );
-    let window = softrnic_provider::rc::DeviceWindow::new();
-    p.a.qp.share_window(window.clone());
     let len = softrnic_provider::rc::DEVICE_WINDOW_PSNS as usize * 1024;
-    let a_mem = p.a.region(len, ALL);
-    let b_mem = p.b.region(len, ALL);
-    p.a.post_write(1, sge_of(&a_mem, 0, 64), remote_of(&b_mem, 0));
-    p.run_until(10_000, |p| !p.a.send_wcs.is_empty());
+    let (mut p, a_mem, b_mem) = pair_with_a_measured_round_trip(44, c, len);
+    p.a.qp
+        .share_window(softrnic_provider::rc::DeviceWindow::new());
     p.fabric.set_config(FabricConfig {
         loss: 1.0,
         ..FabricConfig::default()
