@@ -150,13 +150,10 @@ impl Requester {
         }
         let starts = !self.sq[self.cur].started;
         let outstanding = self.next_psn.distance_from(self.una);
-        // What an early resend went back over is counted in the window already
-        // (`RcState::held`): resending it takes no room, and must not wait for room its own
-        // count fills.
-        let counted = self
-            .rc
-            .held
-            .is_some_and(|h| self.next_psn.cmp_modular(h) == std::cmp::Ordering::Less);
+        // What an early resend went back over, short of the furthest PSN sent, is counted in
+        // the window already (`RcState::held`): resending it takes no room, and must not wait
+        // for room its own count fills.
+        let counted = self.next_psn.cmp_modular(self.sent_through()) == std::cmp::Ordering::Less;
         if !counted && !self.seat.may_send(outstanding, starts) {
             // Refused with packets out whose newest asked for no ACK: none would come, and
             // the QP would sit until its retransmit timer (the device's window filled behind
