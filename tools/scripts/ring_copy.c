@@ -1,10 +1,11 @@
 // The machine's copy speed between its two cores, without softrnic: one thread copies 4 KiB
 // blocks from a 64 KiB source into a ring of SLOTS slots (4352 bytes each, a lane's slot
-// size), another copies them out into a 64 KiB destination; GB/s moved each second.
+// size), another copies them out into a 64 KiB destination; GB/s moved each second (or each SAMPLE_MS).
 // docs/performance.md uses it to tell the machine's slow phases from softrnic's.
 //
 //     cc -O2 -pthread tools/scripts/ring_copy.c -o /tmp/ring_copy
 //     /tmp/ring_copy 256 2        # 256 slots, 2 seconds
+//     /tmp/ring_copy 256 40 100   # a figure every 100 ms for 40 s
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,11 +48,16 @@ static void *reader(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 || (slots = atol(argv[1])) <= 0) {
-        fprintf(stderr, "usage: %s SLOTS SECONDS\n", argv[0]);
+    if ((argc != 3 && argc != 4) || (slots = atol(argv[1])) <= 0) {
+        fprintf(stderr, "usage: %s SLOTS SECONDS [SAMPLE_MS]\n", argv[0]);
         return 2;
     }
     int secs = atoi(argv[2]);
+    long ms = argc == 4 ? atol(argv[3]) : 1000;
+    if (ms <= 0) {
+        fprintf(stderr, "SAMPLE_MS must be positive\n");
+        return 2;
+    }
     ring = aligned_alloc(4096, slots * SLOT);
     memset(ring, 0, slots * SLOT);
     pthread_t a, b;
@@ -59,8 +65,8 @@ int main(int argc, char **argv) {
     pthread_create(&b, 0, reader, 0);
     long last = 0;
     double t0 = now();
-    for (int i = 0; i < secs; i++) {
-        struct timespec s = {1, 0};
+    for (long i = 0; i < secs * 1000 / ms; i++) {
+        struct timespec s = {ms / 1000, ms % 1000 * 1000000};
         nanosleep(&s, 0);
         long t = atomic_load(&tail);
         double t1 = now();
