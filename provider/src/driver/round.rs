@@ -270,6 +270,8 @@ fn receive(inner: &Inner, io: &mut Io) -> Received {
                     }
                 }
             }
+            // Every packet is placed: the transport may hand their room back to their senders.
+            io.transport.release_received();
             let completed = if io.touched.all {
                 nic.route_completions()
             } else {

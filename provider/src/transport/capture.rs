@@ -374,6 +374,10 @@ impl<T: Transport> Transport for Capture<T> {
         }
     }
 
+    fn release_received(&mut self) {
+        self.inner.release_received();
+    }
+
     fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
         // About to sleep: what was captured so far reaches the file.
         self.held.write_to(&mut self.sink);

@@ -263,6 +263,10 @@ impl<T: Transport> Transport for FaultInjector<T> {
         }
     }
 
+    fn release_received(&mut self) {
+        self.inner.release_received();
+    }
+
     fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
         self.inner.poll(timeout)
     }

@@ -440,14 +440,38 @@ const MASKED_VIEW_MAX: usize = 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + bth::HEADE
 
 /// Caller-owned receive buffers, reused from call to call: `capacity` slots of `slot_len`
 /// bytes each, allocated once by [`RecvBatch::new`].
+///
+/// A transport may also leave a datagram where it received it and hand over only its place
+/// ([`RecvBatch::set_outside`]): the host-local path does so for its lanes' slots, which
+/// their sender does not reuse until the receiver says it is done with them
+/// ([`Transport::release_received`]). The payload is then copied once, from the slot straight
+/// to where the engine places it, rather than into the batch first.
 #[derive(Debug)]
 pub struct RecvBatch {
     data: Vec<u8>,
     slot_len: usize,
     meta: Vec<RecvMeta>,
+    /// Per slot: the datagram left outside the batch, if it was.
+    outside: Vec<Option<Outside>>,
+    /// How many of `outside` are set (none, mostly: nothing to clear).
+    outside_n: usize,
     filled: usize,
     watched: usize,
 }
+
+/// A datagram a transport left where it received it: its first byte and length.
+#[derive(Debug, Clone, Copy)]
+struct Outside {
+    at: *const u8,
+    len: usize,
+}
+
+// SAFETY: an `Outside` points into memory the transport keeps mapped and unchanged for as
+// long as the batch lists it (`RecvBatch::set_outside`), whichever thread holds the batch;
+// it is only read, through `RecvBatch::get`.
+unsafe impl Send for RecvBatch {}
+// SAFETY: as above; a shared batch only gives shared views of it.
+unsafe impl Sync for RecvBatch {}
 
 impl RecvBatch {
     /// `capacity` slots of `slot_len` bytes. A slot must hold a whole UDP payload: path MTU
@@ -458,6 +482,8 @@ impl RecvBatch {
             data: vec![0; capacity * slot_len],
             slot_len,
             meta: vec![RecvMeta::default(); capacity],
+            outside: vec![None; capacity],
+            outside_n: 0,
             filled: 0,
             watched: 0,
         }
@@ -490,10 +516,13 @@ impl RecvBatch {
         }
         let meta = &self.meta[i];
         let at = i * self.slot_len;
-        Some(RecvPacket {
-            meta,
-            payload: &self.data[at..at + meta.len.min(self.slot_len)],
-        })
+        let payload = match self.outside[i] {
+            // SAFETY: readable for `len` bytes and unchanged while the batch lists it
+            // (`set_outside`'s contract); the view borrows the batch.
+            Some(o) => unsafe { std::slice::from_raw_parts(o.at, o.len.min(self.slot_len)) },
+            None => &self.data[at..at + meta.len.min(self.slot_len)],
+        };
+        Some(RecvPacket { meta, payload })
     }
 
     /// The packets received, in arrival order.
@@ -503,7 +532,13 @@ impl RecvBatch {
 
     /// For transports: every slot's buffer and metadata, to fill from slot 0 on; then call
     /// [`RecvBatch::set_len`].
+    /// A received packet left outside the batch is copied into its slot first, so that what
+    /// is changed there is the packet (a fault injector moves packets down over the ones it
+    /// drops).
     pub fn slots_mut(&mut self) -> impl Iterator<Item = (&mut [u8], &mut RecvMeta)> + '_ {
+        for i in 0..self.filled {
+            self.bring_in(i);
+        }
         self.data
             .chunks_mut(self.slot_len)
             .zip(self.meta.iter_mut())
@@ -511,6 +546,12 @@ impl RecvBatch {
 
     /// For transports: slot `i`'s buffer and metadata, if `i < capacity()`.
     pub fn slot_mut(&mut self, i: usize) -> Option<(&mut [u8], &mut RecvMeta)> {
+        if i < self.filled {
+            self.bring_in(i);
+        } else if self.outside.get(i).is_some_and(Option::is_some) {
+            self.outside[i] = None;
+            self.outside_n -= 1;
+        }
         let meta = self.meta.get_mut(i)?;
         let at = i * self.slot_len;
         Some((&mut self.data[at..at + self.slot_len], meta))
@@ -518,9 +559,43 @@ impl RecvBatch {
 
     /// For transports: declares slots `0..n` filled (clamped to the capacity), none of them
     /// watched.
+    /// Slots from `n` on hold no packet any more, nor one left outside.
     pub fn set_len(&mut self, n: usize) {
         self.filled = n.min(self.capacity());
         self.watched = 0;
+        if self.outside_n > 0 {
+            for o in &mut self.outside[self.filled..] {
+                self.outside_n -= usize::from(o.take().is_some());
+            }
+        }
+    }
+
+    /// For transports, while filling slot `i` (after [`RecvBatch::slot_mut`] gave its
+    /// metadata): its datagram, `len` bytes at `at`, stays where it is rather than in the
+    /// slot's buffer (cut to the slot's length as a copy would be).
+    ///
+    /// # Safety
+    /// `at` is readable for `len` bytes, and nothing writes them, until the batch is next
+    /// filled (its [`RecvBatch::set_len`] with less than `i + 1`, or `i`'s `slot_mut` again)
+    /// or [`Transport::release_received`] is called, whichever comes first.
+    pub unsafe fn set_outside(&mut self, i: usize, at: *const u8, len: usize) {
+        if let Some(o) = self.outside.get_mut(i) {
+            self.outside_n += usize::from(o.is_none());
+            *o = Some(Outside { at, len });
+        }
+    }
+
+    /// Copies packet `i`, if left outside, into its slot's buffer.
+    fn bring_in(&mut self, i: usize) {
+        let Some(o) = self.outside.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        self.outside_n -= 1;
+        let n = o.len.min(self.slot_len);
+        // SAFETY: `set_outside`'s contract: readable for `len` bytes until now.
+        let from = unsafe { std::slice::from_raw_parts(o.at, n) };
+        let at = i * self.slot_len;
+        self.data[at..at + n].copy_from_slice(from);
     }
 
     /// How many of the packets came from senders that watch them until they are read and
@@ -619,6 +694,11 @@ pub trait Transport {
     fn note_dropped(&mut self, index: usize, why: &'static str) {
         let _ = (index, why);
     }
+
+    /// The packets of the batch the last [`Transport::recv_batch`] returned are handled: a
+    /// transport that left some where they arrived ([`RecvBatch::set_outside`]) lets their
+    /// sender reuse that room now. By default nothing to do.
+    fn release_received(&mut self) {}
 
     /// Waits until a packet can be received (or a blocked send may go on), or `timeout`
     /// passes (`None`: no timeout; `Some(Duration::ZERO)`: just look).

@@ -734,6 +734,12 @@ impl Transport for UdpTransport {
         Ok(n)
     }
 
+    fn release_received(&mut self) {
+        if let Some(inbox) = &mut self.inbox {
+            inbox.release();
+        }
+    }
+
     fn poll(&mut self, timeout: Option<Duration>) -> io::Result<Ready> {
         let unused = libc::pollfd {
             fd: -1, // ignored by ppoll

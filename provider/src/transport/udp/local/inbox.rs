@@ -40,8 +40,11 @@ pub(crate) struct Inbox {
     listener: UnixListener,
     /// Each lane's sender, by its connection.
     senders: [Option<UnixStream>; LANES],
-    /// Each lane's count of slots consumed (what `head` was last set to).
+    /// Each lane's count of slots consumed: taken into a batch, their datagrams left in the
+    /// slots. `head` is set to it once the batch is handled ([`Inbox::release`]).
     heads: [u64; LANES],
+    /// The lanes with slots taken but not yet released, one bit each.
+    unreleased: u32,
     /// The lanes ever given to a sender, one bit each: those the receiver looks at (a gone
     /// sender's last datagrams are still read).
     given: u32,
@@ -162,6 +165,7 @@ impl Inbox {
             listener,
             senders: Default::default(),
             heads: [0; LANES],
+            unreleased: 0,
             given: 0,
             populated: 1, // lane 0, above
             gate,
@@ -181,9 +185,12 @@ impl Inbox {
     }
 
     /// Takes up to `batch.capacity() - first` datagrams into `batch`'s slots from `first` on;
-    /// returns how many. Now and then (and after the progress thread woke) it first admits
-    /// new senders and frees the lanes of gone ones.
+    /// returns how many. Each stays in its lane's slot ([`RecvBatch::set_outside`]) until
+    /// [`Inbox::release`], which the next call makes first if nobody did. Now and then (and
+    /// after the progress thread woke) it first admits new senders and frees the lanes of gone
+    /// ones.
     pub fn recv(&mut self, batch: &mut RecvBatch, first: usize) -> usize {
+        self.release();
         self.calls = self.calls.wrapping_add(1);
         if self.gate.woke.swap(false, Ordering::Relaxed)
             || (self.calls % CALLS_PER_CLOCK == 0 && self.tended.elapsed() >= TEND_EVERY)
@@ -202,32 +209,54 @@ impl Inbox {
         n - first
     }
 
+    /// The datagrams taken are handled: their senders may write their slots again (`head`
+    /// stored, release: every read of a slot comes before its sender's next write).
+    pub fn release(&mut self) {
+        while self.unreleased != 0 {
+            let lane = self.unreleased.trailing_zeros() as usize;
+            self.unreleased &= self.unreleased - 1;
+            self.region
+                .head(lane)
+                .store(self.heads[lane], Ordering::Release);
+        }
+    }
+
     /// Takes lane `lane`'s published datagrams into `batch` from slot `n` on, as many as fit;
-    /// returns the next free slot.
+    /// returns the next free slot. Only a slot's header is copied out and parsed here (its
+    /// sender could change it under the reader); the datagram is left in the slot, which its
+    /// sender does not write again until `head` passes it, and is read from there once, when
+    /// the engine places its payload.
     fn drain(&mut self, lane: usize, batch: &mut RecvBatch, mut n: usize) -> usize {
         let mut head = self.heads[lane];
+        let room = batch.slot_len();
         while n < batch.capacity() && self.region.published(lane, head) {
-            let Some((buf, meta)) = batch.slot_mut(n) else {
+            let Some((_, meta)) = batch.slot_mut(n) else {
                 break;
             };
             // SAFETY: this inbox is the lane's consumer, and `head` is published.
-            let h = unsafe { self.region.read_slot(lane, head, buf) };
+            let h = unsafe { self.region.read_header(lane, head) };
+            let at = self.region.payload(lane, head);
             head = head.wrapping_add(1);
             let Some(h) = h else {
                 continue; // a malformed slot: dropped
             };
             *meta = RecvMeta::from_socket(SocketAddr::new(h.src, h.src_port), self.local, h.len);
-            meta.truncated = h.len > buf.len();
+            meta.truncated = h.len > room;
             meta.intact = true;
             let mut ip = [0u8; IPV6_HEADER_LEN];
             match meta.socket_ip_header(h.ident, &mut ip) {
                 Some(len) => meta.set_ip_header(&ip[..len]),
                 None => continue, // another address family than the device's: dropped
             }
+            // SAFETY: the slot's `h.len` bytes (at most `SLOT_PAYLOAD`) are inside the mapping,
+            // which the inbox keeps, and this lane's sender does not write them before
+            // `release` publishes a `head` past them: the next `recv` does, after the batch
+            // is filled again, or the caller's `release` once it handled the batch.
+            unsafe { batch.set_outside(n, at, h.len) };
             n += 1;
         }
         self.heads[lane] = head;
-        self.region.head(lane).store(head, Ordering::Release);
+        self.unreleased |= 1 << lane;
         n
     }
 
