@@ -44,17 +44,18 @@
 //! trusts them) and lists the datagram in its receive batch where it is, in the slot
 //! (`RecvBatch::set_outside`). The engine parses it there and places its payload straight
 //! from the slot into registered memory: one copy on the receiving side instead of two
-//! (into the batch, then into memory), the second of which was nearly a third of a receiving thread's time under
-//! a stream of RDMA WRITEs. Once the batch is handled (`Transport::release_received`, or
-//! the next receive) the consumer publishes `head`, its count of slots read (release): the
-//! producer writes none of them before. A sender that broke that rule (it is the same user,
-//! `SO_PEERCRED`) could change only its own datagram under the reader, as a corrupt link
-//! changes bytes: every length the engine acts on is read once into its parsed headers, and
-//! every view of the slot stays within it. So a datagram costs the consumer the cache lines
-//! of its slot and nothing else: a lane-wide `tail` and a word of pending lanes, which the
-//! first version polled, were two more lines to move between the cores for every datagram,
-//! about 0.25 us each on this VM. The producer still writes `tail` (its count of slots
-//! written) for the next sender given the lane.
+//! (into the batch, then into memory), the second of which was nearly a third of a
+//! receiving thread's time under a stream of RDMA WRITEs. Once the batch is handled
+//! (`Transport::release_received`, or the next receive) the consumer publishes `head`, its
+//! count of slots read (release): the producer writes none of them before. A sender that
+//! broke that rule (it is the same user, `SO_PEERCRED`) could change only its own datagram
+//! under the reader, as a corrupt link changes bytes: every length the engine acts on is
+//! read once into its parsed headers, and every view of the slot stays within it. So a
+//! datagram costs the consumer the cache lines of its slot and nothing else: a lane-wide
+//! `tail` and a word of pending lanes, which the first version polled, were two more lines
+//! to move between the cores for every datagram, about 0.25 us each on this VM. The
+//! producer still writes `tail` (its count of slots written) for the next sender given the
+//! lane.
 //!
 //! After publishing, a producer reads `sleeping`: a receiver whose progress thread is about
 //! to sleep sets it and then looks at each lane's next slot once more (both sequentially
