@@ -338,10 +338,16 @@ impl Device {
     /// completions missing from the CQ. Measured with `ib_write_bw` (`-q 1`, `-q 4`): no
     /// slower than leaving it.
     ///
-    /// The post's round touches QP `qpn` alone (its packets, completions and deadline): a
-    /// post changes no other QP, and timers are for the rounds that receive. So a post costs
-    /// the same with one QP or thousands, and the device's dirty mark, which may stand for
-    /// another thread's change to another QP, is left as it is.
+    /// That send touches QP `qpn` alone (its packets, completions and deadline): a post
+    /// changes no other QP, and the device's dirty mark, which may stand for another thread's
+    /// change to another QP, is left as it is. Then the post makes a round, as a poll does
+    /// (receive, timers, transmit). An application answering a poll's completions with a
+    /// burst of posts (with 1024 QPs about 30 WRITEs of 64 KiB, 100 µs of copying) looked at
+    /// nothing meanwhile: the peer's ACKs waited unread, and the device's window went out and
+    /// came back in convoys, each round taking some 30 ACKs at once. With the round, 1024
+    /// QPs moved 94 to 99 Gbit/s against 45 (`softrnic perf --qps 1,1,1024,1024
+    /// --interleave`, each count with and without it in turns, three runs), one QP 0.94x to
+    /// 0.96x as much.
     pub fn post_send<R>(&self, qpn: u32, post: impl FnOnce(&mut Nic) -> R) -> R {
         let inner = &*self.inner;
         let r = post(&mut lock(&inner.nic));
@@ -354,6 +360,7 @@ impl Device {
         let now = inner.now();
         inner.stamp_activity(now);
         guarded(inner, || transmit_qp(inner, &mut io, qpn, now));
+        guarded(inner, || progress(inner, &mut io, Round::Poll));
         r
     }
 
