@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use super::emit::Emitter;
 pub use super::round::Moved;
-use super::round::{progress, transmit_qp, Io, Round};
+use super::round::{after_post, progress, transmit_qp, Io, Round};
 use super::thread::run;
 use crate::counters::DeviceCounters;
 use crate::device::Gid;
@@ -340,14 +340,8 @@ impl Device {
     ///
     /// That send touches QP `qpn` alone (its packets, completions and deadline): a post
     /// changes no other QP, and the device's dirty mark, which may stand for another thread's
-    /// change to another QP, is left as it is. Then the post makes a round, as a poll does
-    /// (receive, timers, transmit). An application answering a poll's completions with a
-    /// burst of posts (with 1024 QPs about 30 WRITEs of 64 KiB, 100 µs of copying) looked at
-    /// nothing meanwhile: the peer's ACKs waited unread, and the device's window went out and
-    /// came back in convoys, each round taking some 30 ACKs at once. With the round, 1024
-    /// QPs moved 94 to 99 Gbit/s against 45 (`softrnic perf --qps 1,1,1024,1024
-    /// --interleave`, each count with and without it in turns, three runs), one QP 0.94x to
-    /// 0.96x as much.
+    /// change to another QP, is left as it is. A burst of posts with no round between makes
+    /// one now and then (`round::after_post`), so that the peer's ACKs are taken in.
     pub fn post_send<R>(&self, qpn: u32, post: impl FnOnce(&mut Nic) -> R) -> R {
         let inner = &*self.inner;
         let r = post(&mut lock(&inner.nic));
@@ -360,7 +354,7 @@ impl Device {
         let now = inner.now();
         inner.stamp_activity(now);
         guarded(inner, || transmit_qp(inner, &mut io, qpn, now));
-        guarded(inner, || progress(inner, &mut io, Round::Poll));
+        guarded(inner, || after_post(inner, &mut io));
         r
     }
 
