@@ -532,6 +532,7 @@ impl RecvBatch {
 
     /// For transports: every slot's buffer and metadata, to fill from slot 0 on; then call
     /// [`RecvBatch::set_len`].
+    ///
     /// A received packet left outside the batch is copied into its slot first, so that what
     /// is changed there is the packet (a fault injector moves packets down over the ones it
     /// drops).
@@ -558,8 +559,7 @@ impl RecvBatch {
     }
 
     /// For transports: declares slots `0..n` filled (clamped to the capacity), none of them
-    /// watched.
-    /// Slots from `n` on hold no packet any more, nor one left outside.
+    /// watched. Slots from `n` on hold no packet any more, nor one left outside.
     pub fn set_len(&mut self, n: usize) {
         self.filled = n.min(self.capacity());
         self.watched = 0;
