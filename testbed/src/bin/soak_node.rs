@@ -3,6 +3,8 @@
 //!
 //! usage: soak-node server ADDR
 //!        soak-node client ADDR SERVER_ADDR SECONDS
+//!
+//! `SOFTRNIC_LOG` (a `tracing` filter) prints the engine's events to stderr.
 
 use std::net::IpAddr;
 use std::process::ExitCode;
@@ -11,6 +13,8 @@ use std::time::Instant;
 use softrnic_testbed::soak::{client, server};
 
 fn main() -> ExitCode {
+    // `SOFTRNIC_LOG=softrnic::rc=debug` shows every timeout, NAK and resend of a failed run.
+    softrnic_uapi::log::init_from_env();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ip = |i: usize| args.get(i).and_then(|a| a.parse::<IpAddr>().ok());
     let t0 = Instant::now();
