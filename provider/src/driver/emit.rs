@@ -175,17 +175,28 @@ impl Emitter {
                 }
                 _ => {
                     let dst = SocketAddr::new(tx.dst, ROCE_V2_UDP_PORT);
-                    let from = transport.source_port(tx.src_port, dst);
                     let icrc = transport.wants_icrc(dst, qpn, tx.roce.buffer_len());
+                    // A datagram that wants no ICRC goes into a lane, from no socket: it
+                    // names the QP's own port, and its IPv4 ID is its place in its run. No
+                    // socket is opened or looked up for it: there is one per QP's port, and
+                    // with 1024 QPs writing host-local the lookups missed the cache.
+                    let from = if icrc {
+                        transport.source_port(tx.src_port, dst)
+                    } else {
+                        tx.src_port
+                    };
                     port = Some((tx.src_port, tx.dst, qpn, from, icrc));
                     (from, icrc)
                 }
             };
             let segment = runs.place(src_port, tx.dst, tx.roce.buffer_len(), pieces_of(tx));
-            let ident = self
-                .idents
-                .next(src_port, segment, || transport.ipv4_ident(src_port))
-                .unwrap_or(segment);
+            let ident = if icrc {
+                self.idents
+                    .next(src_port, segment, || transport.ipv4_ident(src_port))
+                    .unwrap_or(segment)
+            } else {
+                segment
+            };
             let mut span = Span {
                 p0,
                 ..Span::default()
@@ -215,7 +226,9 @@ impl Emitter {
             }
             if !span.ok {
                 runs.drop_last();
-                self.idents.drop_last(src_port, segment);
+                if icrc {
+                    self.idents.drop_last(src_port, segment);
+                }
             }
             pins.truncate(span.p1.max(p0));
             self.spans.push(span);
@@ -584,5 +597,77 @@ mod tests {
             with.0[0].1[..],
             whole[d.ip.header_len() + UDP_HEADER_LEN..n]
         );
+    }
+
+    /// A transport whose sockets moved the QP's port (another socket held it) and count
+    /// IPv4 IDs from 100; it keeps each packet's source port and ID, and counts how often it
+    /// was asked for them. Wants no ICRC if `lane`.
+    #[derive(Default)]
+    struct Sockets {
+        lane: bool,
+        sent: Vec<(u16, u16)>,
+        asked: usize,
+    }
+
+    impl Transport for Sockets {
+        fn wants_icrc(&mut self, _: SocketAddr, _: u32, _: usize) -> bool {
+            !self.lane
+        }
+        fn source_port(&mut self, _: u16, _: SocketAddr) -> u16 {
+            self.asked += 1;
+            0xd000
+        }
+        fn ipv4_ident(&self, _: u16) -> Option<u16> {
+            Some(100)
+        }
+        fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
+            self.sent.extend(pkts.iter().map(|p| (p.src_port, p.ident)));
+            Ok(pkts.len())
+        }
+        fn recv_batch(&mut self, _: &mut RecvBatch) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn poll(&mut self, _: Option<Duration>) -> io::Result<Ready> {
+            Ok(Ready {
+                recv: false,
+                send: true,
+            })
+        }
+        fn local_addr(&self) -> IpAddr {
+            LOCAL
+        }
+        fn stats(&self) -> TransportStats {
+            TransportStats::default()
+        }
+    }
+
+    /// A datagram for a socket leaves from the port the transport gives and carries its
+    /// socket's IPv4 IDs; one for a lane (no ICRC wanted) names the QP's own port and its
+    /// place in its run, and the transport is not asked for a port: no socket is opened or
+    /// looked up for it.
+    #[test]
+    fn a_datagram_for_a_lane_asks_for_no_source_port() {
+        let txs = [
+            transmit(Opcode::RC_ACKNOWLEDGE, Payload::None, 0),
+            transmit(Opcode::RC_ACKNOWLEDGE, Payload::None, 0),
+        ];
+        let mrs = MrTable::new(4, 1).unwrap();
+        let mut udp = Sockets::default();
+        assert_eq!(
+            Emitter::new(LOCAL, 4).send(&txs, &mrs, &mut udp).unwrap(),
+            2
+        );
+        assert_eq!(udp.sent, [(0xd000, 100), (0xd000, 101)]);
+        assert_eq!(udp.asked, 1, "once for the QP's run of packets");
+        let mut lane = Sockets {
+            lane: true,
+            ..Sockets::default()
+        };
+        assert_eq!(
+            Emitter::new(LOCAL, 4).send(&txs, &mrs, &mut lane).unwrap(),
+            2
+        );
+        assert_eq!(lane.sent, [(0xc000, 0), (0xc000, 0)]);
+        assert_eq!(lane.asked, 0);
     }
 }

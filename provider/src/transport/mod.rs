@@ -732,7 +732,9 @@ pub trait Transport {
     /// The UDP source port a packet meant to leave from `src_port` for `dst` leaves from: the
     /// same port, unless the transport cannot send from it, and then one it can. The emitter
     /// writes this one into the UDP header, which the ICRC covers (IBTA annex A17.4.2),
-    /// before it builds the packet. By default the same port.
+    /// before it builds the packet. By default the same port. Asked only for a datagram the
+    /// transport wants an ICRC for ([`Transport::wants_icrc`]): one for a lane leaves from no
+    /// socket and names the QP's own port.
     ///
     /// Why a port may be refused: the QPs' ports (0xC000 and up, A17.2.3, as rxe's) lie in
     /// Linux's ephemeral range, where any socket of the host may hold one, and a socket bound
