@@ -1,4 +1,5 @@
-//! Sending: a socket per UDP source port, connected to its QP's peer, one `sendmmsg` per run of
+//! Sending: a socket per UDP source port (the first [`MAX_SOURCE_SOCKETS`]; later ports share
+//! the receive socket's), connected to its QP's peer, one `sendmmsg` per run of
 //! packets from one port, every packet as an iovec list over the caller's pieces, a
 //! segmentation run as one message with `UDP_SEGMENT`; and, on a connected IPv4 socket, each
 //! packet's ICRC moved to the IP Identification the kernel will give it (see the module
@@ -20,6 +21,19 @@ use super::{
     ident, mcast, ControlBuf, MessagePlan, Scratch, UdpTransport, MAX_IOVS, MAX_MSGS, UDP_SEGMENT,
 };
 use crate::transport::{Bytes, OutPacket, TransportStats};
+
+/// The most source-port sockets a transport opens. A17.2.3's flow entropy needs far fewer
+/// ports than a device has QPs, and a socket per QP's port took one file descriptor per QP:
+/// 1024 QPs ran a process into the usual limit of 1024 (`ulimit -n`), and the packets whose
+/// socket could not be opened were lost until their WRs ended in `IBV_WC_RETRY_EXC_ERR`.
+/// Past this many, a QP's packets leave from the receive socket, port 4791.
+pub(super) const MAX_SOURCE_SOCKETS: usize = 256;
+
+/// Whether opening a socket failed for want of a file descriptor (the process's limit or
+/// the system's).
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
 
 /// The socket of a source port.
 #[derive(Debug)]
@@ -64,10 +78,16 @@ impl UdpTransport {
     /// for `wanted` from then on. Opens the socket if it is not open.
     ///
     /// [`Transport::source_port`]: crate::transport::Transport::source_port
+    ///
+    /// Past [`MAX_SOURCE_SOCKETS`] ports, or when the process has no descriptor left, the
+    /// port shares the receive socket's, 4791, from then on.
     pub(super) fn resolve_source_port(&mut self, wanted: u16, dst: SocketAddr) -> u16 {
         let port = self.moved_ports.get(&wanted).copied().unwrap_or(wanted);
         if matches!(port, 0 | ROCE_V2_UDP_PORT) || self.tx.contains_key(&port) {
             return port;
+        }
+        if self.tx.len() >= MAX_SOURCE_SOCKETS {
+            return self.share_receive_port(wanted);
         }
         match self.open_tx_socket(port, dst) {
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => match self.open_tx_socket(0, dst) {
@@ -76,11 +96,21 @@ impl UdpTransport {
                     self.stats.tx_ports_moved += 1;
                     other
                 }
+                Err(e) if out_of_descriptors(&e) => self.share_receive_port(wanted),
                 Err(_) => port,
             },
+            Err(e) if out_of_descriptors(&e) => self.share_receive_port(wanted),
             // Any other error is the send's to report.
             _ => port,
         }
+    }
+
+    /// Packets meant for source port `wanted` leave from the receive socket (port 4791)
+    /// from now on.
+    fn share_receive_port(&mut self, wanted: u16) -> u16 {
+        self.moved_ports.insert(wanted, ROCE_V2_UDP_PORT);
+        self.stats.tx_ports_shared += 1;
+        ROCE_V2_UDP_PORT
     }
 
     /// Opens the socket of source port `port` (0: one the kernel picks) and connects it to

@@ -682,6 +682,48 @@ fn ipv6_datagrams_without_a_udp_checksum_are_received() {
     assert_eq!(got.map(|n| &buf[..n]), Some(&b"no checksum"[..]));
 }
 
+/// Past `MAX_SOURCE_SOCKETS` source ports a transport opens no more sockets: a QP's port
+/// then shares the receive socket's, 4791, every time, and its packets arrive from there.
+/// (One socket per QP's port ran 1024 QPs out of file descriptors.)
+#[test]
+fn past_the_source_sockets_a_port_leaves_from_the_receive_socket() {
+    use super::send::MAX_SOURCE_SOCKETS;
+    let (mut a, mut b) = (bind(lo(33)), bind(lo(34)));
+    let to = SocketAddr::new(lo(34), ROCE_V2_UDP_PORT);
+    let wanted: Vec<u16> = (0..MAX_SOURCE_SOCKETS as u16 + 3)
+        .map(|i| 0xc100 + i)
+        .collect();
+    let got: Vec<u16> = wanted.iter().map(|&p| a.source_port(p, to)).collect();
+    assert_eq!(a.source_ports_open(), MAX_SOURCE_SOCKETS);
+    assert!(got[..MAX_SOURCE_SOCKETS]
+        .iter()
+        .all(|&p| p != ROCE_V2_UDP_PORT));
+    assert_eq!(got[MAX_SOURCE_SOCKETS..], [ROCE_V2_UDP_PORT; 3]);
+    let last = *wanted.last().unwrap();
+    assert_eq!(
+        a.source_port(last, to),
+        ROCE_V2_UDP_PORT,
+        "kept for the port"
+    );
+    assert_eq!(a.stats().tx_ports_shared, 3);
+    let body = [0xa5u8; 64];
+    let pieces = [Bytes::from(&body[..])];
+    let pkt = OutPacket {
+        dst: to,
+        src_port: ROCE_V2_UDP_PORT,
+        pieces: &pieces,
+        segment: 0,
+        ident: 0,
+    };
+    assert_eq!(a.send_batch(std::slice::from_ref(&pkt)).unwrap(), 1);
+    let got = recv_all(&mut b, 1);
+    assert_eq!(
+        got,
+        [(SocketAddr::new(lo(33), ROCE_V2_UDP_PORT), body.to_vec())]
+    );
+    assert_eq!(a.source_ports_open(), MAX_SOURCE_SOCKETS);
+}
+
 /// A source port another socket of the host holds (bound without `SO_REUSEADDR`, as most
 /// programs' sockets are): the packets meant for it leave from a port the kernel picks, the
 /// same one every time, and arrive from there; a free port is its own.

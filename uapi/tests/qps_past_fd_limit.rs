@@ -1,0 +1,146 @@
+//! More QPs than the process may open file descriptors, over kernel UDP: every QP's WRITE
+//! completes. A QP's packets are meant to leave from its own UDP source port (A17.2.3), and
+//! the UDP transport sends each port's from a socket of its own; with one per QP, 1024 QPs
+//! ran a process into the usual limit of 1024 descriptors, and the packets whose socket could
+//! not be opened were lost until their WRs ended in `IBV_WC_RETRY_EXC_ERR`. Now a transport
+//! opens at most 256 such sockets, and past them, or when no descriptor is left, a QP's
+//! packets leave from the receive socket (`provider/src/transport/udp/send.rs`).
+//!
+//! The test lowers its own process's limit to [`FD_LIMIT`] (its one test, so nothing else in
+//! the process feels it), below the [`QPS`] QPs of each of its two devices, and below the two
+//! transports' 256 source-port sockets each, so that both ways out are taken.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use softrnic_provider::transport::UdpTransport;
+use softrnic_uapi::{
+    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpCaps, QpInitAttr,
+    QueuePair, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
+};
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 64, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 64, 2));
+/// QPs on each device.
+const QPS: usize = 400;
+/// The process's file descriptor limit during the test.
+const FD_LIMIT: u64 = 384;
+/// Bytes each QP writes.
+const LEN: usize = 64;
+
+struct Side {
+    _ctx: Context,
+    _pd: Pd,
+    cq: Cq,
+    qps: Vec<QueuePair>,
+    mr: MemoryRegion,
+}
+
+/// A device on plain kernel UDP (no packet ring, no host-local path): every packet leaves
+/// through a source-port socket or the receive socket.
+fn side(addr: IpAddr, seed: u64) -> Side {
+    let transport = UdpTransport::bind(addr)
+        .unwrap_or_else(|e| panic!("binding {addr}:4791: {e}"))
+        .without_ring();
+    let opts = OpenOptions {
+        progress: Progress::Polling,
+        key_seed: seed,
+    };
+    let ctx = Context::open_on(Box::new(transport), opts).unwrap();
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(QPS).unwrap();
+    let caps = QpCaps {
+        max_send_wr: 1,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qps = (0..QPS)
+        .map(|_| pd.create_qp(&QpInitAttr::rc(&cq, caps)).unwrap())
+        .collect();
+    let mr = pd
+        .reg_mr(QPS * LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    Side {
+        _ctx: ctx,
+        _pd: pd,
+        cq,
+        qps,
+        mr,
+    }
+}
+
+/// The byte `k` QP `q` writes.
+fn byte(q: usize, k: usize) -> u8 {
+    (q * 13 + k) as u8
+}
+
+/// Lowers this process's soft limit of open files to `soft`.
+fn limit_open_files(soft: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a valid rlimit for the calls to read and write.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+        l.rlim_cur = soft.min(l.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
+    }
+}
+
+#[test]
+fn more_qps_than_file_descriptors_all_complete() {
+    limit_open_files(FD_LIMIT);
+    let (a, b) = (side(A, 1), side(B, 2));
+    for (s, dest, peer) in [(&a, B, &b), (&b, A, &a)] {
+        for (qp, peer_qp) in s.qps.iter().zip(&peer.qps) {
+            qp.connect(&ConnectAttr {
+                dest,
+                dest_qp_num: peer_qp.qp_num(),
+                ..ConnectAttr::default()
+            })
+            .unwrap();
+        }
+    }
+    for q in 0..QPS {
+        let data: Vec<u8> = (0..LEN).map(|k| byte(q, k)).collect();
+        a.mr.write(q * LEN, &data).unwrap();
+        let w = SendWr {
+            flags: SendFlags::SIGNALED,
+            remote: RemoteAddr {
+                addr: b.mr.addr() + (q * LEN) as u64,
+                rkey: b.mr.rkey(),
+            },
+            ..SendWr::new(
+                q as u64,
+                SendOpcode::RdmaWrite,
+                vec![a.mr.sge(q * LEN, LEN as u32)],
+            )
+        };
+        a.qps[q].post_send(&[w]).map_err(|(_, e)| e).unwrap();
+    }
+    // One thread drives both devices (a 60 s guard against a hang, not a timing assertion).
+    let mut done = vec![0usize; QPS];
+    let mut wcs = [WorkCompletion::error(0, WcStatus::Success, WcOpcode::RdmaWrite, 0); 16];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while done.iter().sum::<usize>() < QPS {
+        assert!(Instant::now() < deadline, "stuck: {done:?}");
+        b.cq.poll(&mut wcs).unwrap();
+        let k = a.cq.poll(&mut wcs).unwrap();
+        for w in &wcs[..k] {
+            assert_eq!(w.status, WcStatus::Success, "{w:?}");
+            done[w.wr_id as usize] += 1;
+        }
+    }
+    assert!(done.iter().all(|&n| n == 1), "{done:?}");
+    let mut back = vec![0u8; QPS * LEN];
+    b.mr.read(0, &mut back).unwrap();
+    for q in 0..QPS {
+        assert!(
+            (0..LEN).all(|k| back[q * LEN + k] == byte(q, k)),
+            "QP {q}'s bytes"
+        );
+    }
+}
