@@ -200,7 +200,8 @@ fn run_tool(bin: &Path, program: &str, port: u16, o: &Options) -> io::Result<Lat
 /// Runs `program args -p port` through `bin run` as server and client, each on its own
 /// address, and returns what the client printed once both have exited. The client starts
 /// half a second after the server, which listens for perftest's TCP exchange once its
-/// device is open.
+/// device is open. A run whose clock calibration failed ([`clock_calibration_failed`]) is
+/// run again, up to [`ATTEMPTS`] times.
 pub(super) fn run_pair(
     bin: &Path,
     program: &str,
@@ -208,6 +209,38 @@ pub(super) fn run_pair(
     port: u16,
     o: &Options,
 ) -> io::Result<String> {
+    let mut attempt = 1;
+    loop {
+        match run_pair_once(bin, program, args, port, o) {
+            Err((e, stderr)) if clock_calibration_failed(&stderr) && attempt < ATTEMPTS => {
+                eprintln!("softrnic: {e}; running it again");
+                attempt += 1;
+            }
+            r => return r.map_err(|(e, _)| e),
+        }
+    }
+}
+
+/// How many times [`run_pair`] runs a pair whose clock calibration failed.
+const ATTEMPTS: usize = 3;
+
+/// Whether a perftest client failed because it could not calibrate the CPU clock it times
+/// with: it samples cycles against `gettimeofday` and gives up when the two do not line up
+/// (`Correlation coefficient r^2: ... < 0.9`, then `Can't produce a report`), which a busy or
+/// virtual machine's descheduled moments cause now and then. Nothing softrnic did: the run
+/// is worth running again.
+fn clock_calibration_failed(stderr: &str) -> bool {
+    stderr.contains("Correlation coefficient r^2")
+}
+
+/// [`run_pair`]'s one run; on failure, the error and the client's standard error.
+fn run_pair_once(
+    bin: &Path,
+    program: &str,
+    args: &[String],
+    port: u16,
+    o: &Options,
+) -> Result<String, (io::Error, String)> {
     let command = |addr: IpAddr| {
         let mut c = Command::new(bin);
         c.args(["run", "--addr", &addr.to_string(), "--", program])
@@ -219,17 +252,19 @@ pub(super) fn run_pair(
     let mut server = command(o.server)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()?;
+        .spawn()
+        .map_err(|e| (e, String::new()))?;
     std::thread::sleep(Duration::from_millis(500));
     let client = command(o.client).arg(o.server.to_string()).output();
-    let served = server.wait()?;
-    let client = client?;
+    let served = server.wait().map_err(|e| (e, String::new()))?;
+    let client = client.map_err(|e| (e, String::new()))?;
     if !client.status.success() || !served.success() {
-        return Err(io::Error::other(format!(
-            "{program} failed (client {}, server {served}): {}",
+        let stderr = String::from_utf8_lossy(&client.stderr).into_owned();
+        let e = io::Error::other(format!(
+            "{program} failed (client {}, server {served}): {stderr}",
             client.status,
-            String::from_utf8_lossy(&client.stderr)
-        )));
+        ));
+        return Err((e, stderr));
     }
     Ok(String::from_utf8_lossy(&client.stdout).into_owned())
 }
@@ -286,6 +321,18 @@ mod tests {
         );
         assert_eq!(parse("no report here"), None);
         assert_eq!(parse(" t_typical\n not numbers\n"), None);
+    }
+
+    /// What `ib_write_bw` printed when its clock calibration failed on this VM is a reason to
+    /// run it again; another failure is not.
+    #[test]
+    fn a_failed_clock_calibration_is_run_again_and_nothing_else() {
+        let calibration = "Correlation coefficient r^2: 0.612221 < 0.9\nCan't produce a report\n";
+        assert!(clock_calibration_failed(calibration));
+        assert!(!clock_calibration_failed(
+            "Couldn't connect to 127.0.0.1:18515\nUnable to open file descriptor for socket connection"
+        ));
+        assert!(!clock_calibration_failed(""));
     }
 
     #[test]
