@@ -10,13 +10,16 @@
 //! the process feels it), below the [`QPS`] QPs of each of its two devices, and below the two
 //! transports' 256 source-port sockets each, so that both ways out are taken.
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use common::{Setup, Side};
 use softrnic_provider::transport::UdpTransport;
 use softrnic_uapi::{
-    Access, ConnectAttr, Context, Cq, MemoryRegion, OpenOptions, Pd, Progress, QpCaps, QpInitAttr,
-    QueuePair, RemoteAddr, SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
+    Access, ConnectAttr, MemoryRegion, Progress, QpCaps, QpInitAttr, QueuePair, RemoteAddr,
+    SendFlags, SendOpcode, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 64, 1));
@@ -28,27 +31,22 @@ const FD_LIMIT: u64 = 384;
 /// Bytes each QP writes.
 const LEN: usize = 64;
 
-struct Side {
-    _ctx: Context,
-    _pd: Pd,
-    cq: Cq,
-    qps: Vec<QueuePair>,
-    mr: MemoryRegion,
-}
-
-/// A device on plain kernel UDP (no packet ring, no host-local path): every packet leaves
-/// through a source-port socket or the receive socket.
-fn side(addr: IpAddr, seed: u64) -> Side {
+/// A device on plain kernel UDP (no packet ring, no host-local path: every packet leaves
+/// through a source-port socket or the receive socket), [`QPS`] QPs besides the side's own
+/// (left unconnected), and a region for them.
+fn side(addr: IpAddr, seed: u64) -> (Side, Vec<QueuePair>, MemoryRegion) {
     let transport = UdpTransport::bind(addr)
         .unwrap_or_else(|e| panic!("binding {addr}:4791: {e}"))
         .without_ring();
-    let opts = OpenOptions {
+    let setup = Setup {
         progress: Progress::Polling,
-        key_seed: seed,
+        seed,
+        cqe: QPS,
+        send_wr: 1,
+        recv_wr: 1,
+        ..Setup::DEFAULT
     };
-    let ctx = Context::open_on(Box::new(transport), opts).unwrap();
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(QPS).unwrap();
+    let s = setup.on_transport(Box::new(transport));
     let caps = QpCaps {
         max_send_wr: 1,
         max_recv_wr: 1,
@@ -57,18 +55,12 @@ fn side(addr: IpAddr, seed: u64) -> Side {
         max_inline_data: 0,
     };
     let qps = (0..QPS)
-        .map(|_| pd.create_qp(&QpInitAttr::rc(&cq, caps)).unwrap())
+        .map(|_| s.pd.create_qp(&QpInitAttr::rc(&s.cq, caps)).unwrap())
         .collect();
-    let mr = pd
-        .reg_mr(QPS * LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-        .unwrap();
-    Side {
-        _ctx: ctx,
-        _pd: pd,
-        cq,
-        qps,
-        mr,
-    }
+    let mr =
+        s.pd.reg_mr(QPS * LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+    (s, qps, mr)
 }
 
 /// The byte `k` QP `q` writes.
@@ -93,9 +85,9 @@ fn limit_open_files(soft: u64) {
 #[test]
 fn more_qps_than_file_descriptors_all_complete() {
     limit_open_files(FD_LIMIT);
-    let (a, b) = (side(A, 1), side(B, 2));
-    for (s, dest, peer) in [(&a, B, &b), (&b, A, &a)] {
-        for (qp, peer_qp) in s.qps.iter().zip(&peer.qps) {
+    let ((a, a_qps, a_mr), (b, b_qps, b_mr)) = (side(A, 1), side(B, 2));
+    for (qps, dest, peers) in [(&a_qps, B, &b_qps), (&b_qps, A, &a_qps)] {
+        for (qp, peer_qp) in qps.iter().zip(peers) {
             qp.connect(&ConnectAttr {
                 dest,
                 dest_qp_num: peer_qp.qp_num(),
@@ -106,20 +98,20 @@ fn more_qps_than_file_descriptors_all_complete() {
     }
     for q in 0..QPS {
         let data: Vec<u8> = (0..LEN).map(|k| byte(q, k)).collect();
-        a.mr.write(q * LEN, &data).unwrap();
+        a_mr.write(q * LEN, &data).unwrap();
         let w = SendWr {
             flags: SendFlags::SIGNALED,
             remote: RemoteAddr {
-                addr: b.mr.addr() + (q * LEN) as u64,
-                rkey: b.mr.rkey(),
+                addr: b_mr.addr() + (q * LEN) as u64,
+                rkey: b_mr.rkey(),
             },
             ..SendWr::new(
                 q as u64,
                 SendOpcode::RdmaWrite,
-                vec![a.mr.sge(q * LEN, LEN as u32)],
+                vec![a_mr.sge(q * LEN, LEN as u32)],
             )
         };
-        a.qps[q].post_send(&[w]).map_err(|(_, e)| e).unwrap();
+        a_qps[q].post_send(&[w]).map_err(|(_, e)| e).unwrap();
     }
     // One thread drives both devices (a 60 s guard against a hang, not a timing assertion).
     let mut done = vec![0usize; QPS];
@@ -136,7 +128,7 @@ fn more_qps_than_file_descriptors_all_complete() {
     }
     assert!(done.iter().all(|&n| n == 1), "{done:?}");
     let mut back = vec![0u8; QPS * LEN];
-    b.mr.read(0, &mut back).unwrap();
+    b_mr.read(0, &mut back).unwrap();
     for q in 0..QPS {
         assert!(
             (0..LEN).all(|k| back[q * LEN + k] == byte(q, k)),

@@ -404,21 +404,42 @@ mod tests {
     const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 7));
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 34, 8));
 
-    /// Keeps what it is asked to send: per packet, its pieces' count and its bytes. Wants no
-    /// ICRC if `.1` (as the host-local path's lanes).
+    /// Keeps what it is asked to send: per packet, its pieces' count and its bytes (`sent`),
+    /// and its source port and IPv4 ID (`ports`). Wants no ICRC if `lane` (as the host-local
+    /// path's lanes). With `sockets`, its sockets moved every port to 0xd000 (as when another
+    /// socket holds a QP's) and count IPv4 IDs from 100; `asked` counts the ports asked for.
     #[derive(Default)]
-    struct Recorder(Vec<(usize, Vec<u8>)>, bool);
+    struct Recorder {
+        sent: Vec<(usize, Vec<u8>)>,
+        lane: bool,
+        sockets: bool,
+        ports: Vec<(u16, u16)>,
+        asked: usize,
+    }
 
     impl Transport for Recorder {
         fn wants_icrc(&mut self, _: SocketAddr, _: u32, _: usize) -> bool {
-            !self.1
+            !self.lane
+        }
+        fn source_port(&mut self, src_port: u16, _: SocketAddr) -> u16 {
+            self.asked += 1;
+            if self.sockets {
+                0xd000
+            } else {
+                src_port
+            }
+        }
+        fn ipv4_ident(&self, _: u16) -> Option<u16> {
+            self.sockets.then_some(100)
         }
         fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
-            self.0.extend(pkts.iter().map(|p| {
+            self.sent.extend(pkts.iter().map(|p| {
                 let mut bytes = Vec::new();
                 p.pieces.iter().for_each(|b| b.append_to(&mut bytes));
                 (p.pieces.len(), bytes)
             }));
+            self.ports
+                .extend(pkts.iter().map(|p| (p.src_port, p.ident)));
             Ok(pkts.len())
         }
         fn recv_batch(&mut self, _: &mut RecvBatch) -> io::Result<usize> {
@@ -469,7 +490,7 @@ mod tests {
         let mut out = Recorder::default();
         let mut e = Emitter::new(LOCAL, 4);
         assert_eq!(e.send(&txs, &mrs, &mut out).unwrap(), 2);
-        for (k, (tx, (pieces, sent))) in txs.iter().zip(&out.0).enumerate() {
+        for (k, (tx, (pieces, sent))) in txs.iter().zip(&out.sent).enumerate() {
             assert_eq!(*pieces, 1, "packet {k}");
             // The whole datagram as the wire crate writes it, from the BTH on.
             let d = datagram(tx);
@@ -540,7 +561,7 @@ mod tests {
         let mut e = Emitter::new(LOCAL, 4);
         assert_eq!(e.send(&[tx], &mrs, &mut out).unwrap(), 1);
         drop(mrs);
-        let (pieces, sent) = &out.0[0];
+        let (pieces, sent) = &out.sent[0];
         assert_eq!(*pieces, 4, "headers, two chunks, trailer");
         let d = datagram(&tx);
         let mut whole = vec![0u8; d.buffer_len()];
@@ -572,13 +593,16 @@ mod tests {
             transmit(Opcode::RC_SEND_ONLY, payload, 1501),
             transmit(Opcode::RC_SEND_ONLY, Payload::Inline { bytes, len: 5 }, 5),
         ];
-        let [mut with, mut without] = [false, true].map(|skip| Recorder(Vec::new(), skip));
+        let [mut with, mut without] = [false, true].map(|lane| Recorder {
+            lane,
+            ..Recorder::default()
+        });
         for out in [&mut with, &mut without] {
             let mut e = Emitter::new(LOCAL, 4);
             assert_eq!(e.send(&txs, &mrs, out).unwrap(), 2);
         }
         drop(mrs);
-        for (k, ((_, full), (_, bare))) in with.0.iter().zip(&without.0).enumerate() {
+        for (k, ((_, full), (_, bare))) in with.sent.iter().zip(&without.sent).enumerate() {
             let body = full.len() - ICRC_LEN;
             assert_eq!(bare.len(), full.len(), "packet {k}");
             assert_eq!(bare[..body], full[..body], "packet {k}: all but the ICRC");
@@ -594,51 +618,9 @@ mod tests {
         let mut whole = vec![0u8; d.buffer_len()];
         let n = d.emit(&mut whole, &[&region[10..1511]]).unwrap();
         assert_eq!(
-            with.0[0].1[..],
+            with.sent[0].1[..],
             whole[d.ip.header_len() + UDP_HEADER_LEN..n]
         );
-    }
-
-    /// A transport whose sockets moved the QP's port (another socket held it) and count
-    /// IPv4 IDs from 100; it keeps each packet's source port and ID, and counts how often it
-    /// was asked for them. Wants no ICRC if `lane`.
-    #[derive(Default)]
-    struct Sockets {
-        lane: bool,
-        sent: Vec<(u16, u16)>,
-        asked: usize,
-    }
-
-    impl Transport for Sockets {
-        fn wants_icrc(&mut self, _: SocketAddr, _: u32, _: usize) -> bool {
-            !self.lane
-        }
-        fn source_port(&mut self, _: u16, _: SocketAddr) -> u16 {
-            self.asked += 1;
-            0xd000
-        }
-        fn ipv4_ident(&self, _: u16) -> Option<u16> {
-            Some(100)
-        }
-        fn send_batch(&mut self, pkts: &[OutPacket<'_>]) -> io::Result<usize> {
-            self.sent.extend(pkts.iter().map(|p| (p.src_port, p.ident)));
-            Ok(pkts.len())
-        }
-        fn recv_batch(&mut self, _: &mut RecvBatch) -> io::Result<usize> {
-            Ok(0)
-        }
-        fn poll(&mut self, _: Option<Duration>) -> io::Result<Ready> {
-            Ok(Ready {
-                recv: false,
-                send: true,
-            })
-        }
-        fn local_addr(&self) -> IpAddr {
-            LOCAL
-        }
-        fn stats(&self) -> TransportStats {
-            TransportStats::default()
-        }
     }
 
     /// A datagram for a socket leaves from the port the transport gives and carries its
@@ -652,22 +634,26 @@ mod tests {
             transmit(Opcode::RC_ACKNOWLEDGE, Payload::None, 0),
         ];
         let mrs = MrTable::new(4, 1).unwrap();
-        let mut udp = Sockets::default();
+        let mut udp = Recorder {
+            sockets: true,
+            ..Recorder::default()
+        };
         assert_eq!(
             Emitter::new(LOCAL, 4).send(&txs, &mrs, &mut udp).unwrap(),
             2
         );
-        assert_eq!(udp.sent, [(0xd000, 100), (0xd000, 101)]);
+        assert_eq!(udp.ports, [(0xd000, 100), (0xd000, 101)]);
         assert_eq!(udp.asked, 1, "once for the QP's run of packets");
-        let mut lane = Sockets {
+        let mut lane = Recorder {
             lane: true,
-            ..Sockets::default()
+            sockets: true,
+            ..Recorder::default()
         };
         assert_eq!(
             Emitter::new(LOCAL, 4).send(&txs, &mrs, &mut lane).unwrap(),
             2
         );
-        assert_eq!(lane.sent, [(0xc000, 0), (0xc000, 0)]);
+        assert_eq!(lane.ports, [(0xc000, 0), (0xc000, 0)]);
         assert_eq!(lane.asked, 0);
     }
 }
