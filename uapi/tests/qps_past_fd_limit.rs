@@ -96,7 +96,7 @@ fn more_qps_than_file_descriptors_all_complete() {
             .unwrap();
         }
     }
-    for q in 0..QPS {
+    for (q, qp) in a_qps.iter().enumerate() {
         let data: Vec<u8> = (0..LEN).map(|k| byte(q, k)).collect();
         a_mr.write(q * LEN, &data).unwrap();
         let w = SendWr {
@@ -111,7 +111,7 @@ fn more_qps_than_file_descriptors_all_complete() {
                 vec![a_mr.sge(q * LEN, LEN as u32)],
             )
         };
-        a_qps[q].post_send(&[w]).map_err(|(_, e)| e).unwrap();
+        qp.post_send(&[w]).map_err(|(_, e)| e).unwrap();
     }
     // One thread drives both devices (a 60 s guard against a hang, not a timing assertion).
     let mut done = vec![0usize; QPS];
