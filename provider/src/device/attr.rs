@@ -184,8 +184,10 @@ impl Limits {
     pub const MAX_SGE_RD: i32 = 32;
     /// Completion queues per device.
     pub const MAX_CQ: i32 = 1024;
-    /// Entries per completion queue.
-    pub const MAX_CQE: i32 = 65535;
+    /// Entries per completion queue (2^18 - 1). perftest sizes its CQ as its send queue depth
+    /// times its QPs (128 x 1024 for `ib_write_bw -q 1024`): 65535 refused `-q 512`. A CQ's
+    /// ring is allocated at creation, at most 16 MiB.
+    pub const MAX_CQE: i32 = (1 << 18) - 1;
     /// Memory regions per device (the key table's slots).
     pub const MAX_MR: i32 = 65536;
     /// Protection domains per device.
