@@ -82,6 +82,37 @@ fn ib_write_bw() {
     perftest("ib_write_bw", 1, &["-n", "200"], BW, true);
 }
 
+/// Many QPs through perftest, under the usual limit of 1024 open files (set here for the
+/// tools this test starts; the other tests' tools need far fewer): `-q 1024` makes 1024 QPs
+/// on each side, one CQ of 128 x 1024 entries (past the 65535 `max_cqe` once had), and a UDP
+/// source port per QP, whose sockets once took a file descriptor each.
+#[test]
+fn ib_write_bw_with_1024_qps() {
+    limit_open_files(1024);
+    perftest(
+        "ib_write_bw",
+        51,
+        &["-q", "1024", "-s", "64", "-n", "128"],
+        BW,
+        true,
+    );
+}
+
+/// Lowers this process's soft limit of open files to `soft` (its children inherit it), if
+/// it is higher.
+fn limit_open_files(soft: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a valid rlimit for the calls to read and write.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+        l.rlim_cur = l.rlim_cur.min(soft);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
+    }
+}
+
 #[test]
 fn ib_send_lat() {
     perftest("ib_send_lat", 3, &["-n", "200"], LAT, true);

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -185,16 +186,61 @@ pub fn spawn_logged(prog: &Path, args: &[String], addr: &str, log: &Path) -> Chi
         .unwrap_or_else(|e| panic!("starting {}: {e}", prog.display()))
 }
 
-/// Waits for `child` until `deadline`, killing it then (so a hang fails the test).
-pub fn finish(mut child: Child, deadline: Instant) -> Output {
-    while child.try_wait().expect("waiting").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
+/// Waits for `child` until `deadline`, killing it then (so a hang fails the test); its output
+/// is read from now on ([`Drained`]).
+pub fn finish(child: Child, deadline: Instant) -> Output {
+    Drained::new(child).finish(deadline)
+}
+
+/// A child whose piped output is read as it comes: a program that prints more than a pipe
+/// holds (perftest prints two lines per QP) would otherwise block on its write, and its peer
+/// waiting for it, until the deadline.
+pub struct Drained {
+    child: Child,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Drained {
+    /// Starts reading `child`'s piped standard output and error.
+    pub fn new(mut child: Child) -> Drained {
+        fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut bytes);
+                }
+                bytes
+            })
         }
-        std::thread::sleep(Duration::from_millis(20));
+        let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
+        Drained {
+            child,
+            stdout,
+            stderr,
+        }
     }
-    child.wait_with_output().expect("collecting output")
+
+    /// Stops the child now.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// Waits for the child until `deadline`, killing it then; its status and all it printed.
+    pub fn finish(mut self, deadline: Instant) -> Output {
+        while self.child.try_wait().expect("waiting").is_none() {
+            if Instant::now() > deadline {
+                self.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Output {
+            status: self.child.wait().expect("waiting"),
+            stdout: self.stdout.join().expect("reading stdout"),
+            stderr: self.stderr.join().expect("reading stderr"),
+        }
+    }
 }
 
 /// What the rdma-core pingpongs and perftest say when their client ran before the server
@@ -218,7 +264,7 @@ pub fn run_pair(
     let mut args = args.to_vec();
     args.extend(["-p".to_string(), port]);
     let deadline = Instant::now() + Duration::from_secs(90);
-    let server_child = spawn_env(prog, &args, server, env);
+    let server_child = Drained::new(spawn_env(prog, &args, server, env));
     let mut client_args = args.clone();
     client_args.push(server.into());
     let client_out = loop {
@@ -235,9 +281,9 @@ pub fn run_pair(
     let mut server_child = server_child;
     if !client_out.status.success() {
         // Its peer gone, the server would wait for the deadline.
-        let _ = server_child.kill();
+        server_child.kill();
     }
-    (finish(server_child, deadline), client_out)
+    (server_child.finish(deadline), client_out)
 }
 
 /// The result row of a perftest tool's output `out` (the line after the table header that
