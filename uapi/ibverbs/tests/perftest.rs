@@ -84,8 +84,9 @@ fn ib_write_bw() {
 
 /// Many QPs through perftest, under the usual limit of 1024 open files (set here for the
 /// tools this test starts; the other tests' tools need far fewer): `-q 1024` makes 1024 QPs
-/// on each side, one CQ of 128 x 1024 entries (past the 65535 `max_cqe` once had), and a UDP
-/// source port per QP, whose sockets once took a file descriptor each.
+/// on each side and one CQ of 128 x 1024 entries (past the 65535 `max_cqe` once had). (The
+/// QPs' datagrams go through the host-local lane, which opens no source-port socket:
+/// `uapi/tests/qps_past_fd_limit.rs` has the sockets' limit, over kernel UDP.)
 #[test]
 fn ib_write_bw_with_1024_qps() {
     limit_open_files(1024);
