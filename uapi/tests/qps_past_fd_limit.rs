@@ -3,8 +3,8 @@
 //! the UDP transport sends each port's from a socket of its own; with one per QP, 1024 QPs
 //! ran a process into the usual limit of 1024 descriptors, and the packets whose socket could
 //! not be opened were lost until their WRs ended in `IBV_WC_RETRY_EXC_ERR`. Now a transport
-//! opens at most 256 such sockets, and past them, or when no descriptor is left, a QP's
-//! packets leave from the receive socket (`provider/src/transport/udp/send.rs`).
+//! opens at most 256 such sockets, and past them, or when no descriptor is left, a QP's port
+//! shares one of them (`provider/src/transport/udp/send.rs`).
 //!
 //! The test lowers its own process's limit to [`FD_LIMIT`] (its one test, so nothing else in
 //! the process feels it), below the [`QPS`] QPs of each of its two devices, and below the two
@@ -32,7 +32,7 @@ const FD_LIMIT: u64 = 384;
 const LEN: usize = 64;
 
 /// A device on plain kernel UDP (no packet ring, no host-local path: every packet leaves
-/// through a source-port socket or the receive socket), [`QPS`] QPs besides the side's own
+/// through a source-port socket, its own or a shared one), [`QPS`] QPs besides the side's own
 /// (left unconnected), and a region for them.
 fn side(addr: IpAddr, seed: u64) -> (Side, Vec<QueuePair>, MemoryRegion) {
     let transport = UdpTransport::bind(addr)

@@ -643,7 +643,7 @@ pub struct TransportStats {
     /// Source ports another socket of the host held, whose packets leave from another port
     /// (see [`Transport::source_port`]).
     pub tx_ports_moved: u64,
-    /// Source ports whose packets leave from the receive socket's port (4791): past the
+    /// Source ports whose packets leave from another port's socket, shared: past the
     /// transport's number of source-port sockets, or when no file descriptor was left.
     pub tx_ports_shared: u64,
     /// The errno of the last per-packet send error (0: none).

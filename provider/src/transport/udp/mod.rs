@@ -33,7 +33,7 @@
 //!   asked before the emitter builds a packet, whose ICRC covers the port).
 //! * **At most 256 source-port sockets** (`send.rs`): a socket is a file descriptor, and a
 //!   socket per QP ran 1024 QPs out of the usual limit of 1024. Past them, or when no
-//!   descriptor is left, a port's packets leave from the receive socket (4791).
+//!   descriptor is left, a port shares an open one (connected to the same peer if any is).
 //! * **Connected send sockets**: a source port's socket is connected to the destination of its
 //!   first packet (an RC or UC QP has one). The kernel then keeps the route instead of looking
 //!   it up for every datagram, which is a tenth of a loopback datagram's cost; datagrams to

@@ -1,5 +1,5 @@
 //! Sending: a socket per UDP source port (the first [`MAX_SOURCE_SOCKETS`]; later ports share
-//! the receive socket's), connected to its QP's peer, one `sendmmsg` per run of
+//! them), connected to its QP's peer, one `sendmmsg` per run of
 //! packets from one port, every packet as an iovec list over the caller's pieces, a
 //! segmentation run as one message with `UDP_SEGMENT`; and, on a connected IPv4 socket, each
 //! packet's ICRC moved to the IP Identification the kernel will give it (see the module
@@ -26,7 +26,7 @@ use crate::transport::{Bytes, OutPacket, TransportStats};
 /// ports than a device has QPs, and a socket per QP's port took one file descriptor per QP:
 /// 1024 QPs ran a process into the usual limit of 1024 (`ulimit -n`), and the packets whose
 /// socket could not be opened were lost until their WRs ended in `IBV_WC_RETRY_EXC_ERR`.
-/// Past this many, a QP's packets leave from the receive socket, port 4791.
+/// Past this many, a QP's packets leave from one of these sockets, shared.
 pub(super) const MAX_SOURCE_SOCKETS: usize = 256;
 
 /// Whether opening a socket failed for want of a file descriptor (the process's limit or
@@ -80,14 +80,14 @@ impl UdpTransport {
     /// [`Transport::source_port`]: crate::transport::Transport::source_port
     ///
     /// Past [`MAX_SOURCE_SOCKETS`] ports, or when the process has no descriptor left, the
-    /// port shares the receive socket's, 4791, from then on.
+    /// port shares an open one from then on ([`UdpTransport::share_a_port`]).
     pub(super) fn resolve_source_port(&mut self, wanted: u16, dst: SocketAddr) -> u16 {
         let port = self.moved_ports.get(&wanted).copied().unwrap_or(wanted);
         if matches!(port, 0 | ROCE_V2_UDP_PORT) || self.tx.contains_key(&port) {
             return port;
         }
         if self.tx.len() >= MAX_SOURCE_SOCKETS {
-            return self.share_receive_port(wanted);
+            return self.share_a_port(wanted, dst);
         }
         match self.open_tx_socket(port, dst) {
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => match self.open_tx_socket(0, dst) {
@@ -96,21 +96,34 @@ impl UdpTransport {
                     self.stats.tx_ports_moved += 1;
                     other
                 }
-                Err(e) if out_of_descriptors(&e) => self.share_receive_port(wanted),
+                Err(e) if out_of_descriptors(&e) => self.share_a_port(wanted, dst),
                 Err(_) => port,
             },
-            Err(e) if out_of_descriptors(&e) => self.share_receive_port(wanted),
+            Err(e) if out_of_descriptors(&e) => self.share_a_port(wanted, dst),
             // Any other error is the send's to report.
             _ => port,
         }
     }
 
-    /// Packets meant for source port `wanted` leave from the receive socket (port 4791)
-    /// from now on.
-    fn share_receive_port(&mut self, wanted: u16) -> u16 {
-        self.moved_ports.insert(wanted, ROCE_V2_UDP_PORT);
+    /// Packets meant for source port `wanted` leave from an open source-port socket from now
+    /// on: one connected to `dst` if any is (the QPs of a peer spread over its sockets, which
+    /// keep their route and their IPv4 ID counter), else any; from the receive socket, port
+    /// 4791, if none is open. (Once per port: the sockets are looked through, not kept in
+    /// order.)
+    fn share_a_port(&mut self, wanted: u16, dst: SocketAddr) -> u16 {
+        let to_dst = |t: &TxSocket| t.peer == Some(dst);
+        let n = self.tx.values().filter(|t| to_dst(t)).count();
+        let port = if n > 0 {
+            let k = usize::from(wanted) % n;
+            self.tx.iter().filter(|(_, t)| to_dst(t)).nth(k)
+        } else {
+            let k = usize::from(wanted) % self.tx.len().max(1);
+            self.tx.iter().nth(k)
+        }
+        .map_or(ROCE_V2_UDP_PORT, |(&p, _)| p);
+        self.moved_ports.insert(wanted, port);
         self.stats.tx_ports_shared += 1;
-        ROCE_V2_UDP_PORT
+        port
     }
 
     /// Opens the socket of source port `port` (0: one the kernel picks) and connects it to
