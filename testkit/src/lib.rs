@@ -7,9 +7,11 @@
 //!   programs on softrnic.
 //! - [`alloc_count`]: a global allocator that counts a thread's allocations, for the tests
 //!   that check a path allocates nothing.
+//! - [`rlimit`]: the process's limit of open files, lowered to what a fresh machine has.
 
 pub mod alloc_count;
 pub mod dropin;
+pub mod rlimit;
 pub mod skip;
 
 pub use skip::skip;

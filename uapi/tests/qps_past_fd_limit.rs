@@ -68,23 +68,9 @@ fn byte(q: usize, k: usize) -> u8 {
     (q * 13 + k) as u8
 }
 
-/// Lowers this process's soft limit of open files to `soft`.
-fn limit_open_files(soft: u64) {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `l` is a valid rlimit for the calls to read and write.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
-        l.rlim_cur = soft.min(l.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
-    }
-}
-
 #[test]
 fn more_qps_than_file_descriptors_all_complete() {
-    limit_open_files(FD_LIMIT);
+    softrnic_testkit::rlimit::limit_open_files(FD_LIMIT);
     let ((a, a_qps, a_mr), (b, b_qps, b_mr)) = (side(A, 1), side(B, 2));
     for (qps, dest, peers) in [(&a_qps, B, &b_qps), (&b_qps, A, &a_qps)] {
         for (qp, peer_qp) in qps.iter().zip(peers) {

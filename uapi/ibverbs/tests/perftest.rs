@@ -89,7 +89,7 @@ fn ib_write_bw() {
 /// `uapi/tests/qps_past_fd_limit.rs` has the sockets' limit, over kernel UDP.)
 #[test]
 fn ib_write_bw_with_1024_qps() {
-    limit_open_files(1024);
+    softrnic_testkit::rlimit::limit_open_files(1024);
     perftest(
         "ib_write_bw",
         51,
@@ -97,21 +97,6 @@ fn ib_write_bw_with_1024_qps() {
         BW,
         true,
     );
-}
-
-/// Lowers this process's soft limit of open files to `soft` (its children inherit it), if
-/// it is higher.
-fn limit_open_files(soft: u64) {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `l` is a valid rlimit for the calls to read and write.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
-        l.rlim_cur = l.rlim_cur.min(soft);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
-    }
 }
 
 #[test]
