@@ -77,10 +77,10 @@ impl UdpTransport {
     /// `wanted`, or, if another socket of the host holds it, a port the kernel picks, kept
     /// for `wanted` from then on. Opens the socket if it is not open.
     ///
-    /// [`Transport::source_port`]: crate::transport::Transport::source_port
-    ///
     /// Past [`MAX_SOURCE_SOCKETS`] ports, or when the process has no descriptor left, the
     /// port shares an open one from then on ([`UdpTransport::share_a_port`]).
+    ///
+    /// [`Transport::source_port`]: crate::transport::Transport::source_port
     pub(super) fn resolve_source_port(&mut self, wanted: u16, dst: SocketAddr) -> u16 {
         let port = self.moved_ports.get(&wanted).copied().unwrap_or(wanted);
         if matches!(port, 0 | ROCE_V2_UDP_PORT) || self.tx.contains_key(&port) {
