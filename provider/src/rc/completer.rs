@@ -433,10 +433,20 @@ impl Requester {
 
     /// The peer made progress (`una` moved): fresh retry budgets, the timer restarted, and
     /// transmission moved past anything now acknowledged.
+    ///
+    /// After an early resend, progress past the probe's PSN shows that the timer fired on a
+    /// peer that was slow, not on a loss (as F-RTO tells a spurious timeout, RFC 5682): what
+    /// was sent before the probe reaches the peer before it, so the packets between `una`
+    /// and where transmission was ([`RcState::held`]) are waiting there, or lost. Resending
+    /// them repeated a whole window each time a receiver's thread paused past the early
+    /// interval (hundreds of duplicates a second under `ib_write_bw`). So transmission goes
+    /// on from where it was: a loss among them shows in a sequence NAK once later packets
+    /// arrive, and in the responder's answer to the probe, which NAKs a gap it holds
+    /// packets behind (`rc/responder/duplicate.rs`); failing both, the timer fires again.
     pub(super) fn progress(&mut self, ctx: &QpContext, now: Instant, timers: &mut TimerTable) {
         self.reset_retries(ctx);
         self.rc.resend_probe = None;
-        self.rc.held = None;
+        let held = self.rc.held.take();
         self.rc.rto.progress(self.una, now);
         match ctx.ack_timeout {
             Some(d) if self.outstanding() => timers.set(Timer::Retransmit, self.rc.rto.arm(now, d)),
@@ -444,7 +454,11 @@ impl Requester {
         }
         if self.next_psn.cmp_modular(self.una) == Ordering::Less {
             let una = self.una;
-            if self.sq.iter().any(|w| w.holds(una)) {
+            if let Some(h) = held.filter(|h| h.cmp_modular(una) == Ordering::Greater) {
+                debug_event!(target: "softrnic::rc", qpn = ctx.qpn, una = una.value(), psn = h.value(), "early resend was spurious: resume");
+                self.resume_at(ctx, h);
+                self.rc.last_go_back = None;
+            } else if self.sq.iter().any(|w| w.holds(una)) {
                 self.go_back(ctx, una);
                 self.rc.last_go_back = None;
             } else {

@@ -70,7 +70,8 @@ pub(crate) struct RcState {
     /// After an early resend (`requester/rto.rs`): the furthest PSN sent before going back.
     /// The packets before it may still wait unread at the peer, so they stay counted in the
     /// device's send window (`qp/window.rs`) until the peer makes progress or a counted
-    /// timeout says they were lost.
+    /// timeout says they were lost; progress past the probe resumes transmission here, not
+    /// at `una` (`Requester::progress`).
     pub held: Option<Psn>,
 }
 
@@ -201,7 +202,19 @@ impl Requester {
     pub fn go_back(&mut self, ctx: &QpContext, psn: Psn) {
         debug_event!(target: "softrnic::rc", qpn = ctx.qpn, psn = psn.value(), "resend from PSN");
         self.rc.last_go_back = Some(psn);
+        self.resume_at(ctx, psn);
+    }
+
+    /// Moves transmission to `psn`: a PSN some started WQE holds, or `max_psn`, the one after
+    /// everything ever sent (transmission then goes on with the first WQE not started). Any
+    /// other PSN leaves it where it is.
+    pub(crate) fn resume_at(&mut self, ctx: &QpContext, psn: Psn) {
         let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
+            if psn == self.max_psn {
+                self.cur = self.sq.iter().take_while(|w| w.started).count();
+                self.cur_offset = 0;
+                self.next_psn = psn;
+            }
             return;
         };
         let w = &self.sq[i];

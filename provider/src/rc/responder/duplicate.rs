@@ -1,14 +1,16 @@
 //! Duplicate requests (IBTA 9.7.5.1.2): answered, never executed twice. A SEND or WRITE with
-//! AckReq is re-ACKed with the latest PSN; a READ is read again from the original request's
-//! saved resource (the duplicate's RETH may ask for the rest only); an atomic replays its saved
-//! original value; FLUSH and ATOMIC WRITE get their empty READ RESPONSE again. At most
+//! AckReq is re-ACKed with the latest PSN, or NAKed at a gap that requests wait behind and no
+//! NAK reported yet (the requester's timer fired, and it probes); a READ is read again from
+//! the original request's saved resource (the duplicate's RETH may ask for the rest only); an
+//! atomic replays its saved original value; FLUSH and ATOMIC WRITE get their empty READ
+//! RESPONSE again. At most
 //! `max_dest_rd_atomic` answers wait at once, and a READ has one response stream however
 //! often it is duplicated: a duplicate of a READ being answered restarts that stream from
 //! its PSN if the stream is past it (9.7.5.1.2 lets the responder restart a response in
 //! progress), and adds nothing otherwise, so that a flood of duplicates can neither grow the
 //! output queue nor multiply what a READ sends.
 
-use softrnic_wire::aeth::{CreditCode, Syndrome};
+use softrnic_wire::aeth::{CreditCode, NakCode, Syndrome};
 use softrnic_wire::opcode::Operation;
 use softrnic_wire::roce::RocePacket;
 
@@ -24,6 +26,16 @@ impl Responder {
         let psn = repr.bth.psn;
         let Ok(info) = repr.info() else { return };
         match info.operation {
+            Operation::Send | Operation::RdmaWrite if repr.bth.ack_req && self.deferred_nak() => {
+                // Requests wait behind a gap not yet NAKed (`reorder.rs`), and the requester
+                // probes with an old one: its retransmit timer fired, and it learns where the
+                // gap is from this NAK (which acknowledges everything before it) rather than
+                // from its timer again. C9-102 would have sent it at the first request held.
+                let epsn = self.epsn;
+                self.nak_sent = true;
+                self.queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+                self.note_queued(false);
+            }
             Operation::Send | Operation::RdmaWrite if repr.bth.ack_req => {
                 let last = self.epsn.sub(1);
                 self.queue_ack(last, Syndrome::Ack(CreditCode::UNLIMITED));
@@ -99,6 +111,11 @@ impl Responder {
             Operation::Flush | Operation::AtomicWrite => self.duplicate_reply(ctx, psn),
             _ => {}
         }
+    }
+
+    /// Whether requests are held behind a gap that no NAK has reported yet.
+    fn deferred_nak(&self) -> bool {
+        self.reorder.is_holding() && !self.nak_sent
     }
 
     /// READ responses and atomic ACKs waiting to be sent.

@@ -20,7 +20,8 @@
 //!   (A conforming requester cannot tell the difference: the ACK acknowledges PSNs it sent.)
 //! * A request further ahead than [`SLOTS`], or beyond a full holding, is dropped.
 //!
-//! If nothing more comes, the requester's own retransmit timer ends the wait. The copies are
+//! If nothing more comes, the requester's own retransmit timer ends the wait: its probe, a
+//! duplicate here, is answered with the NAK of the gap (`duplicate.rs`). The copies are
 //! made in buffers kept for the QP and reused: [`WAIT_SLOTS`] of them stay between gaps (a
 //! reordering link costs no allocation per packet), the others are freed once the gap is
 //! filled (a loss holds up to [`SLOTS`] × path MTU, 2 MiB at 4096, for a round trip).
