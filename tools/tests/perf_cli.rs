@@ -456,6 +456,18 @@ fn perf_perftest_judges_each_perftest_tool_against_its_raw_baseline() {
         assert!(gbit > 0.0, "{line}");
         assert_eq!(line["rounds_gbit_per_s"].as_array().unwrap().len(), 1);
         let ratio = line["ratio"].as_f64().unwrap();
-        assert!((ratio - gbit / base).abs() < 1e-9, "{line}");
+        if baseline == "raw_udp_gso_bw" || line.get("bracket_agree").is_none() {
+            // One round: within one phase or not, the ratio is that of the figures.
+            assert!((ratio - gbit / base).abs() < 1e-9, "{line}");
+        } else {
+            // Judged between the one-QP runs just before and after it, which agreed.
+            let before = line["rounds_baseline_before"][0].as_f64().unwrap();
+            let after = line["rounds_baseline_after"][0].as_f64().unwrap();
+            assert!(before.max(after) <= before.min(after) * 1.2, "{line}");
+            assert!(
+                (ratio - gbit / ((before + after) / 2.0)).abs() < 1e-9,
+                "{line}"
+            );
+        }
     }
 }

@@ -280,6 +280,11 @@ impl Report {
                                 p.rounds,
                                 slice.as_millis()
                             )?,
+                            phase::Pairing::Bracketed => write!(
+                                out,
+                                "between two of its runs that agree ({} rounds",
+                                p.rounds
+                            )?,
                         }
                         if let Some(f) = figures {
                             write!(out, "; figures {f:.2}x")?;
@@ -297,7 +302,8 @@ impl Report {
 
     /// One object: per line, its key mapped to its label and fields, and for a line with a
     /// baseline, `baseline` (the key) and `ratio` (for a line judged within one phase, also
-    /// `ratio_of_figures`, `paired_rounds`, and `phase_copy_gb_per_s` or `slice_ms`).
+    /// `ratio_of_figures`, `paired_rounds`, and `phase_copy_gb_per_s`, `slice_ms` or
+    /// `bracket_agree`).
     pub fn to_json(&self) -> Value {
         let mut all = Map::new();
         for m in &self.lines {
@@ -316,6 +322,9 @@ impl Report {
                         }
                         phase::Pairing::Slices { slice } => {
                             o.insert("slice_ms".into(), (slice.as_millis() as u64).into())
+                        }
+                        phase::Pairing::Bracketed => {
+                            o.insert("bracket_agree".into(), phase::AGREE.into())
                         }
                     };
                 }

@@ -12,15 +12,21 @@
 //! the runs take turns in rounds and each figure is the median of its rounds. But on a
 //! machine whose phases change within a run two medians may come from different phases,
 //! and even a round's two figures, seconds apart (`paired_ratio`, in every phase). So the
-//! machine's copy speed is probed between runs ([`super::phase`]), and the ratio judged is
-//! the median of the rounds' ratios taken where both runs' probes agree.
+//! machine's copy speed is probed between runs ([`super::phase`]), and one QP's ratio to the
+//! kernel is the median of the rounds' ratios taken where both runs' probes agree.
+//!
+//! The probes miss some changes: in one copy phase one QP moved either about 64 or about 108
+//! Gbit/s, run by run. So every other variant runs between two runs of one QP (a round is
+//! raw, `-q 1`, `-q 4`, `-q 1`, `-q 16`, `-q 1`, `-b -q 4`, `-q 1`), and its ratio is judged
+//! against the mean of those two, in the rounds where they agree
+//! ([`super::phase::bracket_ratio`]).
 
 use serde_json::Map;
 use std::io;
 use std::path::Path;
 
 use super::perftest::{figures_after, run_pair, Options};
-use super::phase::{phase_ratio, ratios, Prober, Span};
+use super::phase::{bracket_ratio, phase_ratio, ratios, Prober, Span};
 use super::raw_udp::{udp_gso_bandwidth, GsoConfig};
 use super::{median, warmup, Measurement, Unit};
 
@@ -80,6 +86,9 @@ pub fn run(
     let mut raw = Vec::new();
     let mut raw_rounds = Vec::new();
     let mut runs: [Vec<(f64, Span)>; VARIANTS.len()] = Default::default();
+    // The one-QP run after each other variant's, round by round: with the one before it
+    // (the previous variant's, or the round's first), the bracket it is judged in.
+    let mut one_after: [Vec<f64>; VARIANTS.len()] = Default::default();
     let mut prober = Prober::new()?;
     for _ in 0..o.rounds {
         let (m, span) = prober.measure(|| match udp_gso_bandwidth(&cfg) {
@@ -89,18 +98,32 @@ pub fn run(
         })?;
         raw_rounds.push((m.value, span));
         raw.push(m);
-        for (v, runs) in VARIANTS.iter().zip(&mut runs) {
-            runs.push(prober.measure(|| run_variant(bin, v, next_port(), o))?);
+        for (i, v) in VARIANTS.iter().enumerate() {
+            runs[i].push(prober.measure(|| run_variant(bin, v, next_port(), o))?);
+            if i > 0 {
+                let (one, _) = prober.measure(|| run_variant(bin, &VARIANTS[0], next_port(), o))?;
+                one_after[i].push(one);
+            }
         }
     }
     let mut lines = vec![median_line(raw)];
-    lines.extend(VARIANTS.iter().zip(&runs).map(|(v, r)| {
-        let baseline = VARIANTS
-            .iter()
-            .position(|b| b.key == v.baseline)
-            .map_or(&raw_rounds, |i| &runs[i]);
-        variant_line(v, r, baseline)
-    }));
+    for (i, v) in VARIANTS.iter().enumerate() {
+        let Some(b) = VARIANTS.iter().position(|b| b.key == v.baseline) else {
+            lines.push(variant_line(v, &runs[i], &raw_rounds, None));
+            continue;
+        };
+        let before: Vec<f64> = if i - 1 == b {
+            runs[b].iter().map(|(g, _)| *g).collect()
+        } else {
+            one_after[i - 1].clone()
+        };
+        lines.push(variant_line(
+            v,
+            &runs[i],
+            &runs[b],
+            Some((&before, &one_after[i])),
+        ));
+    }
     Ok(lines)
 }
 
@@ -122,8 +145,15 @@ fn median_line(mut rounds: Vec<Measurement>) -> Measurement {
 
 /// A variant's line: the median of its rounds' Gbit/s, every round's figure beside it (with
 /// the copy speed probed before and after it), the median of the rounds' ratios to
-/// `baseline`'s rounds, and the same within one phase (see the module comment).
-fn variant_line(v: &Variant, rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Measurement {
+/// `baseline`'s rounds, and the ratio judged: between the baseline's runs just before and
+/// after each round's (`bracket`), where there are such runs, else within one copy phase
+/// (see the module comment).
+fn variant_line(
+    v: &Variant,
+    rounds: &[(f64, Span)],
+    baseline: &[(f64, Span)],
+    bracket: Option<(&[f64], &[f64])>,
+) -> Measurement {
     let figures: Vec<f64> = rounds.iter().map(|(g, _)| *g).collect();
     let gbit = median(&figures);
     let each: Vec<String> = rounds
@@ -139,7 +169,7 @@ fn variant_line(v: &Variant, rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -
     let probes: Vec<[f64; 2]> = rounds.iter().map(|(_, s)| [s.before, s.after]).collect();
     let mut fields = Map::from_iter([
         ("gbit_per_s".to_owned(), gbit.into()),
-        ("rounds_gbit_per_s".to_owned(), figures.into()),
+        ("rounds_gbit_per_s".to_owned(), figures.clone().into()),
         ("rounds_copy_gb_per_s".to_owned(), serde_json::json!(probes)),
         ("message_len".to_owned(), MESSAGE_LEN.into()),
     ]);
@@ -147,6 +177,27 @@ fn variant_line(v: &Variant, rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -
         detail = format!("{detail}; round by round {p:.2}x {}", v.baseline);
         fields.insert("paired_ratio".to_owned(), p.into());
     }
+    let in_phase = phase_ratio(rounds, baseline);
+    let judged = match bracket {
+        Some((before, after)) => {
+            let each: Vec<String> = before
+                .iter()
+                .zip(after)
+                .map(|(b, a)| format!("{b:.1}/{a:.1}"))
+                .collect();
+            detail = format!("{detail}; {} before/after: {}", v.baseline, each.join(", "));
+            if let Some(p) = in_phase {
+                detail = format!(
+                    "{detail}; in one copy phase {:.2}x ({} rounds)",
+                    p.ratio, p.rounds
+                );
+            }
+            fields.insert("rounds_baseline_before".to_owned(), before.into());
+            fields.insert("rounds_baseline_after".to_owned(), after.into());
+            bracket_ratio(&figures, before, after)
+        }
+        None => in_phase,
+    };
     Measurement {
         key: v.key.to_owned(),
         label: format!("perftest ib_write_bw -s 65536 {}", v.args.join(" ")),
@@ -154,7 +205,7 @@ fn variant_line(v: &Variant, rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -
         unit: Unit::GbitPerSec,
         detail,
         baseline: Some(v.baseline.to_owned()),
-        paired: phase_ratio(rounds, baseline),
+        paired: judged,
         fields,
     }
 }
@@ -211,6 +262,7 @@ mod tests {
             &VARIANTS[3],
             &in_phase(&[30.0, 10.0, 20.0]),
             &in_phase(&[30.0, 20.0, 10.0]),
+            None,
         );
         assert_eq!(line.value, 20.0);
         assert_eq!(
@@ -241,13 +293,13 @@ mod tests {
         let nan = in_phase(&[10.0, f64::NAN, 50.0, 100.0]);
         assert_eq!(paired_ratio(&rounds, &nan), None);
         assert_eq!(paired_ratio(&[], &[]), None);
-        let line = variant_line(&VARIANTS[1], &rounds, &baseline);
+        let line = variant_line(&VARIANTS[1], &rounds, &baseline, None);
         assert_eq!(line.fields["paired_ratio"], 2.0);
         // A raw round the kernel refused has no figure (`GsoConfig::refused`: NaN).
-        let refused = variant_line(&VARIANTS[0], &rounds, &in_phase(&[f64::NAN; 4]));
+        let refused = variant_line(&VARIANTS[0], &rounds, &in_phase(&[f64::NAN; 4]), None);
         assert!(!refused.fields.contains_key("paired_ratio"));
         assert_eq!(refused.paired, None);
-        let zero = variant_line(&VARIANTS[0], &rounds, &in_phase(&[0.0; 4]));
+        let zero = variant_line(&VARIANTS[0], &rounds, &in_phase(&[0.0; 4]), None);
         assert!(!zero.fields.contains_key("paired_ratio"));
     }
 
@@ -265,7 +317,7 @@ mod tests {
         };
         let rounds = [(20.0, fast), (40.0, slow), (10.0, fast)];
         let baseline = [(10.0, fast), (35.0, fast), (100.0, slow)];
-        let line = variant_line(&VARIANTS[1], &rounds, &baseline);
+        let line = variant_line(&VARIANTS[1], &rounds, &baseline, None);
         let p = line.paired.unwrap();
         assert_eq!((p.ratio, p.rounds), (2.0, 1));
         let report = super::super::Report {
@@ -296,6 +348,39 @@ mod tests {
             text.contains("= 2.00x perftest_write_bw_q1 in one phase (1 rounds, copy 12.2 GB/s; figures 0.57x)"),
             "{text}"
         );
+    }
+
+    /// Four QPs judged between one-QP runs just before and after: round 1's two agree (100,
+    /// 90: 0.95x), round 2's do not (the phase changed) and is left out, though its copy
+    /// probes agreed; the line says the runs around each round.
+    #[test]
+    fn several_qps_are_judged_between_two_one_qp_runs_that_agree() {
+        let rounds = in_phase(&[90.0, 60.0]);
+        let baseline = in_phase(&[100.0, 100.0]);
+        let (before, after) = ([100.0, 100.0], [90.0, 60.0]);
+        let line = variant_line(&VARIANTS[1], &rounds, &baseline, Some((&before, &after)));
+        let p = line.paired.unwrap();
+        assert_eq!((p.ratio, p.rounds), (90.0 / 95.0, 1));
+        assert_eq!(p.pairing, super::super::phase::Pairing::Bracketed);
+        assert!(
+            line.detail.ends_with(
+                "perftest_write_bw_q1 before/after: 100.0/90.0, 100.0/60.0; \
+                 in one copy phase 0.75x (2 rounds)"
+            ),
+            "{}",
+            line.detail
+        );
+        assert_eq!(
+            line.fields["rounds_baseline_after"],
+            serde_json::json!([90.0, 60.0])
+        );
+        let none_agree = variant_line(
+            &VARIANTS[1],
+            &rounds,
+            &baseline,
+            Some((&before, &[10.0; 2])),
+        );
+        assert_eq!(none_agree.paired, None);
     }
 
     #[test]

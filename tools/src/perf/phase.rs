@@ -197,6 +197,11 @@ pub enum Pairing {
         /// How long each slice kept posting.
         slice: Duration,
     },
+    /// Each run judged against the mean of two runs of the baseline, one just before it and
+    /// one just after, where those two agree (see [`AGREE`]): the baseline itself says the
+    /// machine's phase held across the run, which catches the changes the copy probe does
+    /// not see ([`bracket_ratio`]).
+    Bracketed,
 }
 
 /// Each figure over its baseline figure, pair by pair: `None` when there is no pair, or a
@@ -229,6 +234,30 @@ pub fn phase_ratio(rounds: &[(f64, Span)], baseline: &[(f64, Span)]) -> Option<P
         pairing: Pairing::Probed {
             copy_gb_per_s: median(&probes),
         },
+    })
+}
+
+/// Each `rounds[i]` over the mean of `before[i]` and `after[i]`, two runs of its baseline just
+/// before and just after it, in each round where those two agree within [`AGREE`], and the
+/// median of those ratios; `None` when no round's two did.
+///
+/// Between two copy probes that agree a run can still fall in a phase of its own: on this
+/// project's VM one QP's figure in one copy phase was either about 64 or about 108 Gbit/s, and
+/// two runs side by side differed by that much in either order. A baseline measured on both
+/// sides of the run, and found the same twice, is the nearest this machine comes to measuring
+/// the two at once.
+pub fn bracket_ratio(rounds: &[f64], before: &[f64], after: &[f64]) -> Option<PairedRatio> {
+    let agree = |b: f64, a: f64| b > 0.0 && a > 0.0 && b.max(a) <= b.min(a) * AGREE;
+    let kept = rounds
+        .iter()
+        .zip(before.iter().zip(after))
+        .filter(|(_, (&b, &a))| agree(b, a))
+        .map(|(&v, (&b, &a))| (v, (b + a) / 2.0));
+    let ratios = ratios(kept)?;
+    Some(PairedRatio {
+        ratio: median(&ratios),
+        rounds: ratios.len(),
+        pairing: Pairing::Bracketed,
     })
 }
 
@@ -272,6 +301,32 @@ mod tests {
         assert_eq!(phase_ratio(&rounds[1..2], &baseline[1..2]), None);
         let refused = [(f64::NAN, fast)];
         assert_eq!(phase_ratio(&rounds[..1], &refused), None);
+    }
+
+    /// Round 2's two baseline runs disagree (the phase changed around the run): it is left
+    /// out. The others are judged against the mean of theirs (95 and 60).
+    #[test]
+    fn a_run_is_judged_only_between_two_baseline_runs_that_agree() {
+        let p = bracket_ratio(
+            &[76.0, 20.0, 57.0],
+            &[100.0, 100.0, 60.0],
+            &[90.0, 20.0, 60.0],
+        );
+        let p = p.unwrap();
+        assert_eq!((p.rounds, p.pairing), (2, Pairing::Bracketed));
+        assert!(
+            (p.ratio - (76.0 / 95.0 + 57.0 / 60.0) / 2.0).abs() < 1e-12,
+            "{p:?}"
+        );
+        // 100 and 80 are 1.25x apart: past AGREE.
+        assert_eq!(bracket_ratio(&[90.0], &[100.0], &[80.0]), None);
+        assert_eq!(bracket_ratio(&[90.0], &[100.0], &[20.0]), None);
+        assert_eq!(
+            bracket_ratio(&[90.0], &[0.0], &[0.0]),
+            None,
+            "nothing moved"
+        );
+        assert_eq!(bracket_ratio(&[], &[], &[]), None);
     }
 
     /// The probe moves something and says so in plausible units (a machine copies more than
