@@ -36,6 +36,7 @@
 //! | `local_rcvd` | - | device: a packet read from this device's inbox (before the checks) |
 //! | `local_dropped` | - | device: of `sent_pkts`, those dropped because the peer's inbox lane was full (its receiver behind; RC resends), as a full socket buffer drops them |
 //! | `local_rung` | - | device: the peer's doorbell rung because packets written into its inbox were left unread (its application stopped polling) |
+//! | `ring_dropped` | - | device: a packet the kernel found no free slot for in the device's packet ring (`transport/udp/ring.rs`; lost, as from a full socket buffer, and RC resends) |
 //!
 //! rxe's `ack_deferred` (its completer rescheduled), `link_downed` and `lack_of_resources`
 //! have no counterpart here: softrnic's ports do not go down, and its ACK coalescing and
@@ -163,6 +164,8 @@ counters! {
         local_dropped,
         /// Doorbells rung for packets a peer's inbox left unread.
         local_rung,
+        /// Packets the device's packet ring had no free slot for.
+        ring_dropped,
     }
 }
 

@@ -491,6 +491,7 @@ impl Device {
         counters.local_rcvd = transport.rx_local;
         counters.local_dropped = transport.tx_local_dropped;
         counters.local_rung = transport.tx_local_rung;
+        counters.ring_dropped = transport.rx_ring_dropped;
         (counters, nic.qp_reports())
     }
 

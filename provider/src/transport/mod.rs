@@ -653,6 +653,8 @@ pub struct TransportStats {
     pub ident_probes: u64,
     /// Datagrams are read from a packet ring, not a socket (`udp/ring.rs`).
     pub rx_from_ring: bool,
+    /// Datagrams the packet ring had no free slot for (lost, as from a full socket buffer).
+    pub rx_ring_dropped: u64,
     /// Datagrams written into another device's inbox on this host instead of sent over UDP
     /// (counted in `tx_packets` too; `udp/local/`).
     pub tx_local: u64,

@@ -880,6 +880,7 @@ impl Transport for UdpTransport {
             .map_or((0, 0, 0, 0), |o| (o.sent, o.bytes, o.dropped, o.rung));
         TransportStats {
             rx_from_ring: self.ring.is_some(),
+            rx_ring_dropped: self.ring.as_ref().map_or(0, RxRing::dropped),
             tx_packets: self.stats.tx_packets + tx_local,
             tx_bytes: self.stats.tx_bytes + tx_local_bytes,
             tx_local,

@@ -56,7 +56,7 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 use softrnic_wire::ROCE_V2_UDP_PORT;
@@ -97,6 +97,8 @@ pub(super) struct RxRing {
     /// The runs too long for a slot, read from the socket.
     long: LongRuns,
     local: Ipv4Addr,
+    /// Frames the kernel found no free slot for, counted so far (see [`RxRing::dropped`]).
+    dropped: AtomicU64,
 }
 
 impl std::fmt::Debug for RxRing {
@@ -166,7 +168,33 @@ impl RxRing {
             taken: 0,
             long: LongRuns::new(),
             local,
+            dropped: AtomicU64::new(0),
         })
+    }
+
+    /// The frames dropped because the ring was full, since it was opened: the kernel counts
+    /// them (`PACKET_STATISTICS`'s `tp_drops`, which reading resets) and they reached
+    /// neither the ring nor the receive socket, whose filter leaves the ring's datagrams to
+    /// it. RC recovers them as any loss; a count that grows says the ring is too small for
+    /// the bursts it gets (`docs/performance.md`, "An open problem: the ring's size").
+    pub(super) fn dropped(&self) -> u64 {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` is a valid tpacket_stats of the length passed, alive during the call.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&raw mut st).cast(),
+                &mut len,
+            )
+        };
+        let new = if r == 0 { u64::from(st.tp_drops) } else { 0 };
+        self.dropped.fetch_add(new, Ordering::Relaxed) + new
     }
 
     /// The packet socket, for `ppoll` (readable while a slot is the user's).

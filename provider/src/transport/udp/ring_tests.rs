@@ -458,3 +458,30 @@ fn the_ring_holds_a_burst_the_socket_would_hold() {
         assert_eq!(g.payload[..4], (k as u32).to_be_bytes(), "in order");
     }
 }
+
+/// What the ring had no slot for is counted: of a burst of 2048 datagrams sent before the
+/// device reads any, every one is either received or counted in `rx_ring_dropped` (the
+/// device's `ring_dropped`), and the 512-slot ring drops some.
+#[test]
+fn a_full_ring_counts_what_it_dropped() {
+    const BURST: usize = 2048;
+    let to = ip(40);
+    let Some(mut t) = ringed("a_full_ring_counts_what_it_dropped", to) else {
+        return;
+    };
+    assert_eq!(t.stats().rx_ring_dropped, 0);
+    let peer = UdpSocket::bind((Ipv4Addr::new(127, 0, 38, 41), 0)).unwrap();
+    let payload = [0u8; 1024 + 28];
+    for _ in 0..BURST {
+        peer.send_to(&payload, (to, 4791)).unwrap();
+    }
+    let got = receive(&mut t, 2048, 64, BURST).len();
+    let dropped = t.stats().rx_ring_dropped;
+    assert!(dropped > 0, "a ring of 512 slots held {got} of {BURST}");
+    assert_eq!(
+        got as u64 + dropped,
+        BURST as u64,
+        "each received or counted"
+    );
+    assert_eq!(t.stats().rx_ring_dropped, dropped, "counted once");
+}
