@@ -3,12 +3,11 @@
 //! NAK reported yet (the requester's timer fired, and it probes); a READ is read again from
 //! the original request's saved resource (the duplicate's RETH may ask for the rest only); an
 //! atomic replays its saved original value; FLUSH and ATOMIC WRITE get their empty READ
-//! RESPONSE again. At most
-//! `max_dest_rd_atomic` answers wait at once, and a READ has one response stream however
-//! often it is duplicated: a duplicate of a READ being answered restarts that stream from
-//! its PSN if the stream is past it (9.7.5.1.2 lets the responder restart a response in
-//! progress), and adds nothing otherwise, so that a flood of duplicates can neither grow the
-//! output queue nor multiply what a READ sends.
+//! RESPONSE again. At most `max_dest_rd_atomic` answers wait at once, and a READ has one
+//! response stream however often it is duplicated: a duplicate of a READ being answered
+//! restarts that stream from its PSN if the stream is past it (9.7.5.1.2 lets the responder
+//! restart a response in progress), and adds nothing otherwise, so that a flood of
+//! duplicates can neither grow the output queue nor multiply what a READ sends.
 
 use softrnic_wire::aeth::{CreditCode, NakCode, Syndrome};
 use softrnic_wire::opcode::Operation;
