@@ -52,6 +52,29 @@ fn recv_all(t: &mut UdpTransport, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
     got
 }
 
+/// Sends `body` as one datagram from `src_port` to `to` through `a`, and receives it at `b`:
+/// where it came from and its payload.
+fn one_datagram(
+    a: &mut UdpTransport,
+    b: &mut UdpTransport,
+    to: SocketAddr,
+    src_port: u16,
+    body: &[u8],
+) -> (SocketAddr, Vec<u8>) {
+    let pieces = [Bytes::from(body)];
+    let pkt = OutPacket {
+        dst: to,
+        src_port,
+        pieces: &pieces,
+        segment: 0,
+        ident: 0,
+    };
+    assert_eq!(a.send_batch(std::slice::from_ref(&pkt)).unwrap(), 1);
+    let mut got = recv_all(b, 1);
+    assert_eq!(got.len(), 1);
+    got.remove(0)
+}
+
 #[test]
 fn exchange_a_batch_of_pieced_datagrams() {
     let (mut a, mut b) = (bind_unconnected(lo(11)), bind(lo(12)));
@@ -708,21 +731,12 @@ fn past_the_source_sockets_a_port_shares_an_open_one() {
     );
     assert_eq!(a.stats().tx_ports_shared, 3);
     let body = [0xa5u8; 64];
-    let pieces = [Bytes::from(&body[..])];
-    let pkt = OutPacket {
-        dst: to,
-        src_port: got[got.len() - 1],
-        pieces: &pieces,
-        segment: 0,
-        ident: 0,
-    };
-    assert_eq!(a.send_batch(std::slice::from_ref(&pkt)).unwrap(), 1);
-    let got = recv_all(&mut b, 1);
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].0, SocketAddr::new(lo(33), pkt.src_port));
+    let shared = got[got.len() - 1];
+    let (from, payload) = one_datagram(&mut a, &mut b, to, shared, &body);
+    assert_eq!(from, SocketAddr::new(lo(33), shared));
     // (A connected socket's datagram has its last 4 bytes, taken for an ICRC, moved to the
     // IPv4 ID it was given: see the module comment.)
-    assert_eq!(got[0].1[..60], body[..60]);
+    assert_eq!(payload[..60], body[..60]);
     assert_eq!(a.source_ports_open(), MAX_SOURCE_SOCKETS);
 }
 
@@ -747,18 +761,7 @@ fn a_source_port_another_socket_holds_is_replaced_by_a_free_one() {
     assert_ne!(other, taken);
     assert_eq!(a.source_port(taken, to), other, "kept for the port");
     assert_eq!(a.stats().tx_ports_moved, 1);
-    let body = [0x5au8; 64];
-    let pieces = [Bytes::from(&body[..])];
-    let pkt = OutPacket {
-        dst: to,
-        src_port: other,
-        pieces: &pieces,
-        segment: 0,
-        ident: 0,
-    };
-    assert_eq!(a.send_batch(std::slice::from_ref(&pkt)).unwrap(), 1);
-    let got = recv_all(&mut b, 1);
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].0, SocketAddr::new(lo(31), other));
+    let (from, _) = one_datagram(&mut a, &mut b, to, other, &[0x5au8; 64]);
+    assert_eq!(from, SocketAddr::new(lo(31), other));
     drop(held);
 }
