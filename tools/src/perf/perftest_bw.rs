@@ -86,8 +86,9 @@ pub fn run(
     let mut raw = Vec::new();
     let mut raw_rounds = Vec::new();
     let mut runs: [Vec<(f64, Span)>; VARIANTS.len()] = Default::default();
-    // The one-QP run after each other variant's, round by round: with the one before it
-    // (the previous variant's, or the round's first), the bracket it is judged in.
+    // Round by round, the one-QP runs just before and just after each other variant's: the
+    // bracket it is judged in.
+    let mut one_before: [Vec<f64>; VARIANTS.len()] = Default::default();
     let mut one_after: [Vec<f64>; VARIANTS.len()] = Default::default();
     let mut prober = Prober::new()?;
     for _ in 0..o.rounds {
@@ -98,31 +99,25 @@ pub fn run(
         })?;
         raw_rounds.push((m.value, span));
         raw.push(m);
+        let mut last_one = f64::NAN;
         for (i, v) in VARIANTS.iter().enumerate() {
-            runs[i].push(prober.measure(|| run_variant(bin, v, next_port(), o))?);
-            if i > 0 {
+            let run = prober.measure(|| run_variant(bin, v, next_port(), o))?;
+            runs[i].push(run);
+            if i == 0 {
+                last_one = run.0;
+            } else {
                 let (one, _) = prober.measure(|| run_variant(bin, &VARIANTS[0], next_port(), o))?;
+                one_before[i].push(last_one);
                 one_after[i].push(one);
+                last_one = one;
             }
         }
     }
     let mut lines = vec![median_line(raw)];
-    for (i, v) in VARIANTS.iter().enumerate() {
-        let Some(b) = VARIANTS.iter().position(|b| b.key == v.baseline) else {
-            lines.push(variant_line(v, &runs[i], &raw_rounds, None));
-            continue;
-        };
-        let before: Vec<f64> = if i - 1 == b {
-            runs[b].iter().map(|(g, _)| *g).collect()
-        } else {
-            one_after[i - 1].clone()
-        };
-        lines.push(variant_line(
-            v,
-            &runs[i],
-            &runs[b],
-            Some((&before, &one_after[i])),
-        ));
+    lines.push(variant_line(&VARIANTS[0], &runs[0], &raw_rounds, None));
+    for i in 1..VARIANTS.len() {
+        let bracket = Some((&one_before[i][..], &one_after[i][..]));
+        lines.push(variant_line(&VARIANTS[i], &runs[i], &runs[0], bracket));
     }
     Ok(lines)
 }
